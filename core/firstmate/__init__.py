@@ -1,0 +1,32 @@
+"""Firstmate: keeps a primary AI coding agent awake to its fleet.
+
+Plugin authors import :data:`hookimpl` from here. Everything else is imported lazily by the
+modules that need it, so that hot command paths stay cheap to start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+PROJECT = "firstmate"
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pluggy
+
+    hookimpl: pluggy.HookimplMarker
+    hookspec: pluggy.HookspecMarker
+
+
+def __getattr__(name: str) -> Any:
+    # pluggy is imported only when a plugin actually asks for a marker.
+    if name in ("hookimpl", "hookspec"):
+        import pluggy
+
+        marker = pluggy.HookimplMarker(PROJECT) if name == "hookimpl" else pluggy.HookspecMarker(PROJECT)
+        globals()[name] = marker
+        return marker
+    raise AttributeError(name)
+
+
+__all__ = ["PROJECT", "__version__", "hookimpl", "hookspec"]

@@ -1,0 +1,3 @@
+from firstmate.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""``fm``: dispatch a command group to its module without importing the others.
+
+Start-up cost matters (harness hooks and ``fm wake append`` run on every turn), so this module
+imports nothing heavy: each group module is imported only when its name is on the command line,
+and plugin-provided commands are looked up only for a name the core does not know.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+#: command name → (module, one-line help). The module exposes ``main(argv) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "wake": ("firstmate.cli.wake", "append to, drain and acknowledge the durable wake queue"),
+    "status": ("firstmate.cli.status", "show watcher health, queue depth and episode (no side effects)"),
+    "crew": ("firstmate.cli.crew", "register crews and record their status lines"),
+    "check": ("firstmate.cli.check", "register, list and remove state checks"),
+    "watch": ("firstmate.cli.watch", "run one watcher cycle (normally started by fm arm)"),
+    "arm": ("firstmate.cli.arm", "start or attach to a watcher cycle and print its reason"),
+    "plugins": ("firstmate.cli.plugins", "list the installed harness plugins"),
+    "migrate": ("firstmate.cli.migrate", "import an original firstmate home's queue and episode"),
+}
+
+USAGE = "usage: fm [--version] <command> [args…]   (fm help lists the commands)"
+
+
+def _help() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [USAGE, "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in sorted(COMMANDS.items())]
+    return "\n".join(lines)
+
+
+def _error(message: str) -> None:
+    # One line, always: hostile text must not be able to forge further output lines.
+    clean = " ".join(message.split())
+    sys.stderr.write(f"fm: {clean}\n")
+
+
+def dispatch(argv: Sequence[str]) -> int:
+    from firstmate.exitcodes import ExitCode
+
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(_help() + "\n")
+        return ExitCode.OK if argv else ExitCode.USAGE
+    if argv[0] == "--version":
+        from firstmate import __version__
+
+        sys.stdout.write(f"fm {__version__}\n")
+        return ExitCode.OK
+    name, rest = argv[0], list(argv[1:])
+    entry = COMMANDS.get(name)
+    if entry is None:
+        from firstmate.cli.registry import plugin_command
+
+        command = plugin_command(name)
+        if command is None:
+            _error(f"unknown command {name!r}; run 'fm help' to list commands")
+            return ExitCode.USAGE
+        return int(command(rest))
+    import importlib
+
+    module = importlib.import_module(entry[0])
+    return int(module.main(rest))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from firstmate.errors import FirstmateError
+    from firstmate.exitcodes import ExitCode
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return dispatch(args)
+    except FirstmateError as exc:
+        _error(exc.message)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return ExitCode.SIGINT
+    except BrokenPipeError:
+        # The reader went away (e.g. `fm wake drain | head`); nothing useful to report.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return ExitCode.FAILED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+        if os.environ.get("FM_DEBUG"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc}; rerun with FM_DEBUG=1 for a traceback and report it")
+        return ExitCode.FAILED

@@ -1,0 +1,32 @@
+"""The core's own defaults, registered through the same plugin manager as harness plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from firstmate import hookimpl
+
+if TYPE_CHECKING:
+    from firstmate.backends.base import CrewBackend
+    from firstmate.home import Home
+    from firstmate.sources.base import Source
+
+
+@attrs.define(eq=False)
+class CorePlugin:
+    """Default watch sources and the tmux crew backend."""
+
+    @hookimpl
+    def firstmate_watch_sources(self, home: Home, env: Mapping[str, str]) -> Sequence[Source]:
+        from firstmate.sources.defaults import default_sources
+
+        return default_sources(home, env)
+
+    @hookimpl
+    def firstmate_crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
+        from firstmate.backends.tmux import TmuxBackend
+
+        return TmuxBackend.from_env(env)

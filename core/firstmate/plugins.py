@@ -1,0 +1,171 @@
+"""The plugin manager: finds harness plugins, isolates their failures, and calls hooks typed.
+
+Plugins are found through the entry-point group ``firstmate.plugins`` (entry-point name = harness
+name). ``FIRSTMATE_PLUGINS`` (comma list) loads only the named plugins; ``FIRSTMATE_DISABLE_PLUGINS``
+skips the named ones. A plugin that fails to import is recorded by name and the others still load.
+Hot paths that need one harness call :func:`load_harness`, which imports that plugin's module by
+its conventional name and never scans every installed distribution.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pluggy
+
+from firstmate import PROJECT, hookspecs
+from firstmate.errors import FirstmateError
+from firstmate.exitcodes import ExitCode
+from firstmate.harness import HarnessInfo, PluginFailure
+
+if TYPE_CHECKING:
+    from firstmate.backends.base import CrewBackend
+    from firstmate.home import Home
+    from firstmate.sources.base import Source
+
+ENTRY_POINT_GROUP = "firstmate.plugins"
+
+
+def _names(value: str | None) -> set[str]:
+    return {part.strip() for part in (value or "").split(",") if part.strip()}
+
+
+@attrs.define(eq=False)
+class PluginHost:
+    """A loaded plugin manager with a typed façade over its hooks."""
+
+    pm: pluggy.PluginManager
+    failures: list[PluginFailure] = attrs.Factory(list)
+    #: harness name → distribution version ("" when unknown).
+    versions: dict[str, str] = attrs.Factory(dict)
+
+    # --- identity -----------------------------------------------------------------------------
+
+    def harnesses(self) -> list[HarnessInfo]:
+        infos = [info for info in self.pm.hook.firstmate_harness_info() if info is not None]
+        return sorted(infos, key=lambda info: info.name)
+
+    def harness(self, name: str) -> HarnessInfo | None:
+        return next((info for info in self.harnesses() if info.name == name), None)
+
+    def detect_harness(self, env: Mapping[str, str], payload: Mapping[str, Any] | None) -> str | None:
+        result = self.pm.hook.firstmate_detect_harness(env=env, payload=payload)
+        return str(result) if result is not None else None
+
+    # --- watching -----------------------------------------------------------------------------
+
+    def watch_sources(self, home: Home, env: Mapping[str, str]) -> list[Source]:
+        # pluggy calls the most recently registered plugin first; core defaults are registered
+        # first, so reversing puts them (resurface, checks, status, stale, heartbeat) in front.
+        batches = self.pm.hook.firstmate_watch_sources(home=home, env=env)
+        sources: list[Source] = []
+        for batch in reversed(batches):
+            if batch:
+                sources.extend(batch)
+        return sources
+
+    def crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
+        backend: CrewBackend | None = self.pm.hook.firstmate_crew_backend(home=home, env=env)
+        return backend
+
+    # --- command line -------------------------------------------------------------------------
+
+    def cli_commands(self) -> dict[str, Any]:
+        registry: dict[str, Any] = {}
+        self.pm.hook.firstmate_cli_commands(registry=registry)
+        return registry
+
+
+def new_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _register_core(pm: pluggy.PluginManager) -> None:
+    from firstmate import core_plugin
+
+    pm.register(core_plugin.CorePlugin(), name="firstmate-core")
+
+
+def _entry_points() -> Iterable[Any]:
+    from importlib.metadata import entry_points
+
+    return entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHost:
+    """Load the core defaults and every allowed installed plugin."""
+    env = os.environ if env is None else env
+    allow = _names(env.get("FIRSTMATE_PLUGINS"))
+    block = _names(env.get("FIRSTMATE_DISABLE_PLUGINS"))
+    pm = new_manager()
+    host = PluginHost(pm)
+    if core:
+        _register_core(pm)
+    seen: set[str] = set()
+    for ep in sorted(_entry_points(), key=lambda ep: ep.name):
+        if ep.name in seen or (allow and ep.name not in allow) or ep.name in block:
+            continue
+        seen.add(ep.name)
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin must not take the others down
+            host.failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
+            continue
+        dist = getattr(ep, "dist", None)
+        host.versions[ep.name] = str(getattr(dist, "version", "") or "")
+    pm.check_pending()
+    return host
+
+
+def load_harness(name: str, env: Mapping[str, str] | None = None) -> PluginHost:
+    """Load the core defaults plus the one plugin for harness *name*, as cheaply as possible.
+
+    Tries the conventional module ``firstmate_plugin_<name>`` first (its ``plugin`` attribute);
+    falls back to the entry-point scan only when that module is not importable.
+    """
+    env = os.environ if env is None else env
+    if name in _names(env.get("FIRSTMATE_DISABLE_PLUGINS")):
+        raise FirstmateError(
+            f"the {name} plugin is disabled by FIRSTMATE_DISABLE_PLUGINS; remove it from that list",
+            exit_code=ExitCode.PLUGIN,
+        )
+    pm = new_manager()
+    host = PluginHost(pm)
+    _register_core(pm)
+    module_name = f"firstmate_plugin_{name.replace('-', '_')}"
+    plugin: Any = None
+    try:
+        module = importlib.import_module(module_name)
+        plugin = getattr(module, "plugin", None)
+    except ImportError:
+        plugin = None
+    if plugin is None:
+        for ep in _entry_points():
+            if ep.name == name:
+                try:
+                    plugin = ep.load()
+                except Exception as exc:  # noqa: BLE001
+                    host.failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
+                break
+    if plugin is None:
+        raise FirstmateError(
+            f"no Firstmate plugin for harness {name!r} is installed; "
+            f"install it with: pip install firstmate-plugin-{name}",
+            exit_code=ExitCode.PLUGIN,
+        )
+    pm.register(plugin, name=name)
+    pm.check_pending()
+    return host
+
+
+def require(host: PluginHost, names: Sequence[str]) -> list[str]:
+    """The names in *names* that are not loaded."""
+    loaded = {info.name for info in host.harnesses()}
+    return [name for name in names if name not in loaded]

@@ -1,0 +1,29 @@
+"""Shared test set-up: make the checkout importable when firstmate is not installed, and give
+child processes the same view. Fixtures live in firstmate.testing (the contract kit)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CORE = REPO / "core"
+
+if importlib.util.find_spec("firstmate") is None:
+    sys.path.insert(0, str(CORE))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(CORE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
+)
+settings.register_profile("dev", deadline=None, max_examples=25)
+settings.register_profile("deep", deadline=None, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+pytest_plugins = ["firstmate.testing"]
