@@ -18,9 +18,12 @@ import attrs
 
 from firstmate.home import Home
 
+#: Abstract unix sockets exist only on Linux (a plain variable, so type checkers keep both paths).
+ABSTRACT_NAMESPACE: bool = sys.platform.startswith("linux")
+
 
 def address(home: Home) -> str | bytes:
-    if sys.platform.startswith("linux"):
+    if ABSTRACT_NAMESPACE:
         digest = hashlib.sha256(str(Path(home.state).absolute()).encode()).hexdigest()[:32]
         return b"\0firstmate-bell-" + digest.encode()
     return str(home.state / "watcher.bell")

@@ -115,7 +115,7 @@ def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHo
         try:
             plugin = ep.load()
             pm.register(plugin, name=ep.name)
-        except Exception as exc:  # noqa: BLE001 - one broken plugin must not take the others down
+        except Exception as exc:
             host.failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
             continue
         dist = getattr(ep, "dist", None)
@@ -151,7 +151,7 @@ def load_harness(name: str, env: Mapping[str, str] | None = None) -> PluginHost:
             if ep.name == name:
                 try:
                     plugin = ep.load()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     host.failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
                 break
     if plugin is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from firstmate.testing import HarnessContract, contract_plugin_names
 
 NAMES = contract_plugin_names()

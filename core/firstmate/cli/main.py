@@ -7,6 +7,7 @@ and plugin-provided commands are looked up only for a name the core does not kno
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -80,12 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.SIGINT
     except BrokenPipeError:
         # The reader went away (e.g. `fm wake drain | head`); nothing useful to report.
-        try:
+        with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
-            pass
         return ExitCode.FAILED
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as exc:
         if os.environ.get("FM_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}; rerun with FM_DEBUG=1 for a traceback and report it")

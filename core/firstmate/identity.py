@@ -1,0 +1,405 @@
+"""Who a process is: pid + start time + command-line hash, and which harness it belongs to.
+
+A pid alone is not an identity: the kernel hands pids out again. A recorded
+:class:`ProcessIdentity` whose start time or command line no longer matches the live process is
+a *reused* pid; it is never signalled and never trusted as a lock holder.
+
+psutil is imported lazily: :func:`current` reads ``/proc/self`` directly on Linux so that taking
+a lock on a hot command path does not pay for importing psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import re
+import signal
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
+
+import attrs
+
+#: Digits of the sha256 hex digest kept in :attr:`ProcessIdentity.cmd_hash` (64 bits).
+CMD_HASH_LEN = 16
+#: Parent steps :func:`ancestry` takes by default.
+DEFAULT_MAX_HOPS = 16
+#: Extra harness process basenames, comma-separated (for tests and unusual installs).
+HARNESS_NAMES_ENV = "FM_HARNESS_PROCESS_NAMES"
+
+_TOKEN = re.compile(r"([0-9]{1,10}):([0-9]{1,15}(?:\.[0-9]{1,9})?):([0-9a-f]{8,64})")
+
+
+def _psutil() -> ModuleType:
+    import psutil
+
+    return psutil
+
+
+@attrs.frozen
+class ProcessIdentity:
+    """One process, told apart from any later process that reuses its pid."""
+
+    pid: int
+    #: psutil ``create_time`` (seconds since the epoch); compared to 1/100 s.
+    started: float
+    #: Short sha256 hex of the NUL-joined command line.
+    cmd_hash: str
+
+    def token(self) -> str:
+        return f"{self.pid}:{self.started:.2f}:{self.cmd_hash}"
+
+    @classmethod
+    def parse(cls, token: object) -> ProcessIdentity | None:
+        """The identity a :meth:`token` string names, or None when it is malformed."""
+        if not isinstance(token, str):
+            return None
+        m = _TOKEN.fullmatch(token.strip())
+        if m is None:
+            return None
+        pid, started = int(m.group(1)), float(m.group(2))
+        if pid <= 0 or not math.isfinite(started):
+            return None
+        return cls(pid=pid, started=started, cmd_hash=m.group(3))
+
+    def same_as(self, other: ProcessIdentity) -> bool:
+        """True when both name the same process (start times compared as their tokens show them)."""
+        return (
+            self.pid == other.pid
+            and f"{self.started:.2f}" == f"{other.started:.2f}"
+            and self.cmd_hash == other.cmd_hash
+        )
+
+
+def cmd_hash(cmdline: Sequence[str]) -> str:
+    joined = "\0".join(cmdline).encode("utf-8", "surrogateescape")
+    return hashlib.sha256(joined).hexdigest()[:CMD_HASH_LEN]
+
+
+def identity_of(pid: int) -> ProcessIdentity | None:
+    """The live identity of *pid*; None when it is dead, a zombie, or cannot be read."""
+    if pid <= 0:
+        return None
+    psutil = _psutil()
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            started = float(proc.create_time())
+            cmdline = list(proc.cmdline())
+    except (psutil.Error, OSError):
+        return None
+    return ProcessIdentity(pid=pid, started=started, cmd_hash=cmd_hash(cmdline))
+
+
+_current_cache: ProcessIdentity | None = None
+
+
+def current() -> ProcessIdentity:
+    """This process's identity (cached per pid, so it stays right after a fork)."""
+    global _current_cache
+    pid = os.getpid()
+    cached = _current_cache
+    if cached is not None and cached.pid == pid:
+        return cached
+    found = _self_from_proc(pid) or identity_of(pid)
+    if found is None:  # pragma: no cover - our own process is always readable
+        raise RuntimeError("cannot read this process's own start time and command line")
+    _current_cache = found
+    return found
+
+
+def _self_from_proc(pid: int) -> ProcessIdentity | None:
+    """Linux fast path: the same numbers psutil computes, without importing psutil."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        with open("/proc/stat", "rb") as fh:
+            btime = next(
+                float(line.split()[1]) for line in fh if line.startswith(b"btime")
+            )
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+        ticks = float(stat[stat.rfind(b")") + 2 :].split()[19])
+        clk = os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return ProcessIdentity(
+        pid=pid, started=ticks / clk + btime, cmd_hash=cmd_hash(_split_cmdline(os.fsdecode(raw)))
+    )
+
+
+def _split_cmdline(data: str) -> list[str]:
+    # Mirrors psutil's Linux parsing so both paths hash the same argument list.
+    if not data:
+        return []
+    sep = "\0" if data.endswith("\0") else " "
+    if data.endswith(sep):
+        data = data[:-1]
+    parts = data.split(sep)
+    if sep == "\0" and len(parts) == 1 and " " in data:
+        parts = data.split(" ")
+    return parts
+
+
+def is_alive(pid: int) -> bool:
+    """True when *pid* names a running process; a zombie counts as dead."""
+    if pid <= 0:
+        return False
+    psutil = _psutil()
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.AccessDenied:
+        return True
+    except (psutil.Error, OSError):
+        return False
+
+
+def matches(identity: ProcessIdentity) -> bool:
+    """True when the recorded process still runs: same pid, start time and command line."""
+    live = identity_of(identity.pid)
+    return live is not None and live.same_as(identity)
+
+
+def signal_verified(identity: ProcessIdentity, sig: int | signal.Signals) -> bool:
+    """Send *sig* only to the very process *identity* names. Returns whether it was sent.
+
+    On Linux the process is pinned with a pidfd before it is verified, so a pid that dies and is
+    reused between the check and the send cannot receive the signal.
+    """
+    if identity.pid <= 0:
+        return False
+    pidfd = _pidfd_open(identity.pid)
+    if pidfd == -1:
+        return False
+    try:
+        if not matches(identity):
+            return False
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, sig)
+            else:
+                os.kill(identity.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _pidfd_open(pid: int) -> int | None:
+    """A pidfd for *pid*; -1 when the process is already gone; None when pidfds are unavailable."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or not hasattr(signal, "pidfd_send_signal"):
+        return None
+    try:
+        return int(opener(pid))
+    except ProcessLookupError:
+        return -1
+    except OSError:
+        return None
+
+
+@attrs.frozen
+class ProcInfo:
+    """A snapshot of one process in an ancestry walk."""
+
+    pid: int
+    ppid: int
+    name: str
+    cmdline: tuple[str, ...] = ()
+    exe: str = ""
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """A snapshot of *pid*, or None when it is gone. Unreadable fields are left empty."""
+    psutil = _psutil()
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            ppid = int(proc.ppid())
+            name = str(proc.name())
+            cmdline: tuple[str, ...] = ()
+            exe = ""
+            unreadable = (psutil.AccessDenied, psutil.ZombieProcess, OSError)
+            with contextlib.suppress(*unreadable):
+                cmdline = tuple(str(a) for a in proc.cmdline())
+            with contextlib.suppress(*unreadable):
+                exe = str(proc.exe() or "")
+    except (psutil.Error, OSError):
+        return None
+    return ProcInfo(pid=pid, ppid=ppid, name=name, cmdline=cmdline, exe=exe)
+
+
+def ancestry(pid: int | None = None, max_hops: int = DEFAULT_MAX_HOPS) -> list[ProcInfo]:
+    """*pid* (default: this process) and its ancestors, innermost first.
+
+    At most ``max_hops`` parent steps are taken; the walk stops at pid 1 (or 0) and ends early,
+    keeping what it has, when a process vanishes mid-walk.
+    """
+    cur = os.getpid() if pid is None else pid
+    chain: list[ProcInfo] = []
+    seen: set[int] = set()
+    while cur > 0 and cur not in seen and len(chain) <= max(max_hops, 0):
+        info = proc_info(cur)
+        if info is None:
+            break
+        chain.append(info)
+        seen.add(cur)
+        if cur == 1:
+            break
+        cur = info.ppid
+    return chain
+
+
+# --- harness detection -----------------------------------------------------------------------
+
+#: Program basenames that are a harness themselves (basename -> harness).
+_HARNESS_NAMES: Mapping[str, str] = {
+    "claude": "claude",
+    "codex": "codex",
+    "opencode": "opencode",
+    ".opencode": "opencode",
+    "grok": "grok",
+    "cursor-agent": "cursor",
+    "pi": "pi",
+    "pi-signed": "pi",
+    "omp": "omp",
+    "kimi": "kimi",
+}
+
+#: Consecutive path components that mark a script as a harness's own code.
+_PACKAGE_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("@anthropic-ai", "claude-code"), "claude"),
+    (("@openai", "codex"), "codex"),
+    (("opencode-ai",), "opencode"),
+    (("@mariozechner", "pi-coding-agent"), "pi"),
+    (("@earendil-works", "pi-coding-agent"), "pi"),
+    (("@oh-my-pi", "pi-coding-agent"), "omp"),
+    (("@vibe-kit", "grok-cli"), "grok"),
+    (("cursor-agent",), "cursor"),
+    (("kimi-cli",), "kimi"),
+    (("kimi_cli",), "kimi"),
+)
+
+#: ``python -m <module>`` modules that are a harness.
+_HARNESS_MODULES: Mapping[str, str] = {"kimi_cli": "kimi", "kimi": "kimi"}
+
+_INTERPRETER = re.compile(r"(node|nodejs|bun|deno|tsx|python(\d+(\.\d+)?)?|pypy3?)")
+_EVAL_OPTIONS = frozenset({"-c", "-e", "-p", "--eval", "--print"})
+_VALUE_OPTIONS = frozenset(
+    {"-r", "--require", "--import", "--loader", "--experimental-loader", "-X", "-W",
+     "--title", "--env-file", "--preload", "--cwd", "--config"}
+)
+_SUBCOMMANDS = frozenset({"run"})
+
+
+def _harness_names(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    names = {n.strip(): n.strip() for n in env.get(HARNESS_NAMES_ENV, "").split(",") if n.strip()}
+    names.update(_HARNESS_NAMES)
+    return names
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in re.split(r"[\\/]+", path) if p]
+
+
+def _base(path: str) -> str:
+    parts = _parts(path)
+    base = parts[-1] if parts else ""
+    return base[:-4] if base.lower().endswith(".exe") else base
+
+
+def _versioned(parts: Sequence[str], names: Mapping[str, str]) -> str | None:
+    # A versioned install: ``…/claude/versions/2.1.220``, ``…/cursor-agent/versions/<v>/node``.
+    for i in range(len(parts) - 2):
+        if parts[i + 1] == "versions" and parts[i] in names:
+            return names[parts[i]]
+    return None
+
+
+def _script_harness(script: str, names: Mapping[str, str]) -> str | None:
+    parts = _parts(script)
+    if not parts:
+        return None
+    if parts[-1] in names:
+        return names[parts[-1]]
+    for marker, harness in _PACKAGE_MARKERS:
+        n = len(marker)
+        if any(tuple(parts[i : i + n]) == marker for i in range(len(parts) - n + 1)):
+            return harness
+    return _versioned(parts, names)
+
+
+def _interpreted_harness(args: Iterable[str], names: Mapping[str, str]) -> str | None:
+    """The harness an interpreter command line runs (``node …/cli.js``, ``python -m kimi_cli``)."""
+    it = iter(args)
+    for arg in it:
+        if arg in _EVAL_OPTIONS:
+            return None
+        if arg == "-m":
+            module = next(it, "").split(".")[0]
+            return _HARNESS_MODULES.get(module)
+        if arg in _VALUE_OPTIONS:
+            next(it, None)
+            continue
+        if arg.startswith("-") or arg in _SUBCOMMANDS:
+            continue
+        return _script_harness(arg, names)
+    return None
+
+
+def harness_of(info: ProcInfo, env: Mapping[str, str] | None = None) -> str | None:
+    """Which harness *info* is (``claude``, ``codex``, ``cursor``, ``pi``, …), or None.
+
+    Names are matched as whole basenames or path components, never as substrings, so ``pip``,
+    ``pipx`` or ``api-server`` are not ``pi``.
+    """
+    names = _harness_names(env)
+    argv0 = info.cmdline[0] if info.cmdline else ""
+    programs = [b for b in (info.name, _base(argv0), _base(info.exe)) if b]
+    for base in programs:
+        if base in names:
+            return names[base]
+    for path in (info.exe, argv0):
+        found = _versioned(_parts(path), names) if path else None
+        if found:
+            return found
+    if any(_INTERPRETER.fullmatch(b) for b in programs):
+        return _interpreted_harness(info.cmdline[1:], names)
+    return None
+
+
+def innermost_harness(
+    pid: int | None = None, max_hops: int = DEFAULT_MAX_HOPS
+) -> ProcInfo | None:
+    """The closest process in *pid*'s ancestry (itself included) that is a harness."""
+    env = dict(os.environ)
+    for info in ancestry(pid, max_hops):
+        if harness_of(info, env) is not None:
+            return info
+    return None
+
+
+__all__ = [
+    "HARNESS_NAMES_ENV",
+    "ProcInfo",
+    "ProcessIdentity",
+    "ancestry",
+    "cmd_hash",
+    "current",
+    "harness_of",
+    "identity_of",
+    "innermost_harness",
+    "is_alive",
+    "matches",
+    "proc_info",
+    "signal_verified",
+]
