@@ -11,6 +11,7 @@ from firstmate import hookimpl
 
 if TYPE_CHECKING:
     from firstmate.backends.base import CrewBackend
+    from firstmate.handoff import ArmRef, Handoff, HandoffResult, Readiness
     from firstmate.home import Home
     from firstmate.sources.base import Source
 
@@ -30,3 +31,17 @@ class CorePlugin:
         from firstmate.backends.tmux import TmuxBackend
 
         return TmuxBackend.from_env(env)
+
+    # --- continuity (defaults: every harness plugin registered later answers first) -----------
+
+    @hookimpl(trylast=True)
+    def firstmate_readiness(self, line: str, arm: ArmRef) -> Readiness:
+        from firstmate.handoff import Readiness
+
+        return Readiness.parse(line)
+
+    @hookimpl(trylast=True)
+    def firstmate_confirm_handoff(self, handoff: Handoff) -> HandoffResult:
+        from firstmate.continuity import confirm_with_arm
+
+        return confirm_with_arm(handoff)

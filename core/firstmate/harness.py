@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
 import attrs
 
 #: How a harness gets re-armed after every close (SPEC §9).
@@ -40,3 +44,97 @@ class PluginFailure:
 
     name: str
     error: str
+
+
+# --- install and hook entry -------------------------------------------------------------------
+
+
+def _read_only(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
+
+
+@attrs.frozen
+class InstallOptions:
+    """What ``fm install <harness>`` / ``fm uninstall <harness>`` was asked to do."""
+
+    #: The harness whose plugin should answer; every other plugin returns None.
+    harness: str
+    #: The project directory the harness config files live under (must exist).
+    project: Path
+    #: The ``--home`` the user named, pinned into installed hook commands; None = let ``fm``
+    #: resolve the home at run time (``FM_HOME``, the nearest ``.firstmate/``, ``~/.firstmate``).
+    home: Path | None = None
+    #: Compute and report the changes, write nothing.
+    dry_run: bool = False
+    #: The executable written into hook commands (``fm`` on PATH by default).
+    fm_command: str = "fm"
+    #: Harness-specific flags: ``--name`` → ``"true"``, ``--name=value`` / ``--name value`` → value.
+    flags: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only, hash=False)
+
+    def flag(self, name: str) -> bool:
+        """Whether the boolean harness flag ``--name`` was given."""
+        return self.flags.get(name, "false").lower() not in ("", "0", "false", "no")
+
+
+#: What happened to one file (``FileChange.action``).
+FILE_ACTIONS = ("created", "merged", "removed", "unchanged")
+
+
+@attrs.frozen
+class FileChange:
+    """One config file an install or uninstall wrote, merged, removed or left alone."""
+
+    path: Path
+    action: str
+    #: The copy of the user's original, made the first time Firstmate changed the file.
+    backup: Path | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.action not in FILE_ACTIONS:
+            raise ValueError(f"unknown file action {self.action!r} for {self.path}")
+
+
+@attrs.frozen
+class InstallResult:
+    """The answer of ``firstmate_install`` / ``firstmate_uninstall``: every file touched, in order."""
+
+    harness: str
+    changes: tuple[FileChange, ...] = ()
+    #: Lines for the user: what to do next, what is not done yet.
+    notes: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    def paths(self, action: str) -> tuple[Path, ...]:
+        return tuple(change.path for change in self.changes if change.action == action)
+
+    @property
+    def written(self) -> tuple[Path, ...]:
+        """Files created from nothing."""
+        return self.paths("created")
+
+    @property
+    def merged(self) -> tuple[Path, ...]:
+        """Existing files changed with the user's own content kept."""
+        return self.paths("merged")
+
+    @property
+    def removed(self) -> tuple[Path, ...]:
+        return self.paths("removed")
+
+    @property
+    def changed(self) -> bool:
+        return any(change.action != "unchanged" for change in self.changes)
+
+
+@attrs.frozen
+class HookOutcome:
+    """What ``fm hook <harness> <event>`` writes and how it exits, in the harness's own terms."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+    @classmethod
+    def silent(cls) -> HookOutcome:
+        """Nothing to do: exit 0 and print nothing (every harness reads this as "carry on")."""
+        return cls()

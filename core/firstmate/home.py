@@ -23,16 +23,9 @@ STATE_FILE_MODE = 0o600
 
 def resolve_root(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
     """The home directory: ``FM_HOME``, else the nearest ``.firstmate/`` above *cwd*, else ``~/.firstmate``."""
-    env = os.environ if env is None else env
-    explicit = env.get("FM_HOME", "").strip()
-    if explicit:
-        return Path(os.path.abspath(os.path.expanduser(explicit)))
-    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
-    for candidate in (here, *here.parents):
-        marker = candidate / HOME_MARKER
-        if marker.is_dir() and not marker.is_symlink():
-            return marker
-    return Path(os.path.expanduser("~")) / HOME_MARKER
+    from firstmate.homeroot import find_root
+
+    return Path(find_root(os.environ if env is None else env, None if cwd is None else str(cwd)))
 
 
 def refuse_symlink(path: Path) -> None:

@@ -15,7 +15,17 @@ from firstmate import PROJECT
 
 if TYPE_CHECKING:
     from firstmate.backends.base import CrewBackend
-    from firstmate.harness import HarnessInfo
+    from firstmate.handoff import (
+        ArmRef,
+        DeliveryReceipt,
+        Handoff,
+        HandoffResult,
+        Readiness,
+        RearmOwner,
+        Session,
+        WakeDelivery,
+    )
+    from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
     from firstmate.home import Home
     from firstmate.sources.base import Source
 
@@ -46,6 +56,65 @@ def firstmate_watch_sources(home: Home, env: Mapping[str, str]) -> Sequence[Sour
 @hookspec(firstresult=True)
 def firstmate_crew_backend(home: Home, env: Mapping[str, str]) -> CrewBackend | None:
     """Return the backend that captures crew panes; the first non-None answer wins."""
+
+
+# --- continuity -------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def firstmate_rearm_owner(home: Home, session: Session) -> RearmOwner | None:
+    """Say who re-arms the watcher for *session* (``hook``, ``extension``, ``checkpoint``,
+    ``model-task`` or ``host``). Return None when *session* is not your harness's."""
+
+
+@hookspec(firstresult=True)
+def firstmate_readiness(line: str, arm: ArmRef) -> Readiness | None:
+    """Classify one status line the arm *arm* printed. The core reads ``fm arm``'s own lines;
+    answer only for an arm command of your own that prints something else."""
+
+
+@hookspec(firstresult=True)
+def firstmate_confirm_handoff(handoff: Handoff) -> HandoffResult | None:
+    """Confirm that *handoff*'s successor now carries the handling episode. The core runs
+    ``fm arm --handling-delivered``; answer only to confirm some other way."""
+
+
+@hookspec(firstresult=True)
+def firstmate_deliver_wake(wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
+    """Deliver *wake* (``wake.text`` is complete) to the model of *session*. Return None when
+    *session* is not your harness's; a receipt with ``delivered=False`` when delivery failed."""
+
+
+# --- install and hook entry -------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def firstmate_install(home: Home, options: InstallOptions) -> InstallResult | None:
+    """Write or merge the config files of harness ``options.harness`` under ``options.project``.
+
+    Idempotent (a second install changes no byte), preserves the user's own entries, writes
+    nothing when ``options.dry_run``. Return None unless ``options.harness`` is yours.
+    """
+
+
+@hookspec(firstresult=True)
+def firstmate_uninstall(home: Home, options: InstallOptions) -> InstallResult | None:
+    """Remove exactly what :func:`firstmate_install` wrote; the user's own entries stay.
+
+    Return None unless ``options.harness`` is yours.
+    """
+
+
+@hookspec(firstresult=True)
+def firstmate_hook(
+    harness: str, event: str, payload: Mapping[str, Any] | None, home: Home, env: Mapping[str, str]
+) -> HookOutcome | None:
+    """Handle ``fm hook <harness> <event>``: the harness called its hook with *payload* on stdin.
+
+    *payload* is the decoded JSON object, or None when stdin was empty, not JSON, not an object or
+    too large. *home* is resolved but not created. Return None unless *harness* is yours and the
+    payload and *env* really come from that harness (harnesses load each other's config files).
+    """
 
 
 # --- command line -----------------------------------------------------------------------------

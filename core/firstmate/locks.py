@@ -290,9 +290,9 @@ class FileLock:
         try:
             fh.seek(0)
             fh.truncate()
+            # No fsync: the record is advice for messages and dies with the kernel lock anyway;
+            # syncing it would double the cost of every durable append.
             fh.write(rec.to_json().encode())
-            fh.flush()
-            os.fsync(fh.fileno())
         except OSError as exc:
             raise StateError(
                 f"cannot write the owner record of {self.path}: {exc.strerror}; "

@@ -20,10 +20,26 @@ import pluggy
 from firstmate import PROJECT, hookspecs
 from firstmate.errors import FirstmateError
 from firstmate.exitcodes import ExitCode
-from firstmate.harness import HarnessInfo, PluginFailure
+from firstmate.harness import (
+    HarnessInfo,
+    HookOutcome,
+    InstallOptions,
+    InstallResult,
+    PluginFailure,
+)
 
 if TYPE_CHECKING:
     from firstmate.backends.base import CrewBackend
+    from firstmate.handoff import (
+        ArmRef,
+        DeliveryReceipt,
+        Handoff,
+        HandoffResult,
+        Readiness,
+        RearmOwner,
+        Session,
+        WakeDelivery,
+    )
     from firstmate.home import Home
     from firstmate.sources.base import Source
 
@@ -71,6 +87,58 @@ class PluginHost:
     def crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
         backend: CrewBackend | None = self.pm.hook.firstmate_crew_backend(home=home, env=env)
         return backend
+
+    # --- continuity -------------------------------------------------------------------------
+
+    def rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:
+        """The plugins' answer, else the owner the session's harness declares, else None."""
+        from firstmate.handoff import RearmOwner
+
+        owner: RearmOwner | None = self.pm.hook.firstmate_rearm_owner(home=home, session=session)
+        if owner is not None:
+            return owner
+        info = self.harness(session.harness)
+        if info is None:
+            return None
+        return RearmOwner(info.rearm_owner, f"declared by the {info.name} harness")
+
+    def readiness(self, line: str, arm: ArmRef) -> Readiness:
+        """The first plugin's reading of *line*; the core's parser when nobody answers."""
+        from firstmate.handoff import Readiness
+
+        found: Readiness | None = self.pm.hook.firstmate_readiness(line=line, arm=arm)
+        return found if found is not None else Readiness.parse(line)
+
+    def confirm_handoff(self, handoff: Handoff) -> HandoffResult:
+        """The first plugin's confirmation; ``fm arm --handling-delivered`` when nobody answers."""
+        result: HandoffResult | None = self.pm.hook.firstmate_confirm_handoff(handoff=handoff)
+        if result is not None:
+            return result
+        from firstmate.continuity import confirm_with_arm
+
+        return confirm_with_arm(handoff)
+
+    def deliver_wake(self, wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
+        """The receipt of the plugin that delivered *wake*; None when no plugin took it."""
+        receipt: DeliveryReceipt | None = self.pm.hook.firstmate_deliver_wake(
+            wake=wake, session=session)
+        return receipt
+
+    # --- install and hook entry ---------------------------------------------------------------
+
+    def install(self, home: Home, options: InstallOptions) -> InstallResult | None:
+        result: InstallResult | None = self.pm.hook.firstmate_install(home=home, options=options)
+        return result
+
+    def uninstall(self, home: Home, options: InstallOptions) -> InstallResult | None:
+        result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home, options=options)
+        return result
+
+    def hook(self, harness: str, event: str, payload: Mapping[str, Any] | None, home: Home,
+             env: Mapping[str, str]) -> HookOutcome | None:
+        outcome: HookOutcome | None = self.pm.hook.firstmate_hook(
+            harness=harness, event=event, payload=payload, home=home, env=env)
+        return outcome
 
     # --- command line -------------------------------------------------------------------------
 

@@ -22,6 +22,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "arm": ("firstmate.cli.arm", "start or attach to a watcher cycle and print its reason"),
     "plugins": ("firstmate.cli.plugins", "list the installed harness plugins"),
     "migrate": ("firstmate.cli.migrate", "import an original firstmate home's queue and episode"),
+    "lock": ("firstmate.cli.lock", "acquire, inspect or release the primary session lock"),
+    "demo": ("firstmate.cli.demo", "run the demo of a supervised fleet in a temporary home"),
+    "hook": ("firstmate.cli.hook", "the entry harness hooks run: fm hook <harness> <event>"),
+    "install": ("firstmate.cli.install", "write or merge a harness's config files"),
+    "uninstall": ("firstmate.cli.uninstall", "remove exactly what fm install wrote"),
 }
 
 USAGE = "usage: fm [--version] <command> [args…]   (fm help lists the commands)"

@@ -1,0 +1,194 @@
+"""``fm crew``: register crews and record what they report.
+
+``fm crew status`` and ``fm crew turn-ended`` run from crews' shells and harness hooks on every
+report, so they are parsed by hand and import nothing beyond the crew registry.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+from firstmate.errors import StateError, UsageError
+from firstmate.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    import argparse
+
+    from firstmate.home import Home
+
+USAGE = """usage: fm crew add NAME --pane TARGET [--replace]
+       fm crew list [--json]
+       fm crew remove NAME
+       fm crew status NAME "<verb>: note"
+       fm crew turn-ended NAME
+       fm crew answer NAME --key KEY "answer" [--send]"""
+
+
+def _home(*, create: bool) -> Home:
+    from firstmate.home import open_home
+
+    return open_home(os.environ, create=create)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE + "\n")
+        return ExitCode.OK if args else ExitCode.USAGE
+    command, rest = args[0], args[1:]
+    helping = any(arg in ("-h", "--help") for arg in rest)
+    if command == "status" and not helping:
+        return _status(rest)
+    if command == "turn-ended" and not helping:
+        return _turn_ended(rest)
+    handler = {"add": _add, "list": _list, "remove": _remove, "answer": _answer,
+               "status": _status, "turn-ended": _turn_ended}.get(command)
+    if handler is None:
+        raise UsageError(f"unknown crew command {command!r}; run fm crew --help")
+    if helping:
+        sys.stdout.write(USAGE + "\n")
+        return ExitCode.OK
+    return handler(rest)
+
+
+# --- hot path ----------------------------------------------------------------------------------
+
+
+def _status(rest: list[str]) -> int:
+    from firstmate import crew
+
+    if len(rest) < 2:
+        raise UsageError('usage: fm crew status NAME "<verb>: note"')
+    crew.append_status(_home(create=False), rest[0], " ".join(rest[1:]))
+    return ExitCode.OK
+
+
+def _turn_ended(rest: list[str]) -> int:
+    from firstmate import crew
+
+    if len(rest) != 1:
+        raise UsageError("usage: fm crew turn-ended NAME")
+    crew.mark_turn_ended(_home(create=False), rest[0])
+    return ExitCode.OK
+
+
+# --- the rest ----------------------------------------------------------------------------------
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(f"{self.prog}: {message}; run fm crew --help")
+
+    return Parser(prog=prog, add_help=False)
+
+
+def _add(rest: list[str]) -> int:
+    from firstmate import crew
+
+    parser = _parser("fm crew add")
+    parser.add_argument("name")
+    parser.add_argument("--pane", required=True)
+    parser.add_argument("--replace", action="store_true")
+    ns = parser.parse_args(rest)
+    home = _home(create=True)
+    before = crew.get(home, ns.name) if crew.exists(home, crew.validate_name(ns.name)) else None
+    added = crew.add(home, ns.name, ns.pane, replace=ns.replace)
+    if before is None:
+        sys.stdout.write(f"crew: added {added.name} (pane {added.pane})\n")
+    elif before.pane == added.pane:
+        sys.stdout.write(f"crew: {added.name} is already registered (pane {added.pane})\n")
+    else:
+        sys.stdout.write(f"crew: {added.name} now watches pane {added.pane} (was {before.pane})\n")
+    return ExitCode.OK
+
+
+def _list(rest: list[str]) -> int:
+    import json
+
+    from firstmate import crew
+
+    parser = _parser("fm crew list")
+    parser.add_argument("--json", action="store_true")
+    ns = parser.parse_args(rest)
+    entries: list[dict[str, object]] = []
+    home: Home | None = None
+    try:
+        home = _home(create=False)
+    except StateError:
+        if os.path.isdir(_root()):
+            raise
+        # No home yet: nothing is registered.
+    for member in crew.list(home) if home is not None else ():
+        assert home is not None
+        last = crew.last_line(home, member.name)
+        entries.append({
+            "name": member.name,
+            "pane": member.pane,
+            "added_at": member.added_at,
+            "last_status": None if last is None else {"at": last.at, "text": crew.clean_text(last.text)},
+            "open_decisions": len(crew.open_decisions(home, member.name)),
+        })
+    if ns.json:
+        sys.stdout.write(json.dumps(entries, indent=1) + "\n")
+        return ExitCode.OK
+    if not entries:
+        sys.stdout.write("no crews registered; add one with: fm crew add NAME --pane TARGET\n")
+        return ExitCode.OK
+    for entry in entries:
+        last_status = entry["last_status"]
+        text = last_status["text"] if isinstance(last_status, dict) else "(no status yet)"
+        decisions = entry["open_decisions"]
+        flag = f"  [{decisions} open decision(s)]" if decisions else ""
+        sys.stdout.write(f"{entry['name']}\t{entry['pane']}\t{crew.cut(str(text), 160)}{flag}\n")
+    return ExitCode.OK
+
+
+def _root() -> str:
+    from firstmate.home import resolve_root
+
+    return str(resolve_root(os.environ))
+
+
+def _remove(rest: list[str]) -> int:
+    from firstmate import crew
+
+    parser = _parser("fm crew remove")
+    parser.add_argument("name")
+    ns = parser.parse_args(rest)
+    removed = crew.remove(_home(create=False), ns.name)
+    sys.stdout.write(f"crew: removed {removed.name}\n")
+    return ExitCode.OK
+
+
+def _answer(rest: list[str]) -> int:
+    from firstmate import crew
+    from firstmate.errors import FirstmateError
+
+    parser = _parser("fm crew answer")
+    parser.add_argument("name")
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--send", action="store_true")
+    parser.add_argument("answer", nargs="+")
+    ns = parser.parse_args(rest)
+    home = _home(create=False)
+    text = " ".join(ns.answer)
+    decision = crew.answer(home, ns.name, ns.key, text)
+    sys.stdout.write(f"crew: answered {ns.name} [key={decision.key}]\n")
+    if ns.send:
+        from firstmate.backends.tmux import TmuxBackend
+
+        backend = TmuxBackend.from_env(os.environ)
+        pane = crew.get(home, ns.name).pane
+        if not backend.send(pane, crew.clean_text(text)):
+            raise FirstmateError(
+                f"answer recorded, but typing it into pane {pane} failed: {backend.last_error}; "
+                "send it to the crew yourself"
+            )
+        sys.stdout.write(f"crew: sent the answer to pane {pane}\n")
+    return ExitCode.OK

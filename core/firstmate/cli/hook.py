@@ -1,0 +1,203 @@
+"""``fm hook <harness> <event> [--home DIR]``: the one entry every harness hook runs.
+
+A hook runs on every turn of the harness, so this path is built to start fast and to never wedge
+or break its harness:
+
+1. The payload is read from stdin with a size cap (1 MiB) and a deadline (``FM_HOOK_STDIN_TIMEOUT``,
+   2 s), so a harness that never closes stdin cannot hold us.
+2. The plugin module's optional ``quick_gate(event, payload, env, home)`` decides, with the
+   standard library only, whether there can be anything to do; "no" exits 0 silently before
+   pluggy, attrs or json are imported (docs/hooks.md, "The quick gate").
+3. Otherwise the payload is decoded leniently (empty, garbage, truncated or not an object →
+   None), only this harness's plugin is loaded and ``firstmate_hook`` answers with the exit code
+   and output. No answer (None) → exit 0, silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+USAGE = "usage: fm hook <harness> <event> [--home DIR]   (the harness's JSON payload on stdin)"
+#: Payloads above this many bytes are not decoded: the hook sees None.
+MAX_PAYLOAD = 1 << 20
+DEFAULT_STDIN_TIMEOUT = 2.0
+#: A complete-looking object followed by this much silence counts as the whole payload, for
+#: harnesses that write the payload but keep stdin open.
+SETTLE = 0.1
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _usage(message: str) -> Exception:
+    from firstmate.errors import UsageError
+
+    return UsageError(message)
+
+
+def _args(argv: Sequence[str]) -> tuple[str, str, str | None]:
+    words = list(argv)
+    home: str | None = None
+    positional: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--home" or word.startswith("--home="):
+            if "=" in word:
+                home = word.split("=", 1)[1]
+            elif i + 1 < len(words):
+                i += 1
+                home = words[i]
+            else:
+                raise _usage(f"--home needs a directory; {USAGE}")
+            if not home:
+                raise _usage(f"--home needs a directory; {USAGE}")
+        elif word.startswith("--"):
+            raise _usage(f"unknown option {word[:40]!r}; {USAGE}")
+        else:
+            positional.append(word)
+        i += 1
+    if len(positional) != 2:
+        raise _usage(USAGE)
+    return positional[0], positional[1], home
+
+
+def _timeout(env: Mapping[str, str]) -> float:
+    try:
+        value = float(env.get("FM_HOOK_STDIN_TIMEOUT", ""))
+    except ValueError:
+        return DEFAULT_STDIN_TIMEOUT
+    return value if 0 < value < 3600 else DEFAULT_STDIN_TIMEOUT
+
+
+def _looks_whole(data: bytes) -> bool:
+    body = data.strip()
+    return body[:1] == b"{" and body[-1:] == b"}"
+
+
+def read_payload(fd: int = 0, *, limit: int = MAX_PAYLOAD,
+                 timeout: float = DEFAULT_STDIN_TIMEOUT) -> bytes | None:
+    """The bytes on *fd* up to EOF; None when they exceed *limit*, *timeout* passes first, or the
+    descriptor cannot be read. A terminal is not read at all (b"")."""
+    import select
+    import time
+
+    try:
+        if os.isatty(fd):
+            return b""
+    except OSError:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        settling = bool(chunks) and _looks_whole(b"".join(chunks))
+        wait = min(left, SETTLE) if settling else left
+        if wait <= 0:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], wait)
+        except (OSError, ValueError):
+            return None
+        if not ready:
+            if settling:
+                return b"".join(chunks)
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return None
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+
+
+def parse_payload(data: bytes | None) -> dict[str, Any] | None:
+    """The JSON object in *data*, or None for anything else (never raises)."""
+    if data is None or not data.strip():
+        return None
+    import json
+
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _disabled(harness: str, env: Mapping[str, str]) -> bool:
+    return harness in {n.strip() for n in env.get("FIRSTMATE_DISABLE_PLUGINS", "").split(",")}
+
+
+def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[str, str],
+                    home: str) -> bool:
+    """True when the plugin's quick gate is sure there is nothing to do."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"firstmate_plugin_{harness.replace('-', '_')}")
+    except Exception:
+        return False  # not installed or broken: the full path reports it
+    gate = getattr(module, "quick_gate", None)
+    if not callable(gate):
+        return False
+    try:
+        return gate(event, data if data is not None else b"", env, home) is False
+    except Exception:
+        return False  # a broken gate never decides alone
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE + "\n")
+        return 0
+    harness, event, home_arg = _args(argv)
+    env = os.environ
+    if home_arg is not None:
+        # Pinned by the installed command; children (an arm) inherit it too.
+        env["FM_HOME"] = os.path.abspath(os.path.expanduser(home_arg))
+    if not harness or not set(harness) <= _NAME_CHARS:
+        from firstmate.errors import FirstmateError
+        from firstmate.exitcodes import ExitCode
+
+        raise FirstmateError(
+            f"no Firstmate plugin for harness {harness[:40]!r}; harness names are lower-case "
+            "words such as claude or cursor",
+            exit_code=ExitCode.PLUGIN,
+        )
+    from firstmate.homeroot import find_root
+
+    home_root = find_root(env)
+    data = read_payload(0, timeout=_timeout(env))
+    if not _disabled(harness, env) and _gate_says_idle(harness, event, data, env, home_root):
+        return 0
+    return _dispatch(harness, event, parse_payload(data), env, home_root)
+
+
+def _dispatch(harness: str, event: str, payload: Mapping[str, Any] | None, env: Mapping[str, str],
+              home_root: str) -> int:
+    from pathlib import Path
+
+    from firstmate.home import Home
+    from firstmate.plugins import load_harness
+
+    host = load_harness(harness, env)
+    outcome = host.hook(harness=harness, event=event, payload=payload, home=Home(Path(home_root)),
+                        env=env)
+    if outcome is None:
+        return 0
+    if outcome.stdout:
+        sys.stdout.write(outcome.stdout)
+        sys.stdout.flush()
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr)
+        sys.stderr.flush()
+    return int(outcome.exit_code)

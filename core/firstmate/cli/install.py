@@ -1,0 +1,122 @@
+"""``fm install <harness> …`` / ``fm uninstall <harness> …``: one harness plugin's config files.
+
+Only the named harness's plugin is loaded; it writes or merges that harness's own config files
+under the project directory (``firstmate_install``) or removes exactly its entries again
+(``firstmate_uninstall``). Every file touched is printed, one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from firstmate.errors import FirstmateError, UsageError
+from firstmate.exitcodes import ExitCode
+from firstmate.harness import FileChange, InstallOptions, InstallResult
+
+USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--fm-command CMD] "
+         "[--<harness flag>[=VALUE] …]")
+
+_DONE = {"created": "created", "merged": "merged", "removed": "removed", "unchanged": "unchanged"}
+_WOULD = {"created": "would create", "merged": "would merge", "removed": "would remove",
+          "unchanged": "unchanged"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; {self.usage}")
+
+
+def _parser(verb: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"fm {verb}", usage=USAGE.format(verb=verb), add_help=False,
+                     allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("harness")
+    parser.add_argument("--project", default=None)
+    parser.add_argument("--home", default=None)
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--fm-command", default="fm")
+    return parser
+
+
+def _flags(extra: Sequence[str], usage: str) -> dict[str, str]:
+    """Harness flags: ``--name`` (→ "true") or ``--name=value``; anything else is a usage error."""
+    flags: dict[str, str] = {}
+    for word in extra:
+        name, eq, value = word.partition("=")
+        if not name.startswith("--") or len(name) < 3:
+            raise UsageError(f"unexpected argument {word[:60]!r}; {usage}")
+        flags[name[2:]] = value if eq else "true"
+    return flags
+
+
+def parse(argv: Sequence[str], verb: str) -> InstallOptions:
+    usage = USAGE.format(verb=verb)
+    try:
+        args, extra = _parser(verb).parse_known_args(list(argv))
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"{exc}; {usage}") from exc
+    if args.fm_command.strip() == "":
+        raise UsageError(f"--fm-command needs a command; {usage}")
+    project = Path(os.path.abspath(os.path.expanduser(args.project or os.getcwd())))
+    home = Path(os.path.abspath(os.path.expanduser(args.home))) if args.home else None
+    return InstallOptions(
+        harness=args.harness, project=project, home=home, dry_run=args.dry_run,
+        fm_command=args.fm_command, flags=_flags(extra, usage),
+    )
+
+
+def _shown(path: Path, project: Path) -> str:
+    try:
+        return str(path.relative_to(project))
+    except ValueError:
+        return str(path)
+
+
+def describe(change: FileChange, project: Path, dry_run: bool) -> str:
+    verb = (_WOULD if dry_run else _DONE)[change.action]
+    line = f"{verb} {_shown(change.path, project)}"
+    if change.backup is not None:
+        line += f" (original kept as {_shown(change.backup, project)})"
+    return line
+
+
+def report(result: InstallResult, options: InstallOptions, verb: str) -> None:
+    prefix = f"fm {verb} {options.harness}: "
+    for change in result.changes:
+        sys.stdout.write(prefix + describe(change, options.project, options.dry_run) + "\n")
+    if not result.changes:
+        sys.stdout.write(prefix + "no files to change\n")
+    for note in result.notes:
+        sys.stdout.write(prefix + "note: " + " ".join(note.split()) + "\n")
+
+
+def run(argv: Sequence[str], *, remove: bool) -> int:
+    verb = "uninstall" if remove else "install"
+    if list(argv[:1]) in (["-h"], ["--help"]) or not argv:
+        sys.stdout.write(USAGE.format(verb=verb) + "\n")
+        return ExitCode.OK if argv else ExitCode.USAGE
+    options = parse(argv, verb)
+    from firstmate.configfiles import require_project
+    from firstmate.home import Home, resolve_root
+    from firstmate.plugins import load_harness
+
+    require_project(options)
+    home = Home(options.home if options.home is not None else resolve_root())
+    host = load_harness(options.harness)
+    result = host.uninstall(home, options) if remove else host.install(home, options)
+    if result is None:
+        raise FirstmateError(
+            f"the {options.harness} plugin does not implement fm {verb}; upgrade it with "
+            f"pip install -U firstmate-plugin-{options.harness}",
+            exit_code=ExitCode.PLUGIN,
+        )
+    report(result, options, verb)
+    return ExitCode.OK
+
+
+def main(argv: Sequence[str]) -> int:
+    return run(argv, remove=False)

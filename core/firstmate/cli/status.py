@@ -1,0 +1,95 @@
+"""``fm status [--json]``: watcher health, queue depth, episode and session lock. Reads only.
+
+A home that was never used (no ``state/`` or no database yet) is reported as empty; nothing is
+created. An unsafe or corrupt state is reported with its one-line fix and exit 4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from firstmate.errors import UsageError
+from firstmate.exitcodes import ExitCode
+
+
+def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
+    from firstmate import health, session_lock
+    from firstmate.home import Home, refuse_symlink, resolve_root
+
+    env = dict(os.environ) if env is None else env
+    home = Home(resolve_root(env))
+    refuse_symlink(home.root)
+    refuse_symlink(home.state)
+    watcher = health.watcher_health(home, env)
+    queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
+                                "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
+    episode: str | None = None
+    if home.db.exists() or home.db.is_symlink():
+        from firstmate import queue as wakequeue
+        from firstmate.store import Store
+
+        status = wakequeue.query(Store(home)).to_json()
+        episode = status.pop("episode", None)  # type: ignore[assignment]
+        queue.update(status)
+    lock = session_lock.inspect(home) if home.state.is_dir() else session_lock.LockInspection("free")
+    return {
+        "home": str(home.root),
+        "watcher": {
+            "healthy": watcher.healthy,
+            "state": watcher.state,
+            "pid": watcher.pid,
+            "beacon_age": None if watcher.beacon_age is None else round(watcher.beacon_age, 3),
+            "grace": watcher.grace,
+        },
+        "queue": queue,
+        "episode": episode,
+        "session_lock": {"state": lock.state, "pid": lock.pid},
+        "away": home.away_record.exists(),
+    }
+
+
+def render(data: dict[str, object]) -> str:
+    watcher = data["watcher"]
+    queue = data["queue"]
+    lock = data["session_lock"]
+    assert isinstance(watcher, dict) and isinstance(queue, dict) and isinstance(lock, dict)
+    age = watcher["beacon_age"]
+    if watcher["healthy"]:
+        wline = f"watcher: healthy pid={watcher['pid']} (beacon {int(age)}s)"
+    elif watcher["state"] == "none":
+        wline = "watcher: none (run fm arm, or let the harness hook arm it)"
+    elif watcher["state"] == "stale-beacon":
+        wline = (f"watcher: stale beacon pid={watcher['pid']} (beacon {int(age)}s, grace "
+                 f"{int(watcher['grace'])}s); fm arm --take-over replaces it")
+    else:
+        wline = f"watcher: unverified holder pid={watcher['pid']} (starting, closing or not ours)"
+    oldest = queue.get("oldest")
+    oline = ""
+    if isinstance(oldest, dict):
+        oline = f", oldest row {oldest.get('seq')}"
+    lines = [
+        f"home: {data['home']}",
+        wline,
+        f"queue: {queue['depth']} row(s){oline}",
+        f"episode: {data['episode'] or 'none'}",
+        f"session lock: {lock['state']}" + (f" (pid {lock['pid']})" if lock.get("pid") else ""),
+    ]
+    if data.get("away"):
+        lines.append("away: on")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    unknown = [a for a in args if a != "--json"]
+    if unknown:
+        raise UsageError(f"fm status takes only --json, not {unknown[0]!r}")
+    data = snapshot()
+    if "--json" in args:
+        sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render(data) + "\n")
+    return ExitCode.OK

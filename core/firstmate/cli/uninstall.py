@@ -1,0 +1,11 @@
+"""``fm uninstall <harness> …``: remove exactly what ``fm install`` wrote (see firstmate.cli.install)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str]) -> int:
+    from firstmate.cli.install import run
+
+    return run(argv, remove=True)

@@ -1,0 +1,264 @@
+"""``fm wake …``: append to, drain, acknowledge, grant and query the durable wake queue.
+
+``fm wake append`` runs on hot paths, so this module imports nothing at the top beyond the
+standard library basics, and append parses its three arguments by hand (no argparse).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from firstmate.home import Home
+    from firstmate.queue import DrainResult
+    from firstmate.store import Store
+
+USAGE = (
+    "usage: fm wake append KIND KEY PAYLOAD | drain [--actor main|branch] [--json] "
+    "[--ack-through SEQUENCE --recovery-generation GENERATION] | grant VERB … | query [--json]"
+)
+APPEND_USAGE = "usage: fm wake append KIND KEY PAYLOAD   (KIND: signal, stale, check or heartbeat)"
+DRAIN_USAGE = (
+    "usage: fm wake drain [--actor main|branch] [--json] "
+    "[--ack-through SEQUENCE --recovery-generation GENERATION]"
+)
+QUERY_USAGE = "usage: fm wake query [--json]"
+
+#: What a drain prints after its rows: each hook gets the home and the drain result and returns
+#: lines for stdout (they land under ``"context"`` with ``--json``). A hook that fails is
+#: reported on stderr and never changes the drain's outcome. The core's crew-status presentation
+#: (firstmate.drain_context) runs first, under its own lock, and is not one of these hooks.
+DrainContextHook = Callable[["Home", "DrainResult"], Sequence[str]]
+DRAIN_CONTEXT: list[DrainContextHook] = []
+
+
+def _usage(message: str) -> Exception:
+    from firstmate.errors import UsageError
+
+    return UsageError(message)
+
+
+def _open(env: Mapping[str, str]) -> Store:
+    from firstmate.home import open_home
+    from firstmate.store import open_store
+
+    return open_store(open_home(env))
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def _json(obj: object) -> None:
+    import json
+
+    _out(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+
+
+def main(argv: list[str]) -> int:
+    env = os.environ
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        _out(USAGE)
+        return 0 if argv else 2
+    verb, rest = argv[0], list(argv[1:])
+    if verb == "append":
+        return _append(rest, env)
+    if verb == "drain":
+        return _drain(rest, env)
+    if verb == "grant":
+        return _grant(rest, env)
+    if verb == "query":
+        return _query(rest, env)
+    raise _usage(f"unknown wake command {verb[:40]!r}; {USAGE}")
+
+
+# --- append ----------------------------------------------------------------------------------
+
+
+def _append(args: list[str], env: Mapping[str, str]) -> int:
+    if len(args) != 3:
+        raise _usage(APPEND_USAGE)
+    from firstmate import queue
+
+    kind, key, payload = queue.validate(*args)  # before touching the home: nothing written
+    seq = queue.append(_open(env), kind, key, payload)
+    _out(str(seq))
+    return 0
+
+
+# --- drain and acknowledge -------------------------------------------------------------------
+
+
+def _options(args: list[str], flags: Sequence[str], valued: Sequence[str], usage: str) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    it = iter(args)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if name in flags and not eq:
+            opts[name] = ""
+        elif name in valued:
+            if not eq:
+                nxt = next(it, None)
+                if nxt is None:
+                    raise _usage(f"{name} needs a value; {usage}")
+                value = nxt
+            if name in opts:
+                raise _usage(f"{name} given twice; {usage}")
+            opts[name] = value
+        else:
+            raise _usage(usage)
+    return opts
+
+
+def _drain(args: list[str], env: Mapping[str, str]) -> int:
+    opts = _options(args, ("--json",), ("--actor", "--ack-through", "--recovery-generation"),
+                    DRAIN_USAGE)
+    from firstmate import queue
+
+    actor = queue.resolve_actor(opts.get("--actor"), env)
+    as_json = "--json" in opts
+    if "--ack-through" in opts or "--recovery-generation" in opts:
+        return _acknowledge(opts, actor, as_json, env)
+    db = _open(env)
+    result = queue.drain(db, actor, env=env)
+    if result.skipped:
+        if as_json:
+            _json({**result.to_json(), "context": []})
+        else:
+            _out(result.skipped)
+        return 0
+    from firstmate import drain_context
+
+    # The crew-status presentation holds its own bounded lock from here until commit; its
+    # cursors advance only once its lines were written and flushed.
+    presentation = drain_context.prepare(db.home, result.rows, env=env)
+    try:
+        if as_json:
+            _json({**result.to_json(), "context": [*presentation.lines, *_context(db.home, result)]})
+        else:
+            for line in result.notices:
+                _err(line)
+            for row in result.rows:
+                _out(row.line())
+            if result.held:
+                _out(result.held)
+            if result.ack_required:
+                sys.stdout.flush()
+                _err(result.ack_required)
+            for line in [*presentation.lines, *_context(db.home, result)]:
+                _out(line)
+        sys.stdout.flush()
+    except BaseException:
+        presentation.abandon()
+        raise
+    presentation.commit()
+    return 0
+
+
+def _context(home: Home, result: DrainResult) -> list[str]:
+    if result.skipped or not DRAIN_CONTEXT:
+        return []
+    lines: list[str] = []
+    for hook in list(DRAIN_CONTEXT):
+        try:
+            lines += [str(line) for line in hook(home, result)]
+        except Exception as exc:  # a context section must never fail the drain
+            _err(f"wake drain: context unavailable ({type(exc).__name__}: {exc}); the rows above are complete")
+    return lines
+
+
+def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
+    from firstmate import episodes, queue
+
+    if "--ack-through" not in opts:
+        raise _usage("wake drain: --recovery-generation needs --ack-through; " + DRAIN_USAGE)
+    through = opts["--ack-through"].strip()
+    if not (through.isascii() and through.isdigit()):
+        raise _usage("wake drain: invalid acknowledgement sequence (expected a decimal number)")
+    generation = opts.get("--recovery-generation", "")
+    if not generation:
+        raise _usage("wake drain: acknowledgement requires its recovery generation")
+    if not episodes.valid_generation(generation):
+        raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
+    result = queue.acknowledge(_open(env), actor, int(through), generation, env=env)
+    if as_json:
+        _json(result.to_json())
+        return 0
+    for line in result.notices:
+        _err(line)
+    return 0
+
+
+# --- grants ----------------------------------------------------------------------------------
+
+
+def _grant(args: list[str], env: Mapping[str, str]) -> int:
+    from firstmate import grants
+
+    verb, rest = (args[0], args[1:]) if args else ("", [])
+    shapes = {"activate": 2, "release": 1, "deactivate": 2, "withhold": 0}
+    if verb == "publish":
+        if len(rest) < 2:
+            raise _usage(grants.USAGE)
+    elif verb not in shapes or len(rest) != shapes[verb]:
+        raise _usage(grants.USAGE)
+    db = _open(env)
+    if verb == "activate":
+        grant = grants.activate(db, rest[0], rest[1])
+        _out(f"wake grant: activated generation {grant.generation} for pid {grant.owner_pid}")
+    elif verb == "publish":
+        seqs = grants.publish(db, rest[0], rest[1:])
+        _out(f"wake grant: generation {rest[0]} holds row(s) {','.join(map(str, seqs))}")
+    elif verb == "withhold":
+        surfaced = grants.withhold(db)
+        _out("wake grant: unclaimed rows will surface to main" if surfaced
+             else "wake grant: no newly unclaimed rows to surface")
+    elif verb == "release":
+        count = grants.release(db, rest[0])
+        _out(f"wake grant: released {count} row(s) of generation {rest[0]}")
+    else:
+        count = grants.deactivate(db, rest[0], rest[1])
+        _out(f"wake grant: deactivated generation {rest[1]}; {count} row(s) returned")
+    return 0
+
+
+# --- query -----------------------------------------------------------------------------------
+
+
+def _query(args: list[str], env: Mapping[str, str]) -> int:
+    import time
+
+    from firstmate import episodes, queue
+
+    opts = _options(args, ("--json",), (), QUERY_USAGE)
+    status = queue.query(_open(env))
+    if "--json" in opts:
+        _json(status.to_json())
+        return 0
+    _out(f"depth: {status.depth}")
+    if status.oldest is None:
+        _out("oldest: none")
+    else:
+        age = max(0, int(time.time() - status.oldest.at))
+        _out(f"oldest: {status.oldest.line()} (age {age}s)")
+    _out(f"pending main: {status.pending_main}")
+    _out(f"pending branch: {status.pending_branch}")
+    if status.unusable:
+        _out(f"unusable: {status.unusable} (a main drain retires them)")
+    state = status.episode
+    shown = state.token() if isinstance(state, episodes.Episode) else (
+        "invalid (the next watcher start sets it aside)" if isinstance(state, episodes.Invalid) else "none")
+    _out(f"episode: {shown}")
+    if status.grant is not None:
+        rows = status.grant.get("rows") or []
+        _out(f"grant: generation {status.grant['generation']} pid {status.grant['owner_pid']} "
+             f"({status.grant['owner']}), {len(rows) if isinstance(rows, list) else 0} row(s)")
+    _out(f"last seq: {status.last_seq}")
+    return 0

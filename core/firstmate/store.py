@@ -1,0 +1,507 @@
+"""The home's one SQLite database, ``state/firstmate.db``: connection, schema and transactions.
+
+Everything durable and transactional lives here: wake rows and their sequence counter, per-actor
+claims, the branch grant, the recovery episode, the delivery ledger, small facts (``kv``) and
+records set aside for inspection. Process-lifetime facts (who holds the watcher singleton, the
+queue writer lock) are kernel locks instead; see :mod:`firstmate.locks`.
+
+Connection rules
+    The database file is created 0600 and is never opened through a symlink (nor are its ``-wal``
+    and ``-shm`` companions). Every connection runs in WAL mode with ``synchronous=FULL`` (an
+    append or acknowledgement that returned is on disk), a busy timeout and foreign keys on.
+    Python's implicit transactions are off; :meth:`Store.transaction` issues ``BEGIN IMMEDIATE``
+    so a writer takes the write lock before it reads what it will change.
+
+A file that is not a Firstmate database (corrupt, another program's SQLite file, not SQLite at
+all) is never deleted or rewritten: opening it raises :class:`~firstmate.errors.StateError`
+naming the file and asking the user to move it aside.
+
+Extending the schema
+    :data:`MIGRATIONS` is an ordered, append-only list. ``PRAGMA user_version`` records how many
+    of them a database has applied. To change the schema, append a new :class:`Migration` to the
+    end of the tuple (a name and the SQL statements, or a callable taking the connection) and
+    describe the new tables in ``docs/state.md``. Never edit, reorder or remove a migration that
+    has shipped: databases in the field have already applied it. Each pending migration runs in
+    its own ``BEGIN IMMEDIATE`` transaction together with the ``user_version`` bump, so a crash
+    leaves the database at the old version or the new one, never in between, and concurrent
+    openers never apply the same migration twice. A database whose ``user_version`` is higher than
+    this code knows was written by a newer Firstmate and is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import attrs
+
+from firstmate.errors import LockTimeout, StateError
+from firstmate.home import Home, open_private, refuse_symlink
+
+#: Milliseconds one ``BEGIN IMMEDIATE`` waits inside SQLite before we look again.
+BUSY_SLICE_MS = 1000
+#: Busy timeout for everything else on a connection (opening, WAL set-up, reads), in ms.
+BUSY_TIMEOUT_MS = 30_000
+#: How many delivery-ledger rows are kept (the newest).
+DELIVERIES_KEEP = 64
+#: How many set-aside records are kept (the newest).
+SET_ASIDE_KEEP = 256
+
+Apply = Callable[[sqlite3.Connection], None]
+
+
+@attrs.frozen
+class Migration:
+    """One schema step: *name* for humans, *apply* runs inside the migration transaction."""
+
+    name: str
+    apply: Apply
+
+
+def sql(*statements: str) -> Apply:
+    """An :data:`Apply` running *statements* one by one (``executescript`` would COMMIT early)."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return run
+
+
+_V1 = sql(
+    # Wake rows. ``seq`` comes from counters('wake_seq'), never from rowid allocation, so it is
+    # never reused even after the table empties. Columns are deliberately untyped beyond the seq
+    # (no declared type = no affinity, so a key like "0123" stays text):
+    # rows that fail validation (written by hand or by older code) must be representable so a
+    # main drain can retire them with a verbatim report instead of the database refusing them.
+    # ``claim`` is NULL (unowned), 'main' (presented to or claimed by main) or 'branch'
+    # (reserved by the supervision branch grant when it was published).
+    """CREATE TABLE wakes (
+        seq INTEGER PRIMARY KEY,
+        at,
+        kind,
+        key,
+        payload,
+        claim TEXT
+    )""",
+    "CREATE INDEX wakes_by_claim ON wakes (claim, seq)",
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+    "INSERT INTO counters (name, value) VALUES ('wake_seq', 0)",
+    # The recovery episode: at most one row. Untyped for the same reason as wakes: a hand-edited
+    # or damaged row is read as *invalid*, set aside, and replaced by a fresh generation.
+    """CREATE TABLE episode (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        status,
+        kind,
+        generation,
+        announced_seq INTEGER,
+        updated_at REAL
+    )""",
+    # The supervision-branch grant owner (one at most). Its reserved rows are wakes.claim='branch'.
+    """CREATE TABLE branch_grant (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        owner_pid INTEGER NOT NULL,
+        identity TEXT NOT NULL,
+        generation TEXT NOT NULL,
+        activated_at REAL NOT NULL,
+        published_at REAL
+    )""",
+    # Terminal-delivery ledger: what a watcher printed before it released its singleton.
+    """CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        watcher_pid INTEGER NOT NULL,
+        identity TEXT NOT NULL,
+        reason TEXT NOT NULL
+    )""",
+    "CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    # Records taken out of service (an invalid episode, unusable wake rows), kept for inspection.
+    """CREATE TABLE set_aside (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        what TEXT NOT NULL,
+        record TEXT NOT NULL
+    )""",
+)
+
+_V2 = sql(
+    # What `fm migrate --from-legacy` imported, so a second import adds nothing twice.
+    """CREATE TABLE legacy_imports (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        source TEXT NOT NULL,
+        imported INTEGER NOT NULL,
+        retired INTEGER NOT NULL,
+        skipped INTEGER NOT NULL,
+        episode TEXT
+    )""",
+    """CREATE TABLE legacy_lines (
+        digest TEXT PRIMARY KEY,
+        seq INTEGER,
+        outcome TEXT NOT NULL
+    ) WITHOUT ROWID""",
+)
+
+#: The schema, oldest first. Append only (see the module docstring).
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("wake queue, sequence, episode, grant, deliveries, kv, set-aside", _V1),
+    Migration("legacy import ledger", _V2),
+    # Which arm started or attached to which watcher, and whose successor it was (fm arm).
+    Migration("watcher cycle links", sql(
+        """CREATE TABLE cycle_links (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            arm_pid INTEGER NOT NULL,
+            arm_identity TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            watcher_pid INTEGER NOT NULL,
+            watcher_identity TEXT NOT NULL,
+            predecessor_pid INTEGER,
+            predecessor_identity TEXT,
+            predecessor_arm_pid INTEGER
+        )""",
+        "CREATE INDEX cycle_links_by_arm ON cycle_links (arm_pid, origin, id)",
+    )),
+)
+
+_CORRUPT_MARKERS = ("not a database", "malformed", "no such table", "no such column",
+                    "file is encrypted", "database corrupt")
+
+
+def not_ours(path: Path, why: str) -> StateError:
+    return StateError(f"{path} is not a Firstmate database ({why}); move it aside and run fm again")
+
+
+def translate(path: Path, exc: BaseException) -> StateError:
+    """The one-line StateError for an SQLite failure that is about the file, not our code."""
+    text = str(exc) or type(exc).__name__
+    lowered = text.lower()
+    if any(marker in lowered for marker in _CORRUPT_MARKERS) or not isinstance(
+        exc, sqlite3.OperationalError
+    ):
+        return not_ours(path, text)
+    if "readonly" in lowered or "read-only" in lowered:
+        return StateError(f"cannot write {path} ({text}); make it and state/ writable by you")
+    if "unable to open" in lowered or "disk i/o" in lowered:
+        return StateError(f"cannot open {path} ({text}); check that state/ exists and is writable")
+    return StateError(f"{path}: {text}; retry, and move the file aside if this persists")
+
+
+def _about_the_file(exc: BaseException) -> bool:
+    # OperationalError and bare DatabaseError describe the file (corrupt, unreadable, locked);
+    # IntegrityError / ProgrammingError are bugs in our SQL and must surface as such.
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return True
+    text = str(exc).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+@attrs.define(eq=False)
+class Store:
+    """An open connection to one home's database (reopened transparently after a fork)."""
+
+    home: Home
+    _conn: sqlite3.Connection | None = None
+    _pid: int = -1
+
+    @property
+    def path(self) -> Path:
+        return self.home.db
+
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            # A connection inherited across fork() must never be used by the child.
+            self._conn = _connect(self.home)
+            self._pid = os.getpid()
+        return self._conn
+
+    @contextlib.contextmanager
+    def transaction(self, *, timeout: float | None = None) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back if the body raises.
+
+        With *timeout* None the write lock is waited for as long as it takes; otherwise
+        :class:`LockTimeout` (holder unknown) is raised after *timeout* seconds.
+        """
+        conn = self.connection()
+        if conn.in_transaction:
+            raise RuntimeError("Store.transaction() does not nest")
+        begin(conn, self.path, timeout)
+        try:
+            yield conn
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if _about_the_file(exc):
+                raise translate(self.path, exc) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise translate(self.path, exc) from exc
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot (a deferred transaction, never taking the write lock)."""
+        conn = self.connection()
+        if conn.in_transaction:
+            raise RuntimeError("Store.reading() does not nest")
+        try:
+            conn.execute("BEGIN DEFERRED")
+            yield conn
+        except BaseException as exc:
+            if _about_the_file(exc):
+                raise translate(self.path, exc) from exc
+            raise
+        finally:
+            _end_read(conn)
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+
+def _end_read(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def open_store(home: Home) -> Store:
+    """A :class:`Store` for *home*, connected (and migrated) now so errors surface here."""
+    store = Store(home)
+    store.connection()
+    return store
+
+
+def begin(conn: sqlite3.Connection, path: Path, timeout: float | None) -> None:
+    """Take the database write lock (``BEGIN IMMEDIATE``), waiting as *timeout* allows."""
+    try:
+        _begin(conn, path, timeout)
+    finally:
+        # The wait used short busy slices; everything after it gets the ordinary timeout.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def _begin(conn: sqlite3.Connection, path: Path, timeout: float | None) -> None:
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        slice_ms = BUSY_SLICE_MS if left is None else max(0, min(BUSY_SLICE_MS, int(left * 1000)))
+        conn.execute(f"PRAGMA busy_timeout = {slice_ms}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise translate(path, exc) from exc
+            if deadline is not None and time.monotonic() >= deadline:
+                waited = time.monotonic() - started
+                raise LockTimeout(
+                    f"{path} stayed locked by another writer for {waited:.1f}s; retry",
+                    holder_pid=None, waited=waited,
+                ) from exc
+        except sqlite3.DatabaseError as exc:
+            raise translate(path, exc) from exc
+
+
+def _check_path(home: Home) -> None:
+    if not home.state.is_dir():
+        refuse_symlink(home.state)
+        raise StateError(f"{home.state} does not exist; run fm from a prepared home or set FM_HOME")
+    refuse_symlink(home.state)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        refuse_symlink(Path(f"{home.db}{suffix}"))
+
+
+def _prepare_file(path: Path) -> None:
+    """Create the database file 0600 without following a symlink; tighten a looser mode."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        os.close(open_private(path, os.O_RDWR | os.O_CREAT))
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise not_ours(path, "it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise not_ours(path, "it is not a regular file")
+    if st.st_mode & 0o077 and st.st_uid == os.getuid():
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o600)
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise StateError(f"cannot read and write {path}; make it owned by you with mode 0600")
+
+
+def _connect(home: Home) -> sqlite3.Connection:
+    path = home.db
+    _check_path(home)
+    _prepare_file(path)
+    try:
+        conn = sqlite3.connect(
+            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise translate(path, exc) from exc
+    try:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise StateError(f"cannot put {path} in WAL mode (got {mode}); check the filesystem supports it")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate(path, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+    latest = len(migrations)
+    version = schema_version(conn)
+    if version == latest:
+        return
+    if version > latest:
+        raise StateError(
+            f"{path} was written by a newer Firstmate (schema {version}, this fm knows {latest}); "
+            "upgrade fm, or move the file aside and run fm again"
+        )
+    while True:
+        begin(conn, path, None)
+        try:
+            version = schema_version(conn)
+            if version == 0 and _has_foreign_tables(conn):
+                raise not_ours(path, "an SQLite database of another program")
+            if version >= latest:
+                conn.execute("ROLLBACK")
+                return
+            migrations[version].apply(conn)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite_%'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+# --- small shared helpers (all called inside a transaction) ---------------------------------
+
+
+def next_seq(conn: sqlite3.Connection) -> int:
+    """Allocate the next wake sequence number: past the counter *and* every queued row.
+
+    Numbering past the queued rows means a lost or damaged counter can never hand out a number an
+    outstanding acknowledgement already covers; the counter means numbers are never reused after
+    rows are deleted.
+    """
+    row = conn.execute(
+        "SELECT (SELECT CASE WHEN typeof(value) = 'integer' THEN value ELSE 0 END "
+        "        FROM counters WHERE name = 'wake_seq'), "
+        "       (SELECT coalesce(max(seq), 0) FROM wakes)"
+    ).fetchone()
+    counter, top = (int(row[0]) if row and row[0] is not None else 0), int(row[1] if row else 0)
+    seq = max(counter, top) + 1
+    conn.execute(
+        "INSERT INTO counters (name, value) VALUES ('wake_seq', ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (seq,),
+    )
+    return seq
+
+
+def last_seq(conn: sqlite3.Connection) -> int:
+    """The highest sequence number ever allocated (or queued, if the counter was lost)."""
+    row = conn.execute(
+        "SELECT max(coalesce((SELECT CASE WHEN typeof(value) = 'integer' THEN value ELSE 0 END "
+        "                     FROM counters WHERE name = 'wake_seq'), 0), "
+        "           coalesce((SELECT max(seq) FROM wakes), 0))"
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def advance_seq(conn: sqlite3.Connection, floor: int) -> int:
+    """Make sure the counter is at least *floor*; returns the counter afterwards."""
+    value = max(last_seq(conn), floor)
+    conn.execute(
+        "INSERT INTO counters (name, value) VALUES ('wake_seq', ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (value,),
+    )
+    return value
+
+
+def max_queued_seq(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT coalesce(max(seq), 0) FROM wakes").fetchone()
+    return int(row[0]) if row else 0
+
+
+def set_aside(conn: sqlite3.Connection, what: str, record: str) -> None:
+    """Keep a record taken out of service for inspection (bounded to the newest few hundred)."""
+    conn.execute(
+        "INSERT INTO set_aside (at, what, record) VALUES (?, ?, ?)", (time.time(), what, record)
+    )
+    conn.execute(
+        "DELETE FROM set_aside WHERE id <= (SELECT max(id) FROM set_aside) - ?", (SET_ASIDE_KEEP,)
+    )
+
+
+def kv_get(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+__all__ = [
+    "DELIVERIES_KEEP",
+    "MIGRATIONS",
+    "Migration",
+    "Store",
+    "advance_seq",
+    "begin",
+    "kv_get",
+    "kv_set",
+    "last_seq",
+    "max_queued_seq",
+    "next_seq",
+    "not_ours",
+    "open_store",
+    "schema_version",
+    "set_aside",
+    "sql",
+    "translate",
+]

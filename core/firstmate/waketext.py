@@ -1,0 +1,77 @@
+"""The text of a delivered wake: operational input, wrapped and sanitised, the same in every harness.
+
+A wake reaches the model as one block that says what happened (the reason lines), whether the
+watcher could be restored (at most one typed ``watcher: FAILED - …`` line) and the one next step
+(drain, handle, acknowledge; never arm by hand). Reason lines come from crews and checks, so they
+are untrusted: :func:`sanitise` removes every control character and terminal escape sequence
+before the text is handed to a harness.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: First characters of every wake text: harness shims and models recognise operational input.
+PREFIX = "FIRSTMATE_OP:"
+NEXT_STEP = (
+    "Next step: run `fm wake drain`, handle the wake, then run the exact acknowledgement "
+    "command it prints (WAKE_ACK_REQUIRED). Continuity is automatic: never arm the watcher "
+    "by hand."
+)
+FAILURE_HINT = "If this failure repeats, run `fm status` and tell the captain."
+#: Longest line kept (a reason line is at most this long in the delivery ledger too).
+MAX_LINE = 4096
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Escape sequences, 7-bit and 8-bit forms. String-type sequences (OSC, DCS, SOS, PM, APC) run to
+# their terminator (BEL or ST) or, when unterminated, to the end of the line.
+_STRING_SEQ = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?")
+_CSI = re.compile(r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?")
+_ESC = re.compile(r"\x1b[\x20-\x2f]*[\x30-\x7e]?")
+_NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
+# C0 controls except newline, DEL, any C1 left over, and bidirectional overrides/isolates
+# (they can make a shown line read differently from its bytes).
+_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def sanitise(text: str) -> str:
+    """*text* with escape sequences and control characters removed; newlines kept.
+
+    Lone surrogates become U+FFFD, CR/CRLF and Unicode line separators become ``\\n``, a TAB
+    becomes a space. The result has no character below U+0020 except ``\\n``, no ESC, no C1
+    control, and always encodes as UTF-8. Idempotent.
+    """
+    text = _SURROGATE.sub("\ufffd", text)
+    text = _STRING_SEQ.sub("", text)
+    text = _CSI.sub("", text)
+    text = _ESC.sub("", text)
+    text = _NEWLINES.sub("\n", text)
+    text = text.replace("\t", " ")
+    return _CONTROLS.sub("", text)
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """:func:`sanitise`, then on one line (newlines become spaces), cut to *limit* characters."""
+    return " ".join(sanitise(text).split("\n")).strip()[:limit]
+
+
+def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> str:
+    """The full wake text: the header, each reason line, the failure line (if any), the next step."""
+    lines = [one_line(r) for r in reasons]
+    lines = [line for line in lines if line]
+    who = f" ({one_line(harness, 80)})" if harness.strip() else ""
+    if lines:
+        header = f"{PREFIX} fleet wake{who}"
+    else:
+        header = f"{PREFIX} watcher restoration failed{who}"
+    body = [header, *lines]
+    if failure:
+        body.append(one_line(failure))
+    body.append(NEXT_STEP)
+    if failure:
+        body.append(FAILURE_HINT)
+    return sanitise("\n".join(body))
+
+
+__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PREFIX", "compose", "one_line", "sanitise"]

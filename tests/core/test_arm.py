@@ -1,0 +1,401 @@
+"""The arm: start or attach, follow successors, resolve closes, stop and take over - for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+from firstmate import arm as armmod
+from firstmate import cyclelog, episodes
+from firstmate.errors import UsageError
+from firstmate.health import watcher_health
+from firstmate.identity import identity_of
+from firstmate.store import open_store
+from watch_support import Rig, alive, attached_pid, rig, started_pid, wait_for
+
+__all__ = ["rig"]
+
+#: Failure paths wait this long for a successor before they give up.
+SHORT_CONFIRM = {"FM_ARM_CONFIRM_TIMEOUT": "2"}
+
+
+def _episode(rig: Rig) -> episodes.EpisodeState:
+    db = open_store(rig.home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn)
+    finally:
+        db.close()
+
+
+def _drain_and_ack(rig: Rig) -> None:
+    drained = rig.fm("wake", "drain", "--json")
+    assert drained.returncode == 0, drained.stderr
+    result = json.loads(drained.stdout)
+    acked = rig.fm("wake", "drain", "--ack-through", str(result["ack_through"]),
+                   "--recovery-generation", result["generation"])
+    assert acked.returncode == 0, acked.stderr
+
+
+def test_two_arms_one_starts_the_other_attaches_and_both_print_the_reason(rig: Rig) -> None:
+    first = rig.spawn("arm")
+    pid = started_pid(first.line())
+    second = rig.spawn("arm")
+    line = second.line()
+    assert attached_pid(line) == pid and line.endswith("s)")
+    rig.append("stale", "w1", "stale: w1")
+    assert first.line() == "stale: w1"
+    assert second.line() == "stale: w1"
+    assert (first.wait(), second.wait()) == (0, 0)
+    rows = cyclelog.rows(rig.home)
+    reasons = {(row.arm_pid, row.origin, row.reason) for row in rows}
+    assert (first.pid, "started", "actionable-stale") in reasons
+    assert (second.pid, "attached", "attached-delivered-wake") in reasons
+
+
+def test_arms_racing_to_start_end_with_one_watcher(rig: Rig) -> None:
+    arms = [rig.spawn("arm") for _ in range(3)]
+    firsts = [arm.line() for arm in arms]
+    pids = {started_pid(s) if s.startswith("watcher: started") else attached_pid(s)
+            for s in firsts}
+    assert len(pids) == 1, firsts
+    assert sum(s.startswith("watcher: started") for s in firsts) == 1, firsts
+    rig.append("check", "race", "check: race")
+    for arm in arms:
+        assert arm.line() == "check: race"
+        assert arm.wait() == 0
+
+
+def test_a_killed_watcher_fails_its_arms_and_the_next_arm_recovers_once(rig: Rig) -> None:
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    pid = started_pid(owner.line())
+    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    assert attached_pid(follower.line()) == pid
+    os.kill(pid, signal.SIGKILL)
+    for arm in (owner, follower):
+        assert arm.line() == "watcher: FAILED - cycle ended without an actionable reason"
+        assert arm.wait() == 1
+    # Work queued while nothing watched resurfaces once, at the next start.
+    rig.append("check", "late", "check: arrived while down")
+    nxt = rig.spawn("arm")
+    started_pid(nxt.line())
+    assert nxt.line() == "check: rearm-resurface"
+    assert nxt.wait() == 0
+    state = _episode(rig)
+    assert isinstance(state, episodes.Episode) and state.status == "announced"
+    # Announced once: the arm after it does not resurface the same episode again.
+    again = rig.spawn("arm")
+    started_pid(again.line())
+    rig.append("check", "fresh", "check: fresh work")
+    assert again.line() == "check: fresh work"
+    assert again.wait() == 0
+
+
+def test_a_killed_watcher_with_nothing_queued_is_retired_silently(rig: Rig) -> None:
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    pid = started_pid(owner.line())
+    os.kill(pid, signal.SIGKILL)
+    assert owner.line() == "watcher: FAILED - cycle ended without an actionable reason"
+    owner.wait()
+    nxt = rig.spawn("arm")
+    started_pid(nxt.line())
+
+    def retired() -> bool:
+        state = _episode(rig)
+        return isinstance(state, episodes.Episode) and state.status == "acked"
+
+    wait_for(retired, "the downtime episode to be retired silently")
+    rig.append("check", "x", "check: after the silent retirement")
+    assert nxt.line() == "check: after the silent retirement"
+    assert nxt.wait() == 0
+
+
+def test_a_stopped_watcher_is_reported_stale_and_left_alone(rig: Rig) -> None:
+    grace = {"FM_GUARD_GRACE": "2"}
+    owner = rig.spawn("arm", env=grace)
+    pid = started_pid(owner.line())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: watcher_health(rig.home, {**rig.env, **grace}).state == "stale-beacon",
+                 "the beacon to go stale")
+        other = rig.spawn("arm", env=grace)
+        line = other.line()
+        assert line.startswith(f"watcher: FAILED - live watcher pid={pid} has a stale beacon")
+        assert "--take-over" in line
+        assert other.wait() == 1
+        owned = owner.line()
+        assert owned.startswith(f"watcher: FAILED - live watcher pid={pid} has a stale beacon")
+        assert owner.wait() == 1
+        assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet(
+    rig: Rig,
+) -> None:
+    # An open crew decision makes any recovery worth showing, so only the take-over's restore
+    # of the acknowledged episode can keep the fresh cycle quiet.
+    assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
+    assert rig.fm("crew", "status", "c1", "needs-decision: key=k1 pick a branch").returncode == 0
+    first = rig.spawn("arm")
+    started_pid(first.line())
+    assert first.line().startswith("signal: c1.status: needs-decision")
+    assert first.wait() == 0
+    _drain_and_ack(rig)
+    assert _episode(rig).token().startswith("acked:")  # type: ignore[union-attr]
+    victim_arm = rig.spawn("arm", env=SHORT_CONFIRM)
+    victim = started_pid(victim_arm.line())
+    taker = rig.spawn("arm", "--take-over", str(victim_arm.pid))
+    fresh = started_pid(taker.line())
+    assert fresh != victim
+    assert not alive(victim)
+    # The taken-over arm follows the fresh cycle (it never exits empty-handed).
+    assert attached_pid(victim_arm.line()) == fresh
+    rig.append("check", "new", "check: after take-over")
+    assert taker.line() == "check: after take-over"  # not check: rearm-resurface
+    assert victim_arm.line() == "check: after take-over"
+    assert (taker.wait(), victim_arm.wait()) == (0, 0)
+    row = next(r for r in cyclelog.rows(rig.home)
+               if r.arm_pid == victim_arm.pid and r.watcher_pid == victim)
+    assert (row.signal, row.exit_code, row.successor) == ("TERM", 143, "awaited")
+
+
+def test_without_its_restore_the_stop_would_have_resurfaced(rig: Rig) -> None:
+    # The counterfactual of the test above: a plain restart publishes downtime like any stop,
+    # and the open decision makes the fresh cycle resurface it.
+    assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
+    assert rig.fm("crew", "status", "c1", "needs-decision: key=k1 pick a branch").returncode == 0
+    first = rig.spawn("arm")
+    started_pid(first.line())
+    first.line()
+    assert first.wait() == 0
+    _drain_and_ack(rig)
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    started_pid(owner.line())
+    restart = rig.spawn("arm", "--restart")
+    started_pid(restart.line())
+    assert restart.line() == "check: rearm-resurface"
+    assert restart.wait() == 0
+
+
+def test_take_over_with_a_pid_that_owns_no_cycle_only_attaches(rig: Rig) -> None:
+    owner = rig.spawn("arm")
+    pid = started_pid(owner.line())
+    foreign = rig.spawn("arm", "--take-over", str(os.getpid()))
+    assert attached_pid(foreign.line()) == pid
+    assert rig.healthy_pid() == pid
+    rig.append("check", "k", "check: shared")
+    assert owner.line() == foreign.line() == "check: shared"
+
+
+def test_take_over_without_a_pid_replaces_whatever_watcher_runs(rig: Rig) -> None:
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    first = started_pid(owner.line())
+    taker = rig.spawn("arm", "--take-over")
+    second = started_pid(taker.line())
+    assert second != first and not alive(first)
+    assert attached_pid(owner.line()) == second
+    rig.append("check", "t", "check: taken")
+    assert taker.line() == owner.line() == "check: taken"
+
+
+def test_restart_never_signals_a_reused_pid(rig: Rig) -> None:
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    pid = started_pid(owner.line())
+    os.kill(pid, signal.SIGKILL)
+    owner.line()
+    victim = rig.sleeper()
+    real = identity_of(victim.pid)
+    assert real is not None
+    # The dead watcher's record now names a live, unrelated process (a recycled pid).
+    fake = f"{victim.pid}:{real.started - 50:.2f}:{real.cmd_hash}"
+    record = {"pid": victim.pid, "identity": fake, "home": str(rig.home.root),
+              "role": "watcher", "acquired_at": 1.0}
+    rig.home.lock_path("watch").write_text(json.dumps(record))
+    restart = rig.spawn("arm", "--restart")
+    fresh = started_pid(restart.line())
+    assert fresh != victim.pid
+    assert victim.poll() is None and alive(victim.pid)
+    rig.append("check", "r", "check: after restart")
+    assert restart.line() == "check: after restart"
+    assert restart.wait() == 0
+    assert victim.poll() is None
+
+
+HOLD_AS = """
+import json, sys
+from pathlib import Path
+from firstmate.locks import FileLock
+lock = FileLock(Path(sys.argv[1]), "watcher", Path(sys.argv[2]))
+lock.acquire(None)
+fh = lock._fh
+fh.seek(0); fh.truncate(); fh.write(sys.argv[3].encode()); fh.flush()
+print("acquired", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> None:
+    victim = rig.sleeper()
+    real = identity_of(victim.pid)
+    assert real is not None
+    fake = f"{victim.pid}:{real.started - 50:.2f}:{real.cmd_hash}"
+    record = json.dumps({"pid": victim.pid, "identity": fake, "home": str(rig.home.root),
+                         "role": "watcher", "acquired_at": 1.0})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AS, str(rig.home.lock_path("watch")), str(rig.home.root),
+         record], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env)
+    rig.extra.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline() == b"acquired\n"
+    for mode in ("--restart", "--stop"):
+        done = rig.fm("arm", mode, env={"FM_ARM_CONFIRM_TIMEOUT": "1"})
+        assert done.returncode == 1
+        assert done.stdout == (f"watcher: FAILED - lock holder pid={victim.pid} could not be "
+                               "verified; left alone\n")
+    assert victim.poll() is None and holder.poll() is None
+
+
+def test_stop_stops_the_verified_watcher_and_its_arms_fail_without_a_delivery(rig: Rig) -> None:
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    pid = started_pid(owner.line())
+    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    assert attached_pid(follower.line()) == pid
+    # An unrelated delivery from another pid must never satisfy the followed watcher's close.
+    rig.append("check", "noise", "check: noise")  # closes this cycle ...
+    assert owner.line() == follower.line() == "check: noise"
+    assert owner.wait() == follower.wait() == 0
+    _drain_and_ack(rig)  # (else the next start resurfaces the undrained row at once)
+    owner = rig.spawn("arm", env=SHORT_CONFIRM)  # ... a new one, which we stop
+    pid = started_pid(owner.line())
+    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    assert attached_pid(follower.line()) == pid
+    done = rig.fm("arm", "--stop")
+    assert (done.returncode, done.stdout) == (0, f"watcher: stopped pid={pid}\n")
+    for arm in (owner, follower):
+        assert arm.line() == "watcher: FAILED - cycle ended without an actionable reason"
+        assert arm.wait() == 1
+    done = rig.fm("arm", "--stop")
+    assert (done.returncode, done.stdout) == (0, "watcher: none running\n")
+    state = _episode(rig)
+    assert isinstance(state, episodes.Episode) and state.status == "pending"
+
+
+def test_an_attached_arm_follows_a_successor_chain_across_two_cycles(rig: Rig) -> None:
+    owner = rig.spawn("arm")
+    first = started_pid(owner.line())
+    follower = rig.spawn("arm")
+    assert attached_pid(follower.line()) == first
+    restart = rig.spawn("arm", "--restart")
+    second = started_pid(restart.line())
+    assert attached_pid(follower.line()) == second
+    assert attached_pid(owner.line()) == second
+    rig.append("heartbeat", "heartbeat", "heartbeat")
+    for arm in (restart, follower, owner):
+        assert arm.line() == "heartbeat"
+        assert arm.wait() == 0
+    links = armmod.links(open_store(rig.home))
+    chained = [link for link in links
+               if link.arm_pid == follower.pid and link.watcher_pid == second]
+    assert chained and chained[-1].origin == "attached"
+    assert chained[-1].predecessor_pid == first
+
+
+def test_an_attached_arm_resolves_from_the_ledger_after_the_wake_was_handled(rig: Rig) -> None:
+    owner = rig.spawn("arm")
+    pid = started_pid(owner.line())
+    follower = rig.spawn("arm")
+    assert attached_pid(follower.line()) == pid
+    os.kill(follower.pid, signal.SIGSTOP)
+    try:
+        rig.append("signal", "c.status", "signal: c.status: done: shipped")
+        assert owner.line() == "signal: c.status: done: shipped"
+        assert owner.wait() == 0
+        wait_for(lambda: not alive(pid), "the watcher to exit")
+        _drain_and_ack(rig)
+        db = open_store(rig.home)
+        with db.reading() as conn:
+            assert conn.execute("SELECT count(*) FROM wakes").fetchone()[0] == 0
+        db.close()
+    finally:
+        os.kill(follower.pid, signal.SIGCONT)
+    assert follower.line() == "signal: c.status: done: shipped"
+    assert follower.wait() == 0
+
+
+def test_handling_delivered_confirms_the_successor_handoff(rig: Rig) -> None:
+    first = rig.spawn("arm")
+    started_pid(first.line())
+    rig.append("check", "a", "check: a")
+    assert first.line() == "check: a"
+    assert first.wait() == 0
+    successor = rig.spawn("arm", env={"FM_WATCH_PREDECESSOR_ARM_PID": str(first.pid)})
+    line = successor.line()
+    pid = started_pid(line)
+    generation = line.rsplit("recovery-generation=", 1)[1]
+    wrong = rig.fm("arm", "--handling-delivered", "other.1.x", "--watcher-pid", str(pid))
+    assert wrong.returncode == 3 and wrong.stdout.startswith("watcher: FAILED - recovery generation")
+    not_it = rig.fm("arm", "--handling-delivered", generation, "--watcher-pid", str(os.getpid()))
+    assert not_it.returncode == 1
+    assert not_it.stdout == (f"watcher: FAILED - pid={os.getpid()} is not the live "
+                             "identity-matched watcher\n")
+    ok = rig.fm("arm", "--handling-delivered", generation, "--watcher-pid", str(pid))
+    assert (ok.returncode, ok.stdout) == (
+        0, f"watcher: handling delivered generation={generation} pid={pid}\n")
+    assert _episode(rig).token() == f"pending:handling:{generation}"
+    _drain_and_ack(rig)
+    again = rig.fm("arm", "--handling-delivered", generation, "--watcher-pid", str(pid))
+    assert (again.returncode, again.stdout) == (
+        0, f"watcher: handling delivered generation={generation} pid={pid} (already acknowledged)\n")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--bogus"], ["--restart", "--stop"], ["--take-over", "x"], ["--take-over", "1", "2"],
+    ["--handling-delivered", "g"], ["--handling-delivered", "g", "--pid", "3"],
+    ["--handling-delivered", "bad gen", "--watcher-pid", "3"],
+    ["--handling-delivered", "g", "--watcher-pid", "0"], ["extra"],
+])
+def test_bad_usage_is_one_line_and_exit_2(rig: Rig, argv: list[str]) -> None:
+    done = rig.fm("arm", *argv)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    with pytest.raises(UsageError):
+        armmod.parse_args(argv)
+
+
+def test_parse_args_modes() -> None:
+    assert armmod.parse_args([]).name == "arm"
+    assert armmod.parse_args(["--restart"]).name == "restart"
+    assert armmod.parse_args(["--stop"]).name == "stop"
+    assert armmod.parse_args(["--take-over"]) == armmod.Mode("take-over")
+    assert armmod.parse_args(["--take-over", "42"]).arm_pid == 42
+    mode = armmod.parse_args(["--handling-delivered", "a.1-b", "--watcher-pid", "7"])
+    assert (mode.generation, mode.watcher_pid) == ("a.1-b", 7)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signalled_arm_stops_and_reaps_its_watcher(rig: Rig, sig: signal.Signals) -> None:
+    arm = rig.spawn("arm")
+    pid = started_pid(arm.line())
+    arm.popen.send_signal(sig)
+    assert arm.line() == f"watcher: FAILED - arm interrupted by {sig.name}"
+    assert arm.wait() == 128 + sig
+    assert not alive(pid)
+    state = _episode(rig)
+    assert isinstance(state, episodes.Episode) and (state.status, state.kind) == (
+        "pending", "downtime")
+    row = cyclelog.rows(rig.home)[-1]
+    assert (row.reason, row.watcher_pid, row.signal) == ("arm-interrupted", pid, "TERM")
+
+
+def test_cycle_rows_round_trip() -> None:
+    row = cyclelog.CycleRow(1, "1:2.00:ab", None, "attached", 1.5, 2.5, None, "unknown",
+                            "attached-cycle-ended", cyclelog.NO_BEACON)
+    assert cyclelog.CycleRow.parse("\t".join(row.fields())) == row
+    assert cyclelog.CycleRow.parse("arm_pid=x") is None

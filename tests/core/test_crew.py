@@ -1,0 +1,258 @@
+"""The crew registry and status logs: real files, and the real ``fm crew`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from firstmate import crew
+from firstmate.errors import ConflictError, StateError, UsageError
+from firstmate.home import Home
+from hypothesis import given
+from hypothesis import strategies as st
+
+CORE = str(Path(__file__).resolve().parents[2] / "core")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return Home(tmp_path / "home").ensure()
+
+
+def fm(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(PYTHONPATH=CORE, FM_HOME=str(home.root))
+    return subprocess.run([sys.executable, "-m", "firstmate", *args], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+
+
+def test_add_list_remove_round_trip(home: Home) -> None:
+    added = crew.add(home, "w1", "fleet:1.0")
+    crew.add(home, "w0", "%7")
+    assert [c.name for c in crew.list(home)] == ["w0", "w1"]
+    assert crew.get(home, "w1").pane == "fleet:1.0" == added.pane
+    crew.append_status(home, "w1", "working: x")
+    crew.mark_turn_ended(home, "w1")
+    for p in home.crew_dir.iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+    crew.remove(home, "w1")
+    assert [c.name for c in crew.list(home)] == ["w0"]
+    assert not [p for p in home.crew_dir.iterdir() if p.name.startswith("w1.")]
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", ".hidden", "a/b", "a b", "x" * 65, "é", "a\nb"])
+def test_bad_names_are_usage_errors(home: Home, name: str) -> None:
+    with pytest.raises(UsageError, match="invalid crew name"):
+        crew.add(home, name, "p")
+
+
+def test_readding_is_idempotent_but_a_new_pane_needs_replace(home: Home) -> None:
+    crew.add(home, "w1", "a:1")
+    crew.append_status(home, "w1", "working: keep me")
+    assert crew.add(home, "w1", "a:1").pane == "a:1"
+    with pytest.raises(ConflictError, match="--replace"):
+        crew.add(home, "w1", "b:2")
+    assert crew.add(home, "w1", "b:2", replace=True).pane == "b:2"
+    assert crew.last_line(home, "w1") is not None  # --replace keeps the logs
+
+
+def test_a_fresh_registration_starts_clean(home: Home) -> None:
+    crew.add(home, "w1", "a:1")
+    crew.append_status(home, "w1", "needs-decision: key=k old question")
+    crew.remove(home, "w1")
+    # Leftovers of an earlier crew (e.g. a cursor a watcher wrote during the removal) are cleared.
+    (home.crew_dir / "w1.signal-cursor").write_text("1 999\n")
+    crew.add(home, "w1", "a:1")
+    assert crew.open_decisions(home, "w1") == []
+    assert not (home.crew_dir / "w1.signal-cursor").exists()
+
+
+def test_status_for_an_unknown_crew_names_fm_crew_add(home: Home) -> None:
+    with pytest.raises(UsageError, match="fm crew add ghost --pane TARGET"):
+        crew.append_status(home, "ghost", "done: x")
+    with pytest.raises(UsageError, match="fm crew add"):
+        crew.mark_turn_ended(home, "ghost")
+
+
+def test_status_lines_are_stamped_and_neutralised(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    crew.append_status(home, "w1", "done:\x1b[31m red\x1b[0m\tand\nmore\r\x07", now=1234.5)
+    raw = (home.crew_dir / "w1.status").read_text()
+    assert raw == "1234.500\tdone: red and more\n"
+    line = crew.last_line(home, "w1")
+    assert line is not None and line.text == "done: red and more" and line.at == 1234.5
+    assert line.verb == "done"
+    with pytest.raises(UsageError, match="empty status line"):
+        crew.append_status(home, "w1", " \x1b[0m\t ")
+
+
+def test_long_status_lines_are_cut(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    crew.append_status(home, "w1", "progress: " + "é" * 5000)
+    line = crew.last_line(home, "w1")
+    assert line is not None and len(line.text.encode()) <= crew.MAX_STATUS_BYTES
+
+
+@given(st.text(max_size=300))
+def test_clean_text_is_one_printable_line(text: str) -> None:
+    clean = crew.clean_text(text)
+    assert not any(ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F for ch in clean)
+    assert len(clean.encode()) <= crew.MAX_STATUS_BYTES
+
+
+def test_symlinked_status_log_is_refused_and_not_followed(home: Home, tmp_path: Path) -> None:
+    crew.add(home, "w1", "p")
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    (home.crew_dir / "w1.status").symlink_to(victim)
+    with pytest.raises(StateError, match="symlink"):
+        crew.append_status(home, "w1", "done: x")
+    with pytest.raises(StateError, match="symlink"):
+        crew.read_span(home.crew_dir / "w1.status")
+    assert victim.read_text() == "untouched\n"
+
+
+def test_symlinked_registration_is_refused(home: Home, tmp_path: Path) -> None:
+    (tmp_path / "fake").write_text("evil:0\n")
+    (home.crew_dir / "w9.pane").symlink_to(tmp_path / "fake")
+    with pytest.raises(StateError, match="symlink"):
+        crew.get(home, "w9")
+
+
+def test_each_turn_end_changes_the_marker_signature(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    assert crew.turn_signature(home, "w1") is None
+    seen = set()
+    for _ in range(crew.TURN_MARKER_MAX // 10):
+        crew.mark_turn_ended(home, "w1")
+        sig = crew.turn_signature(home, "w1")
+        assert sig is not None and sig[0] not in seen
+        seen.add(sig[0])
+    assert (home.crew_dir / "w1.turn-ended").stat().st_size <= crew.TURN_MARKER_MAX
+
+
+def test_decisions_fold_until_answered(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    crew.append_status(home, "w1", "needs-decision: key=db postgres or sqlite?")
+    crew.append_status(home, "w1", "working: meanwhile on docs")
+    crew.append_status(home, "w1", "needs-decision: [key=name] call it fm?")
+    crew.append_status(home, "w1", "needs-decision: merge now?")
+    crew.append_status(home, "w1", "needs-decision: key=db postgres, sqlite or duckdb?")
+    found = {d.key: d for d in crew.open_decisions(home, "w1")}
+    assert list(found) == ["name", "line4", "db"]
+    assert found["db"].note == "postgres, sqlite or duckdb?" and found["db"].keyed
+    assert not found["line4"].keyed
+    closed = crew.answer(home, "w1", "db", "postgres")
+    assert closed.key == "db"
+    assert [d.key for d in crew.open_decisions(home, "w1")] == ["name", "line4"]
+    crew.answer(home, "w1", "line4", "yes, merge")
+    assert [d.key for d in crew.open_decisions(home, "w1")] == ["name"]
+    with pytest.raises(UsageError, match=r"no open decision with key 'db'.*open: name"):
+        crew.answer(home, "w1", "db", "again")
+    with pytest.raises(UsageError, match="invalid decision key"):
+        crew.answer(home, "w1", "bad key", "x")
+    # The captain's answers are not what the crew last said.
+    last = crew.last_line(home, "w1")
+    assert last is not None and last.text.startswith("needs-decision: key=db")
+
+
+def test_a_partial_last_line_is_left_for_later(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    crew.append_status(home, "w1", "working: a", now=1.0)
+    with open(home.crew_dir / "w1.status", "a") as fh:
+        fh.write("2.0\tdone: hal")
+    span = crew.read_span(home.crew_dir / "w1.status")
+    assert span is not None and [line.text for line in span.lines] == ["working: a"]
+    with open(home.crew_dir / "w1.status", "a") as fh:
+        fh.write("f\n")
+    again = crew.read_span(home.crew_dir / "w1.status", span.end, inode=span.inode)
+    assert again is not None and [(line.at, line.text) for line in again.lines] == [(2.0, "done: half")]
+
+
+def test_lines_written_by_hand_are_read_without_a_stamp(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    with open(home.crew_dir / "w1.status", "a") as fh:
+        fh.write("blocked: from a shell\n")
+    line = crew.last_line(home, "w1")
+    assert line is not None and line.at is None and line.text == "blocked: from a shell"
+
+
+def test_a_replaced_log_restarts_the_cursor(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    crew.append_status(home, "w1", "working: a long line " + "x" * 100)
+    span = crew.read_span(home.crew_dir / "w1.status")
+    assert span is not None
+    (home.crew_dir / "w1.status").unlink()
+    crew.append_status(home, "w1", "done: b")
+    again = crew.read_span(home.crew_dir / "w1.status", span.end, inode=span.inode)
+    assert again is not None and [line.text for line in again.lines] == ["done: b"]
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_cli_round_trip(home: Home) -> None:
+    out = fm(home, "crew", "add", "w1", "--pane", "fleet:1.0")
+    assert out.returncode == 0 and out.stdout == "crew: added w1 (pane fleet:1.0)\n"
+    assert fm(home, "crew", "status", "w1", "needs-decision: key=k ship it?").returncode == 0
+    assert fm(home, "crew", "turn-ended", "w1").returncode == 0
+    listed = json.loads(fm(home, "crew", "list", "--json").stdout)
+    assert listed[0]["name"] == "w1" and listed[0]["pane"] == "fleet:1.0"
+    assert listed[0]["last_status"]["text"] == "needs-decision: key=k ship it?"
+    assert listed[0]["open_decisions"] == 1
+    assert "1 open decision" in fm(home, "crew", "list").stdout
+    out = fm(home, "crew", "answer", "w1", "--key", "k", "yes, ship")
+    assert out.returncode == 0, out.stderr
+    assert crew.open_decisions(home, "w1") == []
+    assert fm(home, "crew", "remove", "w1").stdout == "crew: removed w1\n"
+    assert "no crews registered" in fm(home, "crew", "list").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("crew", "status", "ghost", "done: x"), "fm crew add ghost --pane TARGET"),
+        (("crew", "status", "w1"), "usage: fm crew status"),
+        (("crew", "add", "w1"), "--pane"),
+        (("crew", "add", "bad name", "--pane", "p"), "invalid crew name"),
+        (("crew", "frobnicate"), "unknown crew command"),
+        (("crew", "answer", "w1", "--key", "nope", "x"), "no open decision"),
+        (("crew", "turn-ended"), "usage: fm crew turn-ended NAME"),
+    ],
+)
+def test_cli_errors_are_one_line_with_exit_2(home: Home, args: tuple[str, ...], needle: str) -> None:
+    crew.add(home, "w1", "p")
+    out = fm(home, *args)
+    assert out.returncode == 2, out
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("fm: ")
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_conflicting_pane_exits_3(home: Home) -> None:
+    crew.add(home, "w1", "a:1")
+    out = fm(home, "crew", "add", "w1", "--pane", "b:2")
+    assert out.returncode == 3 and "--replace" in out.stderr
+    out = fm(home, "crew", "add", "w1", "--pane", "b:2", "--replace")
+    assert out.returncode == 0 and "now watches pane b:2 (was a:1)" in out.stdout
+
+
+def test_fm_crew_status_stays_light(home: Home) -> None:
+    crew.add(home, "w1", "p")
+    probe = (
+        "import sys\n"
+        "from firstmate.cli.main import main\n"
+        "rc = main(['crew', 'status', 'w1', 'working: quick'])\n"
+        "heavy = sorted(m for m in ('psutil', 'pluggy', 'argparse', 'portalocker', 'sqlite3') if m in sys.modules)\n"
+        "print(rc, ','.join(heavy))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(PYTHONPATH=CORE, FM_HOME=str(home.root))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "0", out.stdout

@@ -1,0 +1,233 @@
+"""Stale panes and the tmux backend, against a real tmux server on a private socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from firstmate import crew
+from firstmate.backends.base import CrewBackend
+from firstmate.backends.tmux import TmuxBackend
+from firstmate.home import Home
+from firstmate.sources.base import PollContext, Source, Wake
+from firstmate.sources.stale import StaleSource
+
+pytestmark = pytest.mark.tmux
+
+DEADLINE = 15.0
+T0 = 1_700_000_000.0
+
+STATIC = "printf 'ready for orders\\n'; exec sleep 100000"
+CHATTY = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done"
+BUSY = "printf 'Working (12s - esc to interrupt)\\n'; exec sleep 100000"
+
+
+@attrs.define
+class Server:
+    socket: str
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+                              capture_output=True, text=True, timeout=30, check=False)
+
+    def window(self, name: str, script: str) -> str:
+        done = self.tmux("new-window", "-d", "-t", "fleet", "-n", name, "sh", "-c", script)
+        assert done.returncode == 0, done.stderr
+        return f"fleet:{name}"
+
+    def wait_for(self, target: str, ok: Callable[[str], bool]) -> str:
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            out = self.tmux("capture-pane", "-p", "-t", target)
+            if out.returncode == 0 and ok(out.stdout):
+                return out.stdout
+            time.sleep(0.02)  # pacing only: we wait for the condition, not for time
+        pytest.fail(f"pane {target} never reached the expected content")
+
+    @property
+    def backend(self) -> TmuxBackend:
+        return TmuxBackend.from_env({"FM_TMUX_SOCKET": self.socket})
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    if shutil.which("tmux") is None:
+        pytest.skip("the tmux binary is not installed; stale-pane tests need a real tmux server")
+    srv = Server(f"fmtest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    started = srv.tmux("new-session", "-d", "-s", "fleet", "-x", "100", "-y", "20", "sh", "-c", "exec sleep 100000")
+    assert started.returncode == 0, started.stderr
+    try:
+        yield srv
+    finally:
+        srv.tmux("kill-server")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return Home(tmp_path / "home").ensure()
+
+
+def ctx(home: Home, now: float, triage: list[str] | None = None) -> PollContext:
+    log = triage if triage is not None else []
+    return PollContext(home=home, env={}, now=now, poll=1, triage=log.append)
+
+
+def test_the_tmux_backend_is_a_crew_backend(server: Server) -> None:
+    assert isinstance(server.backend, CrewBackend)
+    assert isinstance(StaleSource(Home(Path("/nonexistent")), server.backend), Source)
+
+
+def test_an_unchanging_idle_pane_is_stale_after_two_polls_then_suppressed(server: Server, home: Home) -> None:
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", target)
+    source = StaleSource(home, server.backend)
+    assert source.poll(ctx(home, T0)) is None
+    assert source.next_due(ctx(home, T0)) == pytest.approx(T0 + 15)
+    # Two polls closer together than FM_POLL prove nothing.
+    assert source.poll(ctx(home, T0 + 1)) is None
+    wake = source.poll(ctx(home, T0 + 16))
+    assert wake == Wake("stale", "w1", "stale: w1")
+    source.commit(wake, ctx(home, T0 + 16))
+    assert source.poll(ctx(home, T0 + 40)) is None
+    # The suppression is durable: the next watcher cycle does not raise it again.
+    assert StaleSource(home, server.backend).poll(ctx(home, T0 + 100)) is None
+
+    # New content lifts the suppression, and it goes stale again once it settles.
+    before = server.wait_for(target, lambda text: True)
+    server.tmux("send-keys", "-t", target, "-l", "typed")
+    server.wait_for(target, lambda text: text != before)
+    source = StaleSource(home, server.backend)
+    assert source.poll(ctx(home, T0 + 200)) is None
+    wake = source.poll(ctx(home, T0 + 216))
+    assert wake is not None and wake.reason == "stale: w1"
+
+
+def test_an_uncommitted_stale_wake_is_raised_again(server: Server, home: Home) -> None:
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", target)
+    source = StaleSource(home, server.backend)
+    source.poll(ctx(home, T0))
+    assert source.poll(ctx(home, T0 + 16)) is not None
+    assert StaleSource(home, server.backend).poll(ctx(home, T0 + 30)) == Wake("stale", "w1", "stale: w1")
+
+
+def test_a_pane_that_keeps_printing_is_never_stale(server: Server, home: Home) -> None:
+    target = server.window("w2", CHATTY)
+    server.wait_for(target, lambda text: "tick" in text)
+    crew.add(home, "w2", target)
+    source = StaleSource(home, server.backend)
+    now = T0
+    for _ in range(4):
+        assert source.poll(ctx(home, now)) is None
+        seen = server.wait_for(target, lambda text: True)
+
+        def changed(text: str, seen: str = seen) -> bool:
+            return text != seen
+
+        server.wait_for(target, changed)  # it printed since that poll
+        now += 20
+
+
+def test_a_busy_pane_is_never_stale(server: Server, home: Home) -> None:
+    target = server.window("w3", BUSY)
+    server.wait_for(target, lambda text: "esc to interrupt" in text)
+    crew.add(home, "w3", target)
+    source = StaleSource(home, server.backend)
+    for now in (T0, T0 + 16, T0 + 100, T0 + 1000):
+        assert source.poll(ctx(home, now)) is None
+    assert server.backend.busy(target)
+
+
+def test_a_missing_pane_is_noted_once_and_skipped(server: Server, home: Home) -> None:
+    crew.add(home, "gone", "fleet:no-such-window")
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", target)
+    source = StaleSource(home, server.backend)
+    triage: list[str] = []
+    source.poll(ctx(home, T0, triage))
+    wake = source.poll(ctx(home, T0 + 16, triage))
+    assert wake is not None and wake.key == "w1"
+    assert len(triage) == 1 and triage[0].startswith("stale: gone: pane fleet:no-such-window not captured: ")
+
+
+def test_pane_state_files_are_private(server: Server, home: Home) -> None:
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready" in text)
+    crew.add(home, "w1", target)
+    StaleSource(home, server.backend).poll(ctx(home, T0))
+    assert stat.S_IMODE((home.crew_dir / "w1.pane-state").stat().st_mode) == 0o600
+
+
+# --- the backend itself ----------------------------------------------------------------------
+
+
+def test_capture_of_a_missing_pane_is_none_with_a_reason(server: Server) -> None:
+    backend = server.backend
+    assert backend.capture("fleet:nope") is None
+    assert backend.last_error is not None and "nope" in backend.last_error
+    assert not backend.busy("fleet:nope")
+
+
+def test_capture_reads_a_real_pane_and_send_types_into_it(server: Server) -> None:
+    target = server.window("cat", "exec cat")
+    server.wait_for(target, lambda text: True)
+    backend = server.backend
+    assert backend.send(target, "hello crew")
+    text = server.wait_for(target, lambda text: text.count("hello crew") >= 2)  # echo + cat's copy
+    assert "hello crew" in (backend.capture(target) or "")
+    assert backend.last_error is None and text
+
+
+def test_busy_markers(server: Server) -> None:
+    backend = server.backend
+    assert backend.busy_in("foo\n  ✻ Thinking… (3s · esc to interrupt)\n\n")
+    assert backend.busy_in("Working (5s • Esc to interrupt)")
+    assert not backend.busy_in("> ready\n")
+    old = "esc to interrupt\n" + "\n".join(f"line {i}" for i in range(30))
+    assert not backend.busy_in(old)  # only the bottom of the pane counts
+    custom = TmuxBackend.from_env({"FM_BUSY_RE": r"^BUSY$"})
+    assert custom.busy_in("x\nBUSY\n") and not custom.busy_in("esc to interrupt")
+    assert TmuxBackend.from_env({"FM_BUSY_RE": "(broken"}).busy_in("esc to interrupt")
+
+
+def test_socket_option_selects_the_server() -> None:
+    assert TmuxBackend.from_env({"FM_TMUX_SOCKET": "fleet"}).command("ls") == ["tmux", "-L", "fleet", "ls"]
+    assert TmuxBackend.from_env({"FM_TMUX_SOCKET": "/run/t.sock", "FM_TMUX": "/opt/tmux"}).command("ls") == [
+        "/opt/tmux", "-S", "/run/t.sock", "ls"]
+    assert TmuxBackend.from_env({}).command("ls") == ["tmux", "ls"]
+
+
+def test_a_hung_tmux_call_is_bounded(tmp_path: Path) -> None:
+    fake = tmp_path / "tmux"
+    fake.write_text("#!/bin/sh\necho $$ > \"$0.pid\"\nexec sleep 100000\n")
+    fake.chmod(0o755)
+    backend = TmuxBackend.from_env({"FM_TMUX": str(fake), "FM_TMUX_TIMEOUT": "0.5"})
+    assert backend.capture("x") is None
+    assert backend.last_error == "tmux capture-pane timed out after 0.5s"
+    pid = int((tmp_path / "tmux.pid").read_text())
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the hung tmux call was not killed")
+
+
+def test_a_missing_tmux_binary_reads_as_no_pane() -> None:
+    backend = TmuxBackend.from_env({"FM_TMUX": "/nonexistent/tmux"})
+    assert backend.capture("x") is None
+    assert backend.last_error is not None and "FM_TMUX" in backend.last_error

@@ -1,0 +1,258 @@
+"""The status source: captain-relevant verbs, working evidence, turn ends, grace coalescing.
+
+Time is passed explicitly (``now``); the crew backend is the harness boundary, so a small
+stand-in with a settable busy verdict plays the pane.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+from firstmate import crew
+from firstmate.home import Home
+from firstmate.sources.base import PollContext, Source, Wake
+from firstmate.sources.status import StatusSource
+
+#: Well in the past, so a turn-end marker's real mtime is always newer than the test's lines.
+T0 = float(int(time.time())) - 100_000
+
+
+@attrs.define
+class Panes:
+    """A crew backend stand-in: panes named in ``busy_panes`` are mid-turn."""
+
+    busy_panes: set[str] = attrs.Factory(set)
+    name: str = "fake"
+    last_error: str | None = None
+
+    def capture(self, target: str) -> str | None:
+        return f"pane {target}"
+
+    def busy(self, target: str) -> bool:
+        return target in self.busy_panes
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    h = Home(tmp_path / "home").ensure()
+    crew.add(h, "w1", "p1")
+    crew.add(h, "w2", "p2")
+    return h
+
+
+def ctx(home: Home, now: float, triage: list[str] | None = None, **env: str) -> PollContext:
+    log = triage if triage is not None else []
+    return PollContext(home=home, env={"FM_SIGNAL_GRACE": "30", **env}, now=now, poll=1,
+                       triage=log.append)
+
+
+def fire(source: StatusSource, home: Home, now: float, **env: str) -> Wake | None:
+    """Poll; when a wake comes back, commit it as the watcher would after appending its row."""
+    c = ctx(home, now, None, **env)
+    wake = source.poll(c)
+    if wake is not None:
+        source.commit(wake, c)
+    return wake
+
+
+def test_it_is_a_source() -> None:
+    assert isinstance(StatusSource(Home(Path("/nonexistent"))), Source)
+
+
+def test_captain_line_is_held_for_the_grace_then_wakes(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1", "p2"}))
+    crew.append_status(home, "w1", "done: tests pass", now=T0)
+    assert source.poll(ctx(home, T0 + 1)) is None
+    assert source.next_due(ctx(home, T0 + 1)) == pytest.approx(T0 + 30)
+    wake = source.poll(ctx(home, T0 + 31))
+    assert wake == Wake("signal", "w1.status", "signal: w1.status: done: tests pass")
+    source.commit(wake, ctx(home, T0 + 31))
+    assert source.poll(ctx(home, T0 + 32)) is None
+    assert source.next_due(ctx(home, T0 + 32)) is None
+
+
+def test_grace_zero_turns_coalescing_off(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "blocked: need creds", now=T0)
+    wake = fire(source, home, T0, FM_SIGNAL_GRACE="0")
+    assert wake is not None and wake.reason == "signal: w1.status: blocked: need creds"
+
+
+def test_a_newer_line_restarts_the_grace_and_the_newest_wins(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: part one", now=T0)
+    assert source.poll(ctx(home, T0 + 5)) is None
+    crew.append_status(home, "w1", "done: part two", now=T0 + 20)
+    assert source.poll(ctx(home, T0 + 31)) is None
+    assert source.next_due(ctx(home, T0 + 31)) == pytest.approx(T0 + 50)
+    wake = fire(source, home, T0 + 50)
+    assert wake is not None and wake.reason == "signal: w1.status: done: part two"
+    # One wake covered the burst: nothing is left over.
+    assert fire(source, home, T0 + 200) is None
+
+
+def test_the_newest_captain_line_wins_over_later_chatter(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "failed: build broke", now=T0)
+    crew.append_status(home, "w1", "working: looking into it", now=T0 + 1)
+    wake = fire(source, home, T0 + 40)
+    assert wake is not None and wake.reason == "signal: w1.status: failed: build broke"
+
+
+def test_old_lines_found_after_downtime_wake_without_waiting(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "needs-decision: key=k merge?", now=T0 - 3600)
+    wake = fire(source, home, T0)
+    assert wake is not None and wake.key == "w1.status"
+
+
+def test_chatter_from_a_working_crew_is_absorbed_into_triage(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "working: reading the code", now=T0)
+    triage: list[str] = []
+    assert source.poll(ctx(home, T0 + 100, triage)) is None
+    assert triage == ["absorbed signal: w1.status: working: reading the code (crew busy)"]
+    # Absorbed means the cursor moved: it is not seen again.
+    assert fire(source, home, T0 + 200) is None
+
+
+def test_chatter_from_an_idle_crew_is_actionable(home: Home) -> None:
+    panes = Panes()
+    source = StatusSource(home, panes)
+    crew.append_status(home, "w1", "working: thinking about it", now=T0)
+    assert source.poll(ctx(home, T0 + 1)) is None  # held for the grace
+    wake = fire(source, home, T0 + 31)
+    assert wake is not None and wake.reason == "signal: w1.status: working: thinking about it"
+
+
+def test_no_backend_means_no_evidence_of_working(home: Home) -> None:
+    crew.append_status(home, "w1", "progress: 3 of 5", now=T0)
+    wake = fire(StatusSource(home, None), home, T0 + 31)
+    assert wake is not None and wake.key == "w1.status"
+
+
+def test_a_crew_that_resumed_work_during_the_grace_is_absorbed(home: Home) -> None:
+    panes = Panes()
+    source = StatusSource(home, panes)
+    crew.append_status(home, "w1", "working: step done, next step", now=T0)
+    assert source.poll(ctx(home, T0 + 1)) is None
+    panes.busy_panes.add("p1")
+    assert fire(source, home, T0 + 31) is None
+
+
+def test_an_uncommitted_wake_is_raised_again(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: x", now=T0)
+    first = source.poll(ctx(home, T0 + 31))
+    assert first is not None
+    # The watcher crashed before appending the row: no commit, so a new watcher sees it again.
+    again = StatusSource(home, Panes(busy_panes={"p1"})).poll(ctx(home, T0 + 40))
+    assert again == first
+
+
+def test_turn_end_of_an_idle_crew_wakes(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p2"}))
+    crew.mark_turn_ended(home, "w1")
+    now = time.time()
+    assert source.poll(ctx(home, now)) is None  # the marker's own time starts the grace
+    wake = fire(source, home, now + 31)
+    assert wake == Wake("signal", "w1.turn-ended", "signal: w1.turn-ended")
+    assert fire(source, home, now + 100) is None
+    # A bare `touch` from a harness hook counts as a new turn end too.
+    marker = home.crew_dir / "w1.turn-ended"
+    os.utime(marker, (now + 200, now + 200))
+    wake = fire(source, home, now + 231)
+    assert wake is not None and wake.key == "w1.turn-ended"
+
+
+def test_turn_end_of_a_busy_crew_is_absorbed(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.mark_turn_ended(home, "w1")
+    triage: list[str] = []
+    assert source.poll(ctx(home, time.time() + 60, triage)) is None
+    assert triage == ["absorbed signal: w1.turn-ended (crew busy)"]
+    assert fire(source, home, time.time() + 120) is None
+
+
+def test_a_status_wake_covers_the_turn_end_seen_with_it(home: Home) -> None:
+    source = StatusSource(home, Panes())
+    crew.append_status(home, "w1", "done: all green", now=T0)
+    crew.mark_turn_ended(home, "w1")
+    later = time.time() + 60
+    wake = fire(source, home, later)
+    assert wake is not None and wake.key == "w1.status"
+    assert fire(source, home, later + 60) is None
+
+
+def test_captain_regex_is_configurable(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: not relevant under this regex", now=T0)
+    triage: list[str] = []
+    assert source.poll(ctx(home, T0 + 40, triage, FM_CAPTAIN_RE=r"^shipped:")) is None
+    assert triage and triage[0].startswith("absorbed signal: w1.status: done:")
+    crew.append_status(home, "w1", "Shipped: v1.2", now=T0 + 50)
+    wake = fire(source, home, T0 + 90, FM_CAPTAIN_RE=r"^shipped:")
+    assert wake is not None and wake.reason == "signal: w1.status: Shipped: v1.2"
+
+
+@pytest.mark.parametrize("line", ["PR ready: #12", "checks green on main", "ready in branch fm/x",
+                                  "merged #12", "Done: x", "needs-decision: y"])
+def test_default_captain_verbs(home: Home, line: str) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", line, now=T0)
+    wake = fire(source, home, T0 + 31)
+    assert wake is not None and wake.reason == f"signal: w1.status: {line}"
+
+
+def test_an_invalid_captain_regex_falls_back_to_the_default_once_noted(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: x", now=T0)
+    triage: list[str] = []
+    wake = source.poll(ctx(home, T0 + 31, triage, FM_CAPTAIN_RE="(unclosed"))
+    assert wake is not None and wake.key == "w1.status"
+    source.poll(ctx(home, T0 + 32, triage, FM_CAPTAIN_RE="(unclosed"))
+    assert triage.count("status: FM_CAPTAIN_RE is not a valid regex; using the default") == 1
+
+
+def test_the_captains_answers_are_not_crew_events(home: Home) -> None:
+    source = StatusSource(home, Panes())
+    crew.append_status(home, "w1", "needs-decision: key=k go?", now=T0)
+    assert fire(source, home, T0 + 31) is not None
+    crew.answer(home, "w1", "k", "yes", now=T0 + 40)
+    assert fire(source, home, T0 + 100) is None
+
+
+def test_the_earliest_deadline_among_crews_goes_first_and_the_other_stays(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1", "p2"}))
+    crew.append_status(home, "w2", "blocked: early", now=T0)
+    crew.append_status(home, "w1", "blocked: later", now=T0 + 10)
+    first = fire(source, home, T0 + 60)
+    assert first is not None and first.key == "w2.status"
+    second = fire(source, home, T0 + 61)
+    assert second is not None and second.key == "w1.status"
+
+
+def test_control_characters_never_reach_the_reason_line(home: Home) -> None:
+    with open(home.crew_dir / "w1.status", "a") as fh:
+        fh.write("done: \x1b[2Jwiped\x07 \u0085x\n")
+    source = StatusSource(home, Panes())
+    # A line without a stamp is held for the grace from when the watcher first saw it.
+    assert fire(source, home, T0) is None
+    wake = fire(source, home, T0 + 30)
+    assert wake is not None and wake.reason == "signal: w1.status: done: wiped   x"
+
+
+def test_a_symlinked_status_log_is_skipped_with_a_note_not_a_crash(home: Home, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").write_text("1.0\tdone: forged\n")
+    (home.crew_dir / "w1.status").symlink_to(tmp_path / "elsewhere")
+    crew.append_status(home, "w2", "done: real", now=T0)
+    triage: list[str] = []
+    wake = StatusSource(home, Panes()).poll(ctx(home, T0 + 31, triage))
+    assert wake is not None and wake.key == "w2.status"
+    assert any("w1: skipped" in line and "symlink" in line for line in triage)
+
+

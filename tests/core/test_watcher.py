@@ -1,0 +1,263 @@
+"""The watcher process: one cycle, one reason line, durable before printed, clean on signals."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from firstmate import cyclelog, deliveries, episodes
+from firstmate.doorbell import Doorbell
+from firstmate.health import watcher_health
+from firstmate.home import Home
+from firstmate.sources.queued import WATERMARK_KEY, reason_line
+from firstmate.store import kv_get, open_store
+from firstmate.watcher import disposable_checkout, missing_ground, predecessor_arm_pid
+from watch_support import CORE, Rig, alive, make_rig, rig, started_pid, wait_for
+
+__all__ = ["rig"]
+
+
+def _episode(home: Home) -> episodes.EpisodeState:
+    db = open_store(home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn)
+    finally:
+        db.close()
+
+
+def _kv(home: Home, key: str) -> str | None:
+    db = open_store(home)
+    try:
+        with db.reading() as conn:
+            return kv_get(conn, key)
+    finally:
+        db.close()
+
+
+def test_arm_starts_a_watcher_and_relays_an_appended_wake(rig: Rig) -> None:
+    # FM_POLL far beyond the test's deadline: only the doorbell can deliver this wake in time.
+    arm = rig.spawn("arm", env={"FM_POLL": "3600"})
+    pid = started_pid(arm.line())
+    seq = rig.append("check", "build", "check: build finished")
+    assert arm.line() == "check: build finished"
+    assert arm.wait() == 0
+    assert arm.rest() == []
+    wait_for(lambda: not alive(pid), "the watcher to exit")
+    db = open_store(rig.home)
+    with db.reading() as conn:
+        record = deliveries.recent(conn, 1)[0]
+    db.close()
+    assert (record.watcher_pid, record.reason) == (pid, "check: build finished")
+    assert record.identity.startswith(f"{pid}:")
+    assert _kv(rig.home, WATERMARK_KEY) == str(seq)
+    row = cyclelog.rows(rig.home)[-1]
+    assert (row.watcher_pid, row.origin, row.reason, row.exit_code) == (
+        pid, "started", "actionable-check", 0)
+    assert watcher_health(rig.home, rig.env).state == "none"
+
+
+def test_a_crew_done_line_closes_the_cycle_with_a_durable_signal_row(rig: Rig) -> None:
+    assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
+    arm = rig.spawn("arm")
+    started_pid(arm.line())
+    assert rig.fm("crew", "status", "c1", "done: tests pass").returncode == 0
+    reason = arm.line()
+    assert reason.startswith("signal:") and "done: tests pass" in reason
+    assert arm.wait() == 0
+    db = open_store(rig.home)
+    with db.reading() as conn:
+        rows = conn.execute("SELECT kind, payload FROM wakes").fetchall()
+    db.close()
+    assert rows == [("signal", reason)]
+
+
+def test_rows_wake_a_handling_successor_once_and_a_predecessor_row_never(rig: Rig) -> None:
+    first = rig.spawn("arm")
+    started_pid(first.line())
+    rig.append("check", "one", "check: one")
+    assert first.line() == "check: one"
+    assert first.wait() == 0
+    # Appended during the handover, while no watcher runs: the successor wakes for it once.
+    rig.append("check", "two", "check: two")
+    second = rig.spawn("arm", env={"FM_WATCH_PREDECESSOR_ARM_PID": str(first.pid)})
+    assert " recovery-generation=" in second.line()
+    assert second.line() == "check: two"
+    assert second.wait() == 0
+    third = rig.spawn("arm", env={"FM_WATCH_PREDECESSOR_ARM_PID": str(second.pid)})
+    assert third.line().startswith("watcher: started pid=")
+    rig.append("check", "three", "check: three")
+    assert third.line() == "check: three"
+    assert third.wait() == 0
+
+
+def test_without_its_doorbell_the_watcher_falls_back_to_polling(rig: Rig) -> None:
+    squatter = Doorbell(rig.home)
+    assert squatter.open()  # the address is taken: the watcher cannot bind it
+    try:
+        arm = rig.spawn("arm", env={"FM_POLL": "0.2"})
+        started_pid(arm.line())
+        rig.append("check", "poll", "check: found by polling")
+        assert arm.line() == "check: found by polling"
+        assert arm.wait() == 0
+    finally:
+        squatter.close()
+
+
+def test_term_during_a_hanging_pane_capture_ends_the_watcher(rig: Rig) -> None:
+    pidfile = rig.tmp / "tmux.pid"
+    fake = rig.tmp / "fake-tmux"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    assert rig.fm("crew", "add", "c1", "--pane", "%1").returncode == 0
+    watch = rig.spawn("watch", env={"FM_TMUX": str(fake), "FM_TMUX_TIMEOUT": "600"})
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "a pane capture to start")
+    capture = int(pidfile.read_text())
+    watch.popen.send_signal(signal.SIGTERM)
+    assert watch.wait() == 143
+    wait_for(lambda: not alive(capture), "the pane capture to be killed")
+    assert watcher_health(rig.home, rig.env).state == "none"
+
+
+def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig: Rig) -> None:
+    arm = rig.spawn("arm")
+    pid = started_pid(arm.line())
+    done = rig.fm("watch")
+    assert (done.returncode, done.stdout) == (0, f"watcher: already running pid={pid}\n")
+    assert rig.healthy_pid() == pid
+
+
+HOLD = """
+import sys
+from pathlib import Path
+from firstmate.locks import FileLock
+lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
+lock.acquire(None)
+print("acquired", flush=True)
+sys.stdin.read()
+"""
+
+
+def _holder(rig: Rig, name: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(rig.home.lock_path(name)), str(rig.home.root)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env,
+    )
+    rig.extra.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"acquired\n"
+    return proc
+
+
+def test_a_live_foreign_holder_of_the_singleton_fails_the_start_after_the_bound(rig: Rig) -> None:
+    holder = _holder(rig, "watch")
+    done = rig.fm("watch", env={"FM_WATCHER_STARTUP_LOCK_BOUND": "1"})
+    assert done.returncode == 1
+    assert done.stdout == f"watcher: FAILED - startup lock held by live pid {holder.pid}\n"
+    arm = rig.spawn("arm", env={"FM_WATCHER_STARTUP_LOCK_BOUND": "1"})
+    assert arm.line() == f"watcher: FAILED - startup lock held by live pid {holder.pid}"
+    assert arm.wait() == 1
+
+
+def test_term_during_a_hanging_check_kills_its_group_and_publishes_downtime(rig: Rig) -> None:
+    pidfile = rig.tmp / "check.pid"
+    added = rig.fm("check", "add", "hang", "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 600")
+    assert added.returncode == 0, added.stderr
+    watch = rig.spawn("watch", env={"FM_CHECK_TIMEOUT": "600"})
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the check to start")
+    check_pid = int(pidfile.read_text())
+    assert os.getpgid(check_pid) == check_pid  # the check leads its own process group
+    watch.popen.send_signal(signal.SIGTERM)
+    assert watch.wait() == 143
+
+    def group_gone() -> bool:
+        try:
+            os.killpg(check_pid, 0)
+        except ProcessLookupError:
+            return True
+        return not alive(check_pid)  # only an unreaped zombie is left
+
+    wait_for(group_gone, "the check's process group to be gone")
+    state = _episode(rig.home)
+    assert isinstance(state, episodes.Episode) and (state.status, state.kind) == (
+        "pending", "downtime")
+    assert watcher_health(rig.home, rig.env).state == "none"
+    assert _kv(rig.home, "watch.open") == ""
+
+
+def _remove(path: Path) -> None:
+    """Make *path* vanish at once (a plain rmtree races the watcher's own writes into it)."""
+    aside = path.with_name(path.name + ".removed")
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@pytest.mark.parametrize("what", ["state", "home"])
+def test_a_removed_ground_ends_the_watcher_with_a_logged_reason(rig: Rig, what: str) -> None:
+    # A removed directory rings no doorbell: a short FM_POLL makes the watcher look soon.
+    watch = rig.spawn("watch", env={"FM_POLL": "0.2"})
+    wait_for(rig.healthy_pid, "the watcher to become healthy")
+    gone = rig.home.state if what == "state" else rig.home.root
+    _remove(gone)
+    assert watch.wait() == 4
+    assert f"watcher: {gone} no longer exists; ending this cycle" in watch.stderr()
+
+
+def test_the_arm_reports_its_removed_ground(rig: Rig) -> None:
+    arm = rig.spawn("arm", env={"FM_POLL": "0.2"})
+    pid = started_pid(arm.line())
+    _remove(rig.home.state)
+    assert arm.line() == f"watcher: FAILED - arm ground removed: {rig.home.state} no longer exists"
+    assert arm.wait() == 1
+    wait_for(lambda: not alive(pid), "the watcher to exit")
+
+
+def test_a_disposable_checkout_is_refused_before_any_state_is_touched(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, FM_DISPOSABLE_PATTERNS=f"/nowhere/*:{CORE}*")
+    shutil.rmtree(rig.home.root)
+    try:
+        for command in ("watch", "arm"):
+            done = rig.fm(command)
+            assert done.returncode == 1
+            assert done.stdout.startswith("watcher: FAILED - refusing to ")
+            assert "disposable" in done.stdout and done.stdout.count("\n") == 1
+            assert not rig.home.root.exists()
+    finally:
+        rig.reap()
+
+
+def test_disposable_paths() -> None:
+    marker = Path("/w/.no-mistakes/worktrees/abc/core/firstmate")
+    assert disposable_checkout(marker, {}) == marker
+    assert disposable_checkout(Path("/w/.no-mistakes/worktrees"), {}) is not None
+    assert disposable_checkout(Path("/srv/fm/core/firstmate"), {}) is None
+    assert disposable_checkout(Path("/srv/fm/core/firstmate"),
+                               {"FM_DISPOSABLE_PATTERNS": "/tmp/*::/srv/*"}) is not None
+    assert disposable_checkout(marker, {"FM_GATE_REFUSE_BYPASS": "1"}) is None
+
+
+def test_small_helpers(tmp_path: Path) -> None:
+    assert predecessor_arm_pid({"FM_WATCH_PREDECESSOR_ARM_PID": "123"}) == 123
+    for junk in ("", "0", "1", "-5", "12a", "١٢"):
+        assert predecessor_arm_pid({"FM_WATCH_PREDECESSOR_ARM_PID": junk}) is None
+    home = Home(tmp_path / "h")
+    assert missing_ground(home, tmp_path) == home.root
+    home.ensure()
+    assert missing_ground(home, tmp_path) is None
+    assert missing_ground(home, tmp_path / "gone") == tmp_path / "gone"
+    assert reason_line("check", "check: x") == "check: x"
+    assert reason_line("signal", "hello\nworld") == "signal: hello world"
+    assert reason_line("heartbeat", "heartbeat") == "heartbeat"
+    assert reason_line("stale", "") == "stale:"
+
+
+def test_health_reads_without_side_effects(tmp_path: Path) -> None:
+    home = Home(tmp_path / "absent")
+    health = watcher_health(home, {})
+    assert (health.healthy, health.state, health.pid) == (False, "none", None)
+    assert not home.root.exists()

@@ -1,0 +1,226 @@
+"""Helpers for the watcher and arm tests: real processes, lines read with deadlines, a reaper.
+
+Nothing here sleeps to synchronise: lines are read from pipes with a deadline and conditions
+are polled with a deadline. Every watcher a test leaves behind is stopped by its pid *and*
+identity at teardown, and every spawned arm is killed and reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+import pytest
+from firstmate.health import watcher_health
+from firstmate.home import Home
+from firstmate.identity import ProcessIdentity, identity_of, matches
+
+CORE = str(Path(__file__).resolve().parents[2] / "core")
+#: "Eventually" bound for every wait: generous for a loaded two-core machine.
+DEADLINE = 30.0
+
+
+def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> object:
+    """Poll *condition* until it returns something truthy; fail the test after *deadline*."""
+    end = time.monotonic() + deadline
+    delay = 0.005
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < end, f"timed out after {deadline}s waiting for {what}"
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+@attrs.define(eq=False)
+class Proc:
+    """A spawned ``fm`` process whose stdout is read line by line with deadlines."""
+
+    popen: subprocess.Popen[bytes]
+    err_path: Path
+    _buf: bytes = b""
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def line(self, deadline: float = DEADLINE) -> str:
+        """The next stdout line; fails the test when none arrives in time (or stdout closes)."""
+        assert self.popen.stdout is not None
+        fd = self.popen.stdout.fileno()
+        end = time.monotonic() + deadline
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = end - time.monotonic()
+                assert left > 0, (f"no line from pid {self.pid} within {deadline}s "
+                                  f"(got {self._buf!r}; stderr {self.stderr()!r})")
+                if sel.select(left):
+                    chunk = os.read(fd, 65536)
+                    assert chunk, (f"pid {self.pid} closed stdout (got {self._buf!r}; "
+                                   f"stderr {self.stderr()!r})")
+                    self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode()
+
+    def rest(self, deadline: float = DEADLINE) -> list[str]:
+        """Every remaining stdout line, up to EOF."""
+        assert self.popen.stdout is not None
+        fd = self.popen.stdout.fileno()
+        end = time.monotonic() + deadline
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                left = end - time.monotonic()
+                assert left > 0, f"pid {self.pid} kept stdout open past {deadline}s"
+                if sel.select(left):
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    self._buf += chunk
+        lines = [part.decode() for part in self._buf.split(b"\n") if part]
+        self._buf = b""
+        return lines
+
+    def wait(self, deadline: float = DEADLINE) -> int:
+        return self.popen.wait(timeout=deadline)
+
+    def stderr(self) -> str:
+        try:
+            return self.err_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+@attrs.define(eq=False)
+class Rig:
+    """One test's home, environment and spawned processes."""
+
+    home: Home
+    env: dict[str, str]
+    tmp: Path
+    procs: list[Proc] = attrs.Factory(list)
+    extra: list[subprocess.Popen[bytes]] = attrs.Factory(list)
+
+    def spawn(self, *args: str, env: Mapping[str, str] | None = None) -> Proc:
+        """Start ``python -m firstmate ARGS…`` with stdout piped and stderr to a file."""
+        err_path = self.tmp / f"stderr-{len(self.procs)}-{args[0] if args else 'fm'}.txt"
+        with open(err_path, "wb") as err:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "firstmate", *args], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err, env={**self.env, **(env or {})},
+            )
+        proc = Proc(popen, err_path)
+        self.procs.append(proc)
+        return proc
+
+    def fm(self, *args: str, env: Mapping[str, str] | None = None,
+           timeout: float = DEADLINE) -> subprocess.CompletedProcess[str]:
+        """Run ``fm ARGS…`` to completion."""
+        return subprocess.run(
+            [sys.executable, "-m", "firstmate", *args], stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, env={**self.env, **(env or {})}, timeout=timeout,
+            check=False,
+        )
+
+    def append(self, kind: str, key: str, payload: str) -> int:
+        done = self.fm("wake", "append", kind, key, payload)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout.strip() or 0)
+
+    def health(self) -> object:
+        return watcher_health(self.home, self.env)
+
+    def healthy_pid(self) -> int | None:
+        health = watcher_health(self.home, self.env)
+        return health.pid if health.healthy else None
+
+    def holder(self) -> ProcessIdentity | None:
+        health = watcher_health(self.home, self.env)
+        if not health.verified:
+            return None
+        return ProcessIdentity.parse(health.identity)
+
+    def sleeper(self) -> subprocess.Popen[bytes]:
+        """An unrelated live process (a stand-in for a recycled pid)."""
+        proc = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+        self.extra.append(proc)
+        return proc
+
+    def reap(self) -> None:
+        holder = self.holder()
+        for proc in self.procs:
+            if proc.popen.poll() is None:
+                with _quiet():
+                    proc.popen.send_signal(signal.SIGCONT)
+                    proc.popen.kill()
+            with _quiet():
+                proc.popen.wait(timeout=DEADLINE)
+            if proc.popen.stdout is not None:
+                proc.popen.stdout.close()
+        for extra in self.extra:
+            with _quiet():
+                extra.kill()
+                extra.wait(timeout=DEADLINE)
+        # A watcher whose arm was killed above keeps running: stop it by pid and identity.
+        for ident in filter(None, [holder, self.holder()]):
+            if matches(ident):
+                with _quiet():
+                    os.kill(ident.pid, signal.SIGCONT)
+                    os.kill(ident.pid, signal.SIGKILL)
+                wait_for(_gone(ident), f"watcher {ident.pid} to die")
+
+
+def _gone(ident: ProcessIdentity) -> Callable[[], bool]:
+    return lambda: not matches(ident)
+
+
+def _quiet() -> contextlib.suppress:
+    return contextlib.suppress(OSError, subprocess.SubprocessError)
+
+
+def make_rig(tmp_path: Path, **env: str) -> Rig:
+    root = tmp_path / "home"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    base.update({
+        "PYTHONPATH": os.pathsep.join([CORE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]),
+        "FM_HOME": str(root),
+        "FM_SIGNAL_GRACE": "0",
+        "FM_TMUX": str(tmp_path / "no-tmux"),
+        "FIRSTMATE_PLUGINS": "none",
+    })
+    base.update(env)
+    return Rig(Home(root).ensure(), base, tmp_path)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    made = make_rig(tmp_path)
+    try:
+        yield made
+    finally:
+        made.reap()
+
+
+def alive(pid: int) -> bool:
+    ident = identity_of(pid)
+    return ident is not None
+
+
+def started_pid(line: str) -> int:
+    assert line.startswith("watcher: started pid="), line
+    return int(line.split("pid=", 1)[1].split()[0])
+
+
+def attached_pid(line: str) -> int:
+    assert line.startswith("watcher: attached pid="), line
+    return int(line.split("pid=", 1)[1].split()[0])
