@@ -48,8 +48,8 @@ from firstmate.cyclelog import CycleRow, lock_text
 from firstmate.envnum import env_float
 from firstmate.errors import FirstmateError, UsageError
 from firstmate.exitcodes import ExitCode
-from firstmate.health import WatcherHealth, watcher_health
-from firstmate.home import Home, resolve_root
+from firstmate.health import LOCK_NAME, WatcherHealth, watcher_health
+from firstmate.home import Home, refuse_symlink, resolve_root
 from firstmate.identity import ProcessIdentity
 from firstmate.store import Store
 from firstmate.watcher import (
@@ -889,6 +889,10 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         home = Home(resolve_root(env))
         if mode.name in ("arm", "restart", "take-over"):
             home.ensure()
+        # The singleton is inspected (and a holder signalled) through these paths: a symlink
+        # there is unsafe state (exit 4), not an unverifiable holder to wait for.
+        for path in (home.root, home.state, home.lock_path(LOCK_NAME)):
+            refuse_symlink(path)
         arm = Arm(home, env, out, current(), Store(home))
         gone = arm.ground()
         if gone is not None:
@@ -914,5 +918,5 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         restore_handlers(previous)
 
 
-__all__ = ["REASON_RE", "USAGE", "Arm", "Link", "Mode", "links", "parse_args", "record_link",
-           "run", "started_link"]
+__all__ = ["REASON_RE", "USAGE", "Arm", "Link", "Mode", "child_env", "links", "parse_args",
+           "reason_class", "record_link", "run", "started_link"]

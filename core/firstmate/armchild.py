@@ -26,7 +26,8 @@ from firstmate.handoff import ArmRef, Close, Readiness
 
 #: How long a settled child's pipe may still deliver lines before the close is classified.
 DRAIN = 0.5
-#: ``next_line`` results besides a line.
+#: What :meth:`ArmChild.next_line` found.
+LINE = "line"
 TIMEOUT = "timeout"
 EXITED = "exited"
 
@@ -134,18 +135,18 @@ class ArmChild:
 
     # --- waiting -------------------------------------------------------------------------------
 
-    def next_line(self, index: int, deadline: float) -> str:
-        """Line number *index* once it exists; :data:`EXITED` when the child settled without
-        printing it; :data:`TIMEOUT` at *deadline* (monotonic)."""
+    def next_line(self, index: int, deadline: float) -> tuple[str, str]:
+        """``("line", text)`` for line number *index* once it exists; ``("exited", "")`` when the
+        child settled without printing it; ``("timeout", "")`` at *deadline* (monotonic)."""
         with self._cond:
             while True:
                 if len(self._lines) > index:
-                    return self._lines[index][0]
+                    return LINE, self._lines[index][0]
                 if self._settled:
-                    return EXITED
+                    return EXITED, ""
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return TIMEOUT
+                    return TIMEOUT, ""
                 self._cond.wait(left)
 
     def wait_exit(self, timeout: float) -> bool:
@@ -273,4 +274,4 @@ def _pidfd_open(pid: int) -> int | None:
         return None
 
 
-__all__ = ["DRAIN", "EXITED", "TIMEOUT", "ArmChild"]
+__all__ = ["DRAIN", "EXITED", "LINE", "TIMEOUT", "ArmChild"]

@@ -22,13 +22,13 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from firstmate.errors import FirstmateError
 from firstmate.exitcodes import ExitCode
-from firstmate.harness import FileChange, InstallOptions
+from firstmate.harness import FileChange, InstallOptions, InstallResult
 
 BACKUP_SUFFIX = ".fm-backup"
 #: Default name in text-block markers: ``<!-- firstmate:begin -->`` … ``<!-- firstmate:end -->``.
@@ -59,20 +59,27 @@ def hook_command(options: InstallOptions, event: str) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
 def is_ours(command: object, harness: str) -> bool:
-    """Whether *command* runs ``fm hook <harness> …`` (through ``fm`` or ``python -m firstmate``)."""
+    """Whether the shell command *command* runs ``fm hook <harness> …`` (``fm`` by any path, or
+    ``python -m firstmate``), possibly after ``VAR=value`` assignments or ``exec``."""
     if not isinstance(command, str) or "hook" not in command:
         return False
     try:
         words = shlex.split(command)
     except ValueError:
         return False
-    for i in range(1, len(words) - 1):
-        if words[i] != "hook" or words[i + 1] != harness:
-            continue
-        if os.path.basename(words[i - 1]) == "fm" or words[max(0, i - 2):i] == ["-m", "firstmate"]:
-            return True
-    return False
+    while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0] in ("exec", "env", "command")):
+        words = words[1:]
+    if words and os.path.basename(words[0]) == "fm":
+        words = words[1:]
+    elif words and os.path.basename(words[0]).startswith("python") and words[1:3] == ["-m", "firstmate"]:
+        words = words[3:]
+    else:
+        return False
+    return words[:2] == ["hook", harness]
 
 
 def command_owner(harness: str) -> Callable[[Any], bool]:
@@ -177,7 +184,8 @@ def upsert_grouped_hook(doc: JsonDoc, event: str, handler: Handler, owned: Calla
 
 
 def remove_grouped_hooks(doc: JsonDoc, owned: Callable[[Any], bool]) -> JsonDoc:
-    """Take every owned handler out of a grouped ``hooks`` object; drop what that empties."""
+    """Take every owned handler out of a grouped ``hooks`` object; drop the groups, event lists
+    and ``hooks`` object that this empties (never ones the user left empty)."""
     hooks = doc.get("hooks")
     if not isinstance(hooks, dict):
         return doc
@@ -199,6 +207,8 @@ def remove_grouped_hooks(doc: JsonDoc, owned: Callable[[Any], bool]) -> JsonDoc:
             groups[:] = kept
             if not groups:
                 del hooks[event]
+                if not hooks:
+                    del doc["hooks"]
     return doc
 
 
@@ -212,7 +222,8 @@ def upsert_flat_hook(doc: JsonDoc, event: str, handler: Handler,
 
 
 def remove_flat_hooks(doc: JsonDoc, owned: Callable[[Any], bool]) -> JsonDoc:
-    """Take every owned handler out of a flat ``hooks`` object; drop event lists that empties."""
+    """Take every owned handler out of a flat ``hooks`` object; drop the event lists and
+    ``hooks`` object that this empties."""
     hooks = doc.get("hooks")
     if not isinstance(hooks, dict):
         return doc
@@ -222,6 +233,8 @@ def remove_flat_hooks(doc: JsonDoc, owned: Callable[[Any], bool]) -> JsonDoc:
             handlers[:] = [h for h in handlers if not owned(h)]
             if not handlers:
                 del hooks[event]
+                if not hooks:
+                    del doc["hooks"]
     return doc
 
 
@@ -283,7 +296,9 @@ def remove_block(text: str, name: str = BLOCK_NAME) -> str:
         return text
     before, after = text[:span[0]], text[span[1]:]
     if before.endswith("\n\n") and (not after or after.startswith("\n")):
-        before = before[:-1]
+        before = before[:-1]  # the blank line that separated our block
+    elif not before and after.startswith("\n"):
+        after = after[1:]
     return before + after
 
 
@@ -341,12 +356,23 @@ def _keep_backup(path: Path, data: bytes, mode: int) -> Path | None:
     return backup
 
 
+def _prune(directory: Path, root: Path) -> None:
+    """Remove *directory* and its parents below *root* while they are empty."""
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
 def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bool,
-           dry_run: bool) -> FileChange:
+           dry_run: bool, prune_upto: Path | None = None) -> FileChange:
     """Bring *path* from *old* to *new* (None = absent) and say what happened.
 
     *user_content*: the old file holds something that is not ours, so it gets a backup before
-    the first change.
+    the first change. *prune_upto*: after removing the file, remove the directories that held
+    it while they are empty, up to (not including) this one.
     """
     if new == old:
         return FileChange(path, "unchanged")
@@ -358,6 +384,8 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
                 pass
             except OSError as exc:
                 raise ConfigFileError(f"cannot remove {path}: {exc.strerror}; remove it by hand") from exc
+            if prune_upto is not None:
+                _prune(path.parent, prune_upto)
         return FileChange(path, "removed")
     action = "created" if old is None else "merged"
     if dry_run:
@@ -384,13 +412,15 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
 
 def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
                 remove_ours: Callable[[JsonDoc], JsonDoc], skeleton: Mapping[str, Any] | None = None,
-                dry_run: bool = False, delete_if_vacant: bool = False) -> FileChange:
+                dry_run: bool = False, delete_if_vacant: bool = False,
+                prune_upto: Path | None = None) -> FileChange:
     """Apply *transform* to the JSON object in *path* (or to a copy of *skeleton* when absent).
 
     *remove_ours* strips our entries from a document: it tells the user's content apart from
     ours (for the backup rule and for deleting a file that would hold nothing of the user's).
     With *delete_if_vacant* (uninstall), a result holding nothing but the skeleton deletes the
-    file, unless a backup shows the user had a file there first.
+    file, unless a backup shows the user had a file there first; then the directories that held
+    it are removed while empty, up to *prune_upto*.
     """
     path = _target(path)
     skeleton = dict(skeleton or {})
@@ -410,11 +440,13 @@ def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
         new = None
     else:
         new = render_json(result, _indent_of(old))
-    return commit(path, old, new, user_content=user_content, dry_run=dry_run)
+    return commit(path, old, new, user_content=user_content, dry_run=dry_run,
+                  prune_upto=prune_upto)
 
 
 def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Callable[[str], str],
-                dry_run: bool = False, delete_if_vacant: bool = False) -> FileChange:
+                dry_run: bool = False, delete_if_vacant: bool = False,
+                prune_upto: Path | None = None) -> FileChange:
     """The text-file twin of :func:`update_json` (Markdown, rules files)."""
     path = _target(path)
     old = _read(path)
@@ -432,7 +464,8 @@ def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Cal
     new: bytes | None = result.encode()
     if delete_if_vacant and not result.strip() and not backup_path(path).exists():
         new = None
-    return commit(path, old, new, user_content=user_content, dry_run=dry_run)
+    return commit(path, old, new, user_content=user_content, dry_run=dry_run,
+                  prune_upto=prune_upto)
 
 
 def require_project(options: InstallOptions) -> Path:
@@ -445,3 +478,11 @@ def require_project(options: InstallOptions) -> Path:
             exit_code=ExitCode.USAGE,
         )
     return project
+
+
+def install_result(harness: str, changes: Sequence[FileChange], notes: Sequence[str] = (),
+                   dry_run: bool = False) -> InstallResult:
+    """An :class:`InstallResult` listing the files that exist or changed (an absent file that
+    stayed absent is not worth a line)."""
+    shown = tuple(c for c in changes if c.action != "unchanged" or c.path.exists())
+    return InstallResult(harness, shown, tuple(notes), dry_run)

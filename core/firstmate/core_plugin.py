@@ -18,13 +18,16 @@ if TYPE_CHECKING:
 
 @attrs.define(eq=False)
 class CorePlugin:
-    """Default watch sources and the tmux crew backend."""
+    """Default watch sources, the tmux crew backend, and the continuity defaults (reading
+    ``fm arm`` status lines, confirming a handoff with ``fm arm --handling-delivered``)."""
 
     @hookimpl
-    def firstmate_watch_sources(self, home: Home, env: Mapping[str, str]) -> Sequence[Source]:
+    def firstmate_watch_sources(
+        self, home: Home, env: Mapping[str, str], backend: CrewBackend | None
+    ) -> Sequence[Source]:
         from firstmate.sources.defaults import default_sources
 
-        return default_sources(home, env)
+        return default_sources(home, env, backend)
 
     @hookimpl
     def firstmate_crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:

@@ -1,8 +1,10 @@
 """``fm demo``: a supervised fleet in a throw-away home, end to end, in under a minute.
 
 Three scripted crews report status lines from real tmux panes (or plain processes when tmux is
-absent), one of them goes quiet; a registered check reports once; a simulated primary re-arms,
-drains, "handles" and acknowledges every wake the way a model would. Midway the demo SIGKILLs
+absent), one of them goes quiet; a registered check reports once; a simulated primary, woken by
+the continuity engine (``firstmate.continuity``) through a small in-core demo harness, drains,
+"handles" and acknowledges every wake the way a model would. The engine re-arms before every
+delivery, exactly as a harness plugin's re-arm owner does. Midway the demo SIGKILLs
 the live watcher, appends a wake while nothing watches, and shows the downtime announced once and
 recovered. Everything is driven through the same ``fm`` commands a user or a harness runs.
 
@@ -31,9 +33,11 @@ from typing import IO
 
 import attrs
 
+from firstmate import hookimpl
+from firstmate.continuity import Continuity
+from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
+
 ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-generation (\S+)")
-REASON_PREFIXES = ("signal:", "stale:", "check:", "heartbeat")
-STATUS_PREFIX = "watcher: "
 
 
 def fm(*args: str) -> list[str]:
@@ -49,32 +53,19 @@ class Wake:
 
 
 @attrs.define(eq=False)
-class ArmChild:
-    """An ``fm arm`` child whose stdout lines are read by a thread, so waits can have deadlines."""
+class DemoHarness:
+    """The demo's harness plugin: its wake channel is a queue the simulated primary reads."""
 
-    proc: subprocess.Popen[str]
-    lines: queue.Queue[tuple[str, float] | None] = attrs.Factory(queue.Queue)
+    delivered: queue.Queue[WakeDelivery] = attrs.Factory(queue.Queue)
+    texts: list[str] = attrs.Factory(list)
 
-    def start(self) -> None:
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put((raw.rstrip("\n"), time.time()))
-        self.lines.put(None)
-
-    def line(self, deadline: float) -> str | None:
-        """The next line, or None at end of output or at the deadline."""
-        got = self.timed_line(deadline)
-        return None if got is None else got[0]
-
-    def timed_line(self, deadline: float) -> tuple[str, float] | None:
-        """The next line and the wall-clock time it was read from the pipe."""
-        try:
-            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
+    @hookimpl
+    def firstmate_deliver_wake(self, wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
+        if session.harness != "demo":
             return None
+        self.texts.append(wake.text)
+        self.delivered.put(wake)
+        return DeliveryReceipt(True, "queued for the simulated primary")
 
 
 @attrs.define(eq=False)
@@ -83,10 +74,13 @@ class View:
 
     out: IO[str]
     t0: float = attrs.Factory(time.monotonic)
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
 
     def say(self, text: str) -> None:
-        self.out.write(f"[{time.monotonic() - self.t0:6.2f}s] {text}\n")
-        self.out.flush()
+        # The engine reports from its own threads: one whole line at a time.
+        with self._lock:
+            self.out.write(f"[{time.monotonic() - self.t0:6.2f}s] {text}\n")
+            self.out.flush()
 
 
 @attrs.define(eq=False)
@@ -174,15 +168,21 @@ class Demo:
 
     # --- the simulated primary ----------------------------------------------------------------
 
-    def start_arm(self, predecessor: int | None) -> ArmChild:
-        env = dict(self.env)
-        if predecessor is not None:
-            env["FM_WATCH_PREDECESSOR_ARM_PID"] = str(predecessor)
-        proc = subprocess.Popen(fm("arm"), env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        child = ArmChild(proc)
-        child.start()
-        return child
+    def engine(self, harness: DemoHarness) -> Continuity:
+        """The re-arm owner: the core's continuity engine with the demo harness plugin."""
+        from firstmate.core_plugin import CorePlugin
+        from firstmate.home import Home
+        from firstmate.plugins import PluginHost, new_manager
+
+        # The simulated primary owns the session lock, as a harness session would.
+        subprocess.run(fm("lock", "acquire"), env={**self.env, "FM_SESSION_HOLDER_PID": str(os.getpid())},
+                       capture_output=True, text=True, timeout=60, check=True)
+        pm = new_manager()
+        pm.register(CorePlugin(), name="firstmate-core")
+        pm.register(harness, name="demo")
+        session = Session(Home(self.home), "demo", self.env)
+        return Continuity.for_session(session, PluginHost(pm), display_name="Demo",
+                                      observer=self.view.say)
 
     def handle(self, reason: str, reason_at: float) -> None:
         drained = self.run("wake", "drain")
@@ -221,71 +221,70 @@ class Demo:
                         return float(at)
         return None
 
-    def kill_watcher(self) -> bool:
+    def kill_watcher(self) -> int | None:
         st = self.status()
         watcher = st.get("watcher")
         pid = watcher.get("pid") if isinstance(watcher, dict) else None
         if not isinstance(pid, int) or not isinstance(watcher, dict) or not watcher.get("healthy"):
-            return False
+            return None
         os.kill(pid, signal.SIGKILL)
         self.view.say(f"chaos: SIGKILL watcher pid={pid}")
-        return True
+        return pid
 
-    def next_close(self, arm: ArmChild, deadline: float) -> tuple[int | None, str | None, float]:
-        """Wait for *arm* to close: (exit code or None at the deadline, reason, time it printed)."""
-        reason, at = None, 0.0
-        while True:
-            got = arm.timed_line(deadline)
-            if got is None:
-                break
-            line, read_at = got
-            if line.startswith(STATUS_PREFIX):
-                self.view.say(f"arm {arm.proc.pid}: {line}")
-            elif line.startswith(REASON_PREFIXES):
-                reason, at = line, read_at
-        if arm.proc.poll() is None and time.monotonic() >= deadline:
-            return None, None, 0.0
-        rc = arm.proc.wait(timeout=30)
-        if rc == 0 and reason is None:
-            self.problems.append(f"arm {arm.proc.pid} exited 0 without a reason line")
-        return rc, reason, at
+    def watcher_gone(self, pid: int, deadline: float) -> bool:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            time.sleep(0.05)
+        return False
 
     def main_loop(self, deadline: float) -> None:
-        arm = self.start_arm(None)
+        harness = DemoHarness()
+        engine = self.engine(harness)
+        refused = engine.start()
+        if refused is not None:
+            raise RuntimeError(refused)
         killed = False
         try:
             while time.monotonic() < deadline and not (self.resurfaced and len(self.wakes) >= 6):
-                if not killed and len(self.wakes) >= 3 and self.kill_watcher():
-                    killed = True
-                rc, reason, at = self.next_close(arm, deadline)
-                if rc is None:
-                    break
-                if killed and self.appended == 0 and reason is not None:
-                    # The watcher closed on a real event just before the kill landed: try again.
-                    killed = False
-                if reason is None:
-                    self.view.say(f"arm {arm.proc.pid} closed without a wake (exit {rc})")
-                    if killed and self.appended == 0:
-                        self.run("wake", "append", "check", "deploy",
-                                 "check: deploy: release 1.4 finished while unwatched")
+                if not killed and len(self.wakes) >= 3:
+                    pid = self.kill_watcher()
+                    if pid is not None and self.watcher_gone(pid, time.monotonic() + 15):
+                        # Nothing watches now (the engine's arm waits for a successor, then
+                        # fails and is restored): the append must resurface exactly once.
+                        killed = True
                         self.appended += 1
+                        self.run("wake", "append", "check", f"deploy-{self.appended}",
+                                 "check: deploy: release 1.4 finished while unwatched")
                         self.view.say("producer: appended 'check: deploy' while no watcher ran")
-                    arm = self.start_arm(None)
+                try:
+                    wake = harness.delivered.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                except queue.Empty:
                     continue
-                # Re-arm first, then handle: the fleet stays watched while the wake is handled.
-                closed = arm.proc.pid
-                arm = self.start_arm(closed)
-                first = arm.line(time.monotonic() + 15)
-                if first is not None:
-                    self.view.say(f"arm {arm.proc.pid} (successor of {closed}): {first}")
-                self.handle(reason, at)
+                self.take(wake)
+                if killed and any(r.startswith("check: deploy") for r in wake.reasons):
+                    # The kill raced a close and a successor took the append: try again.
+                    killed = False
         finally:
+            engine.close()
             self.run("arm", "--stop", check=False)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                arm.proc.wait(timeout=15)
-            if arm.proc.poll() is None:
-                arm.proc.kill()
-                arm.proc.wait(timeout=15)
+            while not harness.delivered.empty():
+                self.take(harness.delivered.get_nowait())
+
+    def take(self, wake: WakeDelivery) -> None:
+        if wake.restoration_failure:
+            self.view.say(f"delivered with: {wake.restoration_failure}")
+        if not wake.reasons:
+            self.problems.append(f"a wake without a reason was delivered: {wake.text!r}")
+            return
+        if not wake.text.startswith("FIRSTMATE_OP:") or "fm wake drain" not in wake.text:
+            self.problems.append(f"a wake was delivered without its next step: {wake.text!r}")
+        at = wake.close.at if wake.close is not None else time.time()
+        self.handle(wake.reasons[0], at)
 
     def check_invariants(self) -> None:
         st = self.status()

@@ -8,6 +8,9 @@ from types import MappingProxyType
 
 import attrs
 
+#: The harnesses Firstmate ships plugins for (``firstmate-plugin-<name>``).
+KNOWN_HARNESSES = ("claude", "cursor", "pi", "omp", "opencode", "codex", "grok")
+
 #: How a harness gets re-armed after every close (SPEC §9).
 REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
 

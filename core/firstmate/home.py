@@ -103,13 +103,17 @@ def make_private_dir(path: Path, mode: int = STATE_DIR_MODE) -> None:
     refuse_symlink(path)
     try:
         path.mkdir(mode=mode, exist_ok=True)
+    except FileExistsError as exc:
+        raise StateError(f"{path} exists but is not a directory; move it aside and retry") from exc
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc.strerror}; check the permissions of its parent") from exc
     refuse_symlink(path)
     if not path.is_dir():
         raise StateError(f"{path} exists but is not a directory; move it aside and retry")
     if mode == STATE_DIR_MODE:
-        with contextlib.suppress(PermissionError):
+        # Best effort: a read-only filesystem (EROFS) or a foreign owner must surface later as the
+        # one-line error of the write that needs the directory, not as a crash here.
+        with contextlib.suppress(OSError):
             os.chmod(path, mode)
 
 

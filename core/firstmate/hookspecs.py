@@ -49,8 +49,13 @@ def firstmate_detect_harness(env: Mapping[str, str], payload: Mapping[str, Any] 
 
 
 @hookspec
-def firstmate_watch_sources(home: Home, env: Mapping[str, str]) -> Sequence[Source] | None:
-    """Contribute watcher event sources, in the order they should run."""
+def firstmate_watch_sources(
+    home: Home, env: Mapping[str, str], backend: CrewBackend | None
+) -> Sequence[Source] | None:
+    """Contribute watcher event sources, in the order they should run.
+
+    *backend* is the crew backend chosen through ``firstmate_crew_backend`` (None when no plugin
+    offers one), so every source reads panes through the same backend."""
 
 
 @hookspec(firstresult=True)

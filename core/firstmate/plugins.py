@@ -77,7 +77,8 @@ class PluginHost:
     def watch_sources(self, home: Home, env: Mapping[str, str]) -> list[Source]:
         # pluggy calls the most recently registered plugin first; core defaults are registered
         # first, so reversing puts them (resurface, checks, status, stale, heartbeat) in front.
-        batches = self.pm.hook.firstmate_watch_sources(home=home, env=env)
+        backend = self.crew_backend(home, env)
+        batches = self.pm.hook.firstmate_watch_sources(home=home, env=env, backend=backend)
         sources: list[Source] = []
         for batch in reversed(batches):
             if batch:

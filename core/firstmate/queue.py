@@ -65,10 +65,15 @@ _ESCAPES = re.compile(
 )
 _BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
+#: Lone surrogates: bytes that were not UTF-8 (argv decoded with surrogateescape) cannot be
+#: stored or printed as text, so each becomes U+FFFD.
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 def clean(text: str, limit: int | None = None) -> str:
-    """*text* made safe for one line: breaks become spaces, escapes and controls are removed."""
+    """*text* made safe for one line: breaks become spaces, escapes and controls are removed,
+    undecodable bytes become U+FFFD."""
+    text = _SURROGATES.sub("\ufffd", text)
     text = _CONTROLS.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text)))
     if limit is not None and len(text) > limit:
         text = text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER

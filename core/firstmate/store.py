@@ -185,6 +185,8 @@ def translate(path: Path, exc: BaseException) -> StateError:
         exc, sqlite3.OperationalError
     ):
         return not_ours(path, text)
+    if "disk is full" in lowered or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return StateError(f"no space left to write {path} ({text}); free space on its filesystem and retry")
     if "readonly" in lowered or "read-only" in lowered:
         return StateError(f"cannot write {path} ({text}); make it and state/ writable by you")
     if "unable to open" in lowered or "disk i/o" in lowered:
@@ -357,6 +359,10 @@ def _connect(home: Home) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise translate(path, exc) from exc
     try:
+        # Refuse another program's database before anything writes to it: switching its journal
+        # to WAL would already rewrite its header.
+        if schema_version(conn) == 0 and _has_foreign_tables(conn):
+            raise not_ours(path, "an SQLite database of another program")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise StateError(f"cannot put {path} in WAL mode (got {mode}); check the filesystem supports it")

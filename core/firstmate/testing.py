@@ -1,18 +1,41 @@
-"""Pytest helpers for Firstmate and its plugins (an opt-in pytest plugin).
+"""Pytest helpers for Firstmate and its plugins (an opt-in pytest plugin), and the plugin contract.
 
-Enable with ``pytest_plugins = ["firstmate.testing"]`` in a conftest.
+Enable with ``pytest_plugins = ["firstmate.testing"]`` in a conftest. Fixtures:
+
+``fm_home`` / ``fm_env``
+    A fresh prepared home (``FM_HOME`` points at it) and the environment a child ``fm`` runs with.
+``spawned_arm``
+    ``fm arm`` started in that home as a real process; its first status line is read, the reason
+    line can be awaited with a deadline, and teardown stops the watcher and kills leftovers.
+``fake_harness``
+    A callable stand-in for a harness's wake channel that records every delivery.
+
+:class:`HarnessContract` is the conformance suite every harness plugin passes (see
+``tests/contract/test_harness_contract.py``); subclass it with a ``harness`` fixture.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import selectors
+import signal
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
 from firstmate.home import Home
+
+#: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
+DEADLINE = 30.0
 
 
 def fm_command(*args: str) -> list[str]:
@@ -37,6 +60,266 @@ def fm_env(fm_home: Home) -> Mapping[str, str]:
     return {**os.environ, "FM_HOME": str(fm_home.root)}
 
 
+# --- a real arm ------------------------------------------------------------------------------
+
+
+def _quietly() -> contextlib.suppress:
+    return contextlib.suppress(OSError, subprocess.SubprocessError)
+
+
+@attrs.define(eq=False)
+class SpawnedArm:
+    """An ``fm arm`` process: :attr:`status` is its first status line (``watcher: started …``,
+    ``watcher: attached …`` or ``watcher: FAILED - …``)."""
+
+    popen: subprocess.Popen[bytes]
+    env: Mapping[str, str]
+    stderr_path: Path
+    status: str = ""
+    _buf: bytes = b""
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def line(self, deadline: float = DEADLINE) -> str:
+        """The next stdout line; fails the test when none arrives within *deadline* seconds."""
+        assert self.popen.stdout is not None
+        fd = self.popen.stdout.fileno()
+        end = time.monotonic() + deadline
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = end - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"fm arm (pid {self.pid}) printed no line within {deadline}s; "
+                                f"got {self._buf!r}, stderr {self.stderr()!r}")
+                if sel.select(left):
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        pytest.fail(f"fm arm (pid {self.pid}) closed stdout after {self._buf!r}; "
+                                    f"stderr {self.stderr()!r}")
+                    self._buf += chunk
+        raw, _, self._buf = self._buf.partition(b"\n")
+        return raw.decode(errors="replace")
+
+    def wait_reason(self, deadline: float = DEADLINE) -> str:
+        """The cycle's reason line (the next stdout line), awaited for at most *deadline*."""
+        return self.line(deadline)
+
+    def wait(self, deadline: float = DEADLINE) -> int:
+        return self.popen.wait(timeout=deadline)
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """``fm arm --stop`` (stops the identity-verified watcher), then kill what is left."""
+        with _quietly():
+            subprocess.run(fm_command("arm", "--stop"), env=dict(self.env), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=DEADLINE, check=False)
+        if self.popen.poll() is None:
+            with _quietly():
+                self.popen.wait(timeout=5)
+        # The arm runs in its own process group: anything it started and left behind goes too.
+        with _quietly():
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with _quietly():
+            self.popen.wait(timeout=DEADLINE)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+
+
+def arm_env(home: Home, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment for arms and watchers in *home*: no tmux, no plugins, no coalescing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(FM_HOME=str(home.root), FM_SIGNAL_GRACE="0", FM_TMUX=str(tmp_path / "no-tmux"),
+               FIRSTMATE_PLUGINS="none")
+    env.update(extra)
+    return env
+
+
+def spawn_arm(home: Home, tmp_path: Path, *args: str, env: Mapping[str, str] | None = None,
+              deadline: float = DEADLINE) -> SpawnedArm:
+    """Start ``fm arm ARGS…`` and read its first status line."""
+    run_env = dict(env) if env is not None else arm_env(home, tmp_path)
+    err = tmp_path / f"arm-stderr-{time.monotonic_ns()}.txt"
+    with open(err, "wb") as err_file:
+        popen = subprocess.Popen(fm_command("arm", *args), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=err_file, env=run_env,
+                                 start_new_session=True)
+    arm = SpawnedArm(popen, run_env, err)
+    try:
+        arm.status = arm.line(deadline)
+    except BaseException:
+        arm.stop()
+        raise
+    return arm
+
+
+@pytest.fixture
+def spawned_arm(fm_home: Home, tmp_path: Path) -> Iterator[SpawnedArm]:
+    """``fm arm`` running in ``fm_home``; ``.status`` is its first line, ``.wait_reason()`` the
+    cycle's reason. Teardown runs ``fm arm --stop`` and kills anything left over."""
+    arm = spawn_arm(fm_home, tmp_path)
+    try:
+        yield arm
+    finally:
+        arm.stop()
+
+
+# --- a fake harness endpoint -----------------------------------------------------------------
+
+
+@attrs.frozen
+class Delivery:
+    """One wake a plugin delivered into a :class:`FakeHarness`."""
+
+    text: str
+    meta: Mapping[str, Any]
+    at: float
+
+
+@attrs.define(eq=False)
+class FakeHarness:
+    """A harness's wake channel for tests: call it with the wake text (and any keywords the
+    harness API would take); it records the delivery and returns :attr:`accept`."""
+
+    accept: bool = True
+    deliveries: list[Delivery] = attrs.Factory(list)
+    _cond: threading.Condition = attrs.Factory(threading.Condition)
+
+    def __call__(self, text: str, **meta: Any) -> bool:
+        with self._cond:
+            self.deliveries.append(Delivery(text, dict(meta), time.time()))
+            self._cond.notify_all()
+        return self.accept
+
+    @property
+    def texts(self) -> list[str]:
+        with self._cond:
+            return [d.text for d in self.deliveries]
+
+    def wait_for(self, count: int = 1, deadline: float = DEADLINE) -> list[Delivery]:
+        """Block until at least *count* deliveries arrived (from any thread); fail after *deadline*."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.deliveries) >= count, timeout=deadline):
+                pytest.fail(f"{len(self.deliveries)} of {count} deliveries within {deadline}s")
+            return list(self.deliveries)
+
+
+@pytest.fixture
+def fake_harness() -> FakeHarness:
+    """A fresh :class:`FakeHarness` that accepts every delivery."""
+    return FakeHarness()
+
+
+# --- sample payloads -------------------------------------------------------------------------
+
+#: Harnesses whose hook payload shape the kit knows (the hook-process family).
+PAYLOAD_HARNESSES = ("claude", "cursor", "codex", "grok")
+
+
+def sample_call(harness: str, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """A realistic ``(payload, env)`` for *harness* calling its *event* hook; None if unknown.
+
+    Shapes follow each harness's documented hook input (see docs/hooks.md and the harness pages).
+    """
+    camel = "".join(part.capitalize() for part in event.split("-"))  # Stop, StopFailure
+    if harness == "claude":
+        return ({"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+                 "permission_mode": "default", "hook_event_name": camel,
+                 "stop_hook_active": False, "last_assistant_message": "done"}, {})
+    if harness == "cursor":
+        return ({"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
+                 "hook_event_name": camel[:1].lower() + camel[1:], "cursor_version": "2.0.0",
+                 "workspace_roots": ["/tmp"], "transcript_path": None, "status": "completed",
+                 "loop_count": 0}, {"CURSOR_VERSION": "2.0.0"})
+    if harness == "codex":
+        return ({"session_id": "s-1", "turn_id": "t-1", "transcript_path": None, "cwd": "/tmp",
+                 "hook_event_name": camel, "model": "gpt", "permission_mode": "default",
+                 "stop_hook_active": False, "last_assistant_message": "done"}, {})
+    if harness == "grok":
+        return ({"hookEventName": camel, "sessionId": "s-1", "cwd": "/tmp",
+                 "workspaceRoot": "/tmp"}, {"GROK_HOOK_EVENT": camel, "GROK_AGENT": "1"})
+    return None
+
+
+#: Hostile stdin for ``fm hook``: empty, truncated, not UTF-8, not an object, too large, and
+#: an object of the wrong shape (every key a harness looks at, with the wrong type).
+GARBAGE_PAYLOADS: dict[str, bytes] = {
+    "empty": b"",
+    "truncated": b"{",
+    "not-utf8": b"\xff\xfe",
+    "array": b"[]",
+    "oversized": b'{"pad": "' + b"x" * (2 << 20) + b'"}',
+    "wrong-shape": json.dumps({
+        "hook_event_name": 42, "hookEventName": {}, "cursor_version": [], "turn_id": None,
+        "session_id": ["x"], "stop_hook_active": "yes", "loop_count": -1, "status": {"a": 1},
+    }).encode(),
+}
+
+#: ``fm hook`` exit statuses a garbage payload may produce: 0 (nothing to do) or 2 (a harness's
+#: own wake/block code). 1 would be an internal error, i.e. a bug.
+HOOK_GARBAGE_EXITS = (0, 2)
+
+#: Realistic pre-existing user files for the known config paths (generic ones otherwise).
+USER_CONFIG_SAMPLES: dict[str, Any] = {
+    ".claude/settings.json": {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "echo user-stop"}]}],
+            "PreToolUse": [{"matcher": "Bash",
+                            "hooks": [{"type": "command", "command": "./check.sh", "timeout": 5}]}],
+        },
+    },
+    ".cursor/hooks.json": {
+        "version": 1,
+        "hooks": {"stop": [{"command": "./user-stop.sh"}],
+                  "afterFileEdit": [{"command": "./fmt.sh"}]},
+    },
+    ".codex/hooks.json": {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo user", "timeout": 5}]}],
+                  "SessionStart": [{"hooks": [{"type": "command", "command": "./hello.sh"}]}]},
+    },
+    "AGENTS.md": "# Agents\n\nThe user's own instructions stay exactly as written.\n",
+}
+
+
+def user_file_bytes(relpath: str) -> bytes:
+    """What a user might already have at *relpath* (a project-relative config file)."""
+    sample = USER_CONFIG_SAMPLES.get(relpath)
+    if isinstance(sample, str):
+        return sample.encode()
+    if sample is not None:
+        return (json.dumps(sample, indent=4) + "\n").encode()
+    if relpath.endswith(".json"):
+        return b'{\n    "x-user-setting": {"keep": [1, "two", null]}\n}\n'
+    return b"# Notes\n\nThe user's own notes.\n"
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under *root*, by relative path."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def json_contains(outer: Any, inner: Any) -> bool:
+    """Whether *outer* still holds everything in *inner* (dict keys; list items in order)."""
+    if isinstance(inner, dict):
+        return isinstance(outer, dict) and all(
+            key in outer and json_contains(outer[key], value) for key, value in inner.items())
+    if isinstance(inner, list):
+        if not isinstance(outer, list):
+            return False
+        it = iter(outer)
+        return all(any(json_contains(candidate, item) for candidate in it) for item in inner)
+    return bool(outer == inner)
+
+
 def contract_plugin_names(env: Mapping[str, str] | None = None) -> list[str]:
     """Plugins the contract suite runs against: ``FIRSTMATE_CONTRACT_PLUGINS`` or every one installed."""
     env = os.environ if env is None else env
@@ -50,18 +333,56 @@ def contract_plugin_names(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
+# --- the contract ----------------------------------------------------------------------------
+
+
 class HarnessContract:
-    """Checks every harness plugin must pass. Subclass with ``harness = "<name>"`` or parametrise
-    the ``harness`` fixture; each check is a plain pytest test method."""
+    """Checks every harness plugin must pass. Subclass with a ``harness`` fixture (a harness
+    name); each check is a plain pytest test method. Override :meth:`user_config_files` to
+    give the install checks your harness's realistic pre-existing files."""
+
+    # --- fixtures and helpers ----------------------------------------------------------------
 
     @pytest.fixture
-    def plugin(self, harness: str) -> object:
+    def host(self, harness: str) -> Any:
         from firstmate.plugins import load_harness
 
-        host = load_harness(harness)
+        return load_harness(harness)
+
+    @pytest.fixture
+    def plugin(self, harness: str, host: Any) -> object:
         registered = host.pm.get_plugin(harness)
         assert registered is not None, f"{harness} was not registered"
         return registered
+
+    @pytest.fixture
+    def info(self, harness: str, host: Any) -> Any:
+        found = host.harness(harness)
+        assert found is not None, f"{harness} declares no HarnessInfo"
+        return found
+
+    @pytest.fixture
+    def project(self, tmp_path: Path) -> Path:
+        path = tmp_path / "project"
+        path.mkdir()
+        return path
+
+    def user_config_files(self, info: Any) -> dict[str, bytes]:
+        """Files the user already has, for each config file the harness installs."""
+        return {rel: user_file_bytes(rel) for rel in info.config_files}
+
+    @staticmethod
+    def events(info: Any) -> tuple[str, ...]:
+        # In-process harnesses have no hook events; `fm hook <them> stop` must still be harmless.
+        return tuple(info.hook_events) or ("stop",)
+
+    @staticmethod
+    def options(harness: str, project: Path, **changes: Any) -> Any:
+        from firstmate.harness import InstallOptions
+
+        return InstallOptions(harness=harness, project=project, **changes)
+
+    # --- identity ----------------------------------------------------------------------------
 
     def test_declares_harness_info_under_its_entry_point_name(self, harness: str, plugin: object) -> None:
         from firstmate.harness import HarnessInfo
@@ -78,12 +399,174 @@ class HarnessContract:
         assert harness in {info.name for info in host.harnesses()}
         assert not [f for f in host.failures if f.name == harness]
 
-    def test_hookimpls_match_known_specs(self, harness: str) -> None:
-        # check_pending raises for a misspelt hook name; load_harness calls it.
-        from firstmate.plugins import load_harness
-
-        load_harness(harness).pm.check_pending()
-
     def test_plugin_is_not_comparable_by_value(self, plugin: object) -> None:
         # Plugins are services (attrs eq=False): two instances are never "equal" registrations.
         assert plugin != type(plugin)()
+
+    # --- hook signatures ---------------------------------------------------------------------
+
+    def test_hookimpls_match_known_specs(self, host: Any, plugin: object) -> None:
+        # check_pending raises for a hookimpl whose name has no spec (a misspelt hook).
+        host.pm.check_pending()
+        callers = host.pm.get_hookcallers(plugin)
+        assert callers, "the plugin implements no hook"
+        for caller in callers:
+            assert caller.name.startswith("firstmate_"), caller.name
+            assert caller.spec is not None, f"{caller.name} has no spec"
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                extra = set(impl.argnames) - set(caller.spec.argnames)
+                assert not extra, f"{caller.name} takes {sorted(extra)}, not in the spec"
+                # pluggy never passes an argument that has a default value: a silent trap.
+                assert not impl.kwargnames, f"{caller.name} gives defaults to {impl.kwargnames}"
+
+    # --- fm hook -----------------------------------------------------------------------------
+
+    def test_hook_answers_none_for_another_harness_name(self, harness: str, host: Any,
+                                                        info: Any, fm_home: Home) -> None:
+        from firstmate.harness import KNOWN_HARNESSES
+
+        others = [name for name in (*KNOWN_HARNESSES, "not-a-harness") if name != harness]
+        for event in self.events(info):
+            call = sample_call(harness, event)
+            payload, env = call if call is not None else ({}, {})
+            for other in others:
+                outcome = host.hook(harness=other, event=event, payload=payload, home=fm_home,
+                                    env=env)
+                assert outcome is None, f"{harness} answered fm hook {other} {event}"
+
+    def test_hook_answers_none_for_a_foreign_payload(self, harness: str, host: Any, info: Any,
+                                                     fm_home: Home) -> None:
+        for event in self.events(info):
+            for other in PAYLOAD_HARNESSES:
+                call = sample_call(other, event)
+                if other == harness or call is None:
+                    continue
+                payload, env = call
+                outcome = host.hook(harness=harness, event=event, payload=payload, home=fm_home,
+                                    env=env)
+                assert outcome is None, (
+                    f"fm hook {harness} {event} acted on a {other} payload: {outcome!r}")
+
+    def test_hook_answers_its_own_harness(self, harness: str, host: Any, info: Any,
+                                          fm_home: Home) -> None:
+        from firstmate.harness import HookOutcome
+
+        calls = [(event, sample_call(harness, event)) for event in info.hook_events]
+        if not any(call for _, call in calls):
+            pytest.skip(f"{harness} has no command hooks the kit has sample payloads for")
+        for event, call in calls:
+            assert call is not None
+            payload, env = call
+            outcome = host.hook(harness=harness, event=event, payload=payload, home=fm_home,
+                                env=env)
+            assert isinstance(outcome, HookOutcome), f"fm hook {harness} {event} gave {outcome!r}"
+
+    @pytest.mark.parametrize("garbage", sorted(GARBAGE_PAYLOADS))
+    def test_hook_survives_garbage_on_stdin(self, harness: str, info: Any, fm_env: Mapping[str, str],
+                                            garbage: str) -> None:
+        for event in self.events(info):
+            done = subprocess.run(fm_command("hook", harness, event), input=GARBAGE_PAYLOADS[garbage],
+                                  capture_output=True, env=dict(fm_env), timeout=DEADLINE * 2,
+                                  check=False)
+            stderr = done.stderr.decode(errors="replace")
+            assert "Traceback" not in stderr, stderr
+            assert done.returncode in HOOK_GARBAGE_EXITS, (
+                f"fm hook {harness} {event} with {garbage} stdin exited {done.returncode}: {stderr}")
+
+    # --- fm install / uninstall --------------------------------------------------------------
+
+    def test_install_twice_changes_no_byte(self, harness: str, host: Any, fm_home: Home,
+                                           project: Path) -> None:
+        from firstmate.harness import InstallResult
+
+        first = host.install(fm_home, self.options(harness, project))
+        assert isinstance(first, InstallResult) and first.harness == harness
+        assert first.changed or first.notes, "an install that writes nothing must say why"
+        after_first = snapshot(project)
+        second = host.install(fm_home, self.options(harness, project))
+        assert snapshot(project) == after_first
+        assert not second.changed, f"the second install changed {second.changes}"
+
+    def test_dry_run_writes_nothing_and_predicts_the_install(self, harness: str, host: Any,
+                                                             fm_home: Home, project: Path) -> None:
+        planned = host.install(fm_home, self.options(harness, project, dry_run=True))
+        assert snapshot(project) == {}
+        assert planned.dry_run
+        done = host.install(fm_home, self.options(harness, project))
+        assert [(c.path, c.action) for c in planned.changes] == \
+            [(c.path, c.action) for c in done.changes]
+
+    def test_install_then_uninstall_leaves_an_empty_project_empty(
+            self, harness: str, host: Any, fm_home: Home, project: Path) -> None:
+        host.install(fm_home, self.options(harness, project))
+        host.uninstall(fm_home, self.options(harness, project))
+        assert snapshot(project) == {}
+        assert not any(project.iterdir()), f"left behind {sorted(project.rglob('*'))}"
+
+    def test_uninstall_removes_exactly_ours(self, harness: str, host: Any, info: Any,
+                                            fm_home: Home, project: Path) -> None:
+        from firstmate.configfiles import BACKUP_SUFFIX
+
+        user = self.user_config_files(info)
+        for rel, data in user.items():
+            (project / rel).parent.mkdir(parents=True, exist_ok=True)
+            (project / rel).write_bytes(data)
+        host.install(fm_home, self.options(harness, project))
+        for rel, data in user.items():
+            now = (project / rel).read_bytes()
+            if rel.endswith(".json"):
+                assert json_contains(json.loads(now), json.loads(data)), f"install lost {rel}"
+            else:
+                assert data.decode().strip() in now.decode(), f"install lost text of {rel}"
+        host.uninstall(fm_home, self.options(harness, project))
+        for rel, data in user.items():
+            now = (project / rel).read_bytes()
+            if rel.endswith(".json"):
+                assert json.loads(now) == json.loads(data), f"uninstall did not restore {rel}"
+            else:
+                assert now == data, f"uninstall did not restore {rel}"
+        left = {rel for rel in snapshot(project) if not rel.endswith(BACKUP_SUFFIX)}
+        assert left == set(user), f"uninstall left {sorted(left - set(user))}"
+        for rel in left:
+            assert f"hook {harness}" not in (project / rel).read_text(), rel
+
+    def test_install_into_a_missing_project_is_one_line(self, harness: str, host: Any,
+                                                        fm_home: Home, fm_env: Mapping[str, str],
+                                                        tmp_path: Path) -> None:
+        from firstmate.errors import FirstmateError
+
+        missing = tmp_path / "no-such-project"
+        for hook in (host.install, host.uninstall):
+            with pytest.raises(FirstmateError):
+                hook(fm_home, self.options(harness, missing))
+        for verb in ("install", "uninstall"):
+            done = subprocess.run(fm_command(verb, harness, "--project", str(missing)),
+                                  capture_output=True, text=True, env=dict(fm_env),
+                                  timeout=DEADLINE * 2, check=False)
+            assert done.returncode == 2, done.stderr
+            assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+            assert str(missing) in done.stderr
+        assert not missing.exists()
+
+    # --- continuity --------------------------------------------------------------------------
+
+    def test_readiness_reads_arm_status_lines(self, harness: str, host: Any) -> None:
+        from firstmate import hookspecs
+
+        if not hasattr(hookspecs, "firstmate_readiness") or not hasattr(host, "readiness"):
+            pytest.skip("this core has no firstmate_readiness hook spec yet")
+        from firstmate.handoff import ArmRef
+
+        arm = ArmRef(pid=os.getpid(), harness=harness)
+        cases = {
+            "watcher: started pid=4242 (beacon fresh)": (True, "started", 4242, None),
+            "watcher: started pid=4242 (beacon fresh) recovery-generation=7": (True, "started", 4242, "7"),
+            "watcher: attached pid=77 (beacon 3s)": (True, "attached", 77, None),
+            "watcher: FAILED - no live watcher with a fresh beacon": (False, "failed", None, None),
+            "stale: w1": (False, "other", None, None),
+        }
+        for line, expected in cases.items():
+            got = host.readiness(line, arm)
+            assert (got.ready, got.kind, got.watcher_pid, got.generation) == expected, line

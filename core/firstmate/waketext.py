@@ -61,10 +61,8 @@ def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> s
     lines = [one_line(r) for r in reasons]
     lines = [line for line in lines if line]
     who = f" ({one_line(harness, 80)})" if harness.strip() else ""
-    if lines:
-        header = f"{PREFIX} fleet wake{who}"
-    else:
-        header = f"{PREFIX} watcher restoration failed{who}"
+    what = "fleet wake" if lines else "watcher restoration failed"
+    header = f"{PREFIX} {what}{who}"
     body = [header, *lines]
     if failure:
         body.append(one_line(failure))

@@ -336,7 +336,8 @@ class Watcher:
                 self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
                 return self._finish(ExitCode.STATE, publish=True)
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
-                              triage=self._log, handling_successor=successor)
+                              triage=self._log, handling_successor=successor,
+                              beat=self._touch_beacon)
             for source in self.sources:
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):

@@ -140,10 +140,9 @@ def _disabled(harness: str, env: Mapping[str, str]) -> bool:
 def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[str, str],
                     home: str) -> bool:
     """True when the plugin's quick gate is sure there is nothing to do."""
-    import importlib
-
     try:
-        module = importlib.import_module(f"firstmate_plugin_{harness.replace('-', '_')}")
+        # __import__, not importlib.import_module: the importlib package is not loaded yet.
+        module = __import__(f"firstmate_plugin_{harness.replace('-', '_')}")
     except Exception:
         return False  # not installed or broken: the full path reports it
     gate = getattr(module, "quick_gate", None)

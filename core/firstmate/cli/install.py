@@ -96,9 +96,9 @@ def report(result: InstallResult, options: InstallOptions, verb: str) -> None:
 
 def run(argv: Sequence[str], *, remove: bool) -> int:
     verb = "uninstall" if remove else "install"
-    if list(argv[:1]) in (["-h"], ["--help"]) or not argv:
+    if list(argv[:1]) in (["-h"], ["--help"]):
         sys.stdout.write(USAGE.format(verb=verb) + "\n")
-        return ExitCode.OK if argv else ExitCode.USAGE
+        return ExitCode.OK
     options = parse(argv, verb)
     from firstmate.configfiles import require_project
     from firstmate.home import Home, resolve_root

@@ -7,10 +7,14 @@ and plugin-provided commands are looked up only for a name the core does not kno
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Sequence
+
+# Every import here is paid by every hook call: no typing, contextlib or collections at start-up
+# (type checkers read a module-level TYPE_CHECKING = False like typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: command name → (module, one-line help). The module exposes ``main(argv) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("firstmate.cli.hook", "the entry harness hooks run: fm hook <harness> <event>"),
     "install": ("firstmate.cli.install", "write or merge a harness's config files"),
     "uninstall": ("firstmate.cli.uninstall", "remove exactly what fm install wrote"),
+    "turnend-guard": ("firstmate.cli.turnend_guard", "turn-end backstop: block or allow a turn end (payload on stdin)"),
+    "guard": ("firstmate.cli.guard", "pull guard: warn when the watcher is down or wakes are queued (exit 0)"),
+    "away": ("firstmate.cli.away", "away mode on/off/status and the return brief"),
+    "host": ("firstmate.cli.host", "the opt-in supervision host: park in place of the arm while away"),
 }
 
 USAGE = "usage: fm [--version] <command> [args…]   (fm help lists the commands)"
@@ -46,16 +54,16 @@ def _error(message: str) -> None:
 
 
 def dispatch(argv: Sequence[str]) -> int:
-    from firstmate.exitcodes import ExitCode
-
     if not argv or argv[0] in ("-h", "--help", "help"):
+        from firstmate.exitcodes import ExitCode
+
         sys.stdout.write(_help() + "\n")
         return ExitCode.OK if argv else ExitCode.USAGE
     if argv[0] == "--version":
         from firstmate import __version__
 
         sys.stdout.write(f"fm {__version__}\n")
-        return ExitCode.OK
+        return 0
     name, rest = argv[0], list(argv[1:])
     entry = COMMANDS.get(name)
     if entry is None:
@@ -63,33 +71,38 @@ def dispatch(argv: Sequence[str]) -> int:
 
         command = plugin_command(name)
         if command is None:
+            from firstmate.exitcodes import ExitCode
+
             _error(f"unknown command {name!r}; run 'fm help' to list commands")
             return ExitCode.USAGE
         return int(command(rest))
-    import importlib
-
-    module = importlib.import_module(entry[0])
+    __import__(entry[0])  # not importlib.import_module: the importlib package costs a hook time
+    module = sys.modules[entry[0]]
     return int(module.main(rest))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from firstmate.errors import FirstmateError
-    from firstmate.exitcodes import ExitCode
-
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return dispatch(args)
-    except FirstmateError as exc:
-        _error(exc.message)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        return ExitCode.SIGINT
-    except BrokenPipeError:
-        # The reader went away (e.g. `fm wake drain | head`); nothing useful to report.
-        with contextlib.suppress(OSError):
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        return ExitCode.FAILED
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:
+        # The error types are imported only when something failed: a hook's quiet exit never
+        # pays for them.
+        import contextlib
+
+        from firstmate.errors import FirstmateError
+        from firstmate.exitcodes import ExitCode
+
+        if isinstance(exc, FirstmateError):
+            _error(exc.message)
+            return int(exc.exit_code)
+        if isinstance(exc, KeyboardInterrupt):
+            return ExitCode.SIGINT
+        if isinstance(exc, BrokenPipeError):
+            # The reader went away (e.g. `fm wake drain | head`); nothing useful to report.
+            with contextlib.suppress(OSError):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+            return ExitCode.FAILED
         if os.environ.get("FM_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}; rerun with FM_DEBUG=1 for a traceback and report it")

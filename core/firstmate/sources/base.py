@@ -45,6 +45,9 @@ class PollContext:
     triage: Callable[[str], None]
     #: True when this watcher is a handling successor (FM_WATCH_PREDECESSOR_ARM_PID set).
     handling_successor: bool = False
+    #: Touches the watcher's beacon. A source that may block for long (several checks, each
+    #: bounded by FM_CHECK_TIMEOUT) calls it between steps so a busy watcher never looks hung.
+    beat: Callable[[], None] = lambda: None
 
 
 @runtime_checkable

@@ -60,6 +60,7 @@ class ChecksSource:
             if last is not None and 0 <= ctx.now - last < interval:
                 continue
             result = checks.run_check(definition, timeout, ctx.env, self.home)
+            ctx.beat()
             reason = result.reason
             if reason is None:
                 runs[definition.name] = ctx.now

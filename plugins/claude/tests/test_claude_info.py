@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_claude import plugin
-from firstmate_plugin_claude.plugin import INFO
+from firstmate_plugin_claude.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

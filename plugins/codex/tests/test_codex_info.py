@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_codex import plugin
-from firstmate_plugin_codex.plugin import INFO
+from firstmate_plugin_codex.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

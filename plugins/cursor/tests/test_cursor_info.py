@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_cursor import plugin
-from firstmate_plugin_cursor.plugin import INFO
+from firstmate_plugin_cursor.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

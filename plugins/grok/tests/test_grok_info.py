@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_grok import plugin
-from firstmate_plugin_grok.plugin import INFO
+from firstmate_plugin_grok.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

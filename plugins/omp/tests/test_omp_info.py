@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_omp import plugin
-from firstmate_plugin_omp.plugin import INFO
+from firstmate_plugin_omp.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

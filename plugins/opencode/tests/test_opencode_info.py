@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_opencode import plugin
-from firstmate_plugin_opencode.plugin import INFO
+from firstmate_plugin_opencode.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

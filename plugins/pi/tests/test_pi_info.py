@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from firstmate_plugin_pi import plugin
-from firstmate_plugin_pi.plugin import INFO
+from firstmate_plugin_pi.hooks import INFO
 
 
 def test_declares_its_harness() -> None:

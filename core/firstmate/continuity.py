@@ -1,0 +1,836 @@
+"""The re-arm owner's engine: successor, readiness, handoff confirmation, then delivery.
+
+Every harness plugin that owns re-arm configures this one engine. On an actionable close it
+
+1. starts the successor arm with ``FM_WATCH_PREDECESSOR_ARM_PID`` naming the closed arm, before
+   anything else (after a session-lock recheck: a session that lost the lock launches nothing);
+2. waits for the successor's readiness line (``FM_WATCH_READINESS_TIMEOUT_MS``, per harness,
+   12 s by default); an unready successor is TERMed, its retirement waited for (bounded), and the
+   start retried with exponential backoff up to a limit;
+3. confirms the handoff (``firstmate_confirm_handoff``; the core runs
+   ``fm arm --handling-delivered``), retrying a failed confirmation once;
+4. delivers the wake (``firstmate_deliver_wake``), with exactly one typed
+   ``watcher: FAILED - …`` line when restoration failed.
+
+Two shapes use it. A long-lived owner (a bridge for an in-process harness) calls :meth:`start`:
+arm children are tracked by threads, closes are handled on one *pump* thread and wakes are
+delivered on one *delivery* thread, so a successor start never waits behind a delivery while
+deliveries stay serialised and in close order. A one-shot hook process (Claude) calls
+:meth:`foreground` and then :meth:`handle_close`: successors are launched detached (own session,
+stdio away from the hook's pipes) and the hook exits once the successor's status line was read.
+
+See ``docs/continuity.md`` for the guarantees and every knob.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from firstmate.armchild import EXITED, TIMEOUT, ArmChild
+from firstmate.envnum import env_int
+from firstmate.errors import FirstmateError
+from firstmate.exitcodes import ExitCode
+from firstmate.handoff import (
+    ArmRef,
+    Close,
+    DeliveryReceipt,
+    Handoff,
+    HandoffResult,
+    Readiness,
+    Session,
+    WakeDelivery,
+)
+from firstmate.waketext import compose, one_line
+
+if TYPE_CHECKING:
+    from firstmate.ledgers import BoundedLog
+    from firstmate.plugins import PluginHost
+
+PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
+READINESS_ENV = "FM_WATCH_READINESS_TIMEOUT_MS"
+RETIRE_ENV = "FM_WATCH_ARM_RETIRE_TIMEOUT_MS"
+RETRY_BASE_ENV = "FM_WATCH_REARM_RETRY_BASE_MS"
+RETRY_MAX_ENV = "FM_WATCH_REARM_RETRY_MAX_MS"
+RETRY_LIMIT_ENV = "FM_WATCH_REARM_RETRY_LIMIT"
+LOG_KEEP_ENV = "FM_WATCH_EXTENSION_LOG_KEEP_LINES"
+LOG_MAX_ENV = "FM_WATCH_EXTENSION_LOG_MAX_BYTES"
+
+DEFAULT_READINESS = 12.0
+DEFAULT_RETIRE = 1.0
+DEFAULT_RETRY_BASE = 0.25
+DEFAULT_RETRY_MAX = 4.0
+DEFAULT_RETRY_LIMIT = 5
+DEFAULT_LOG_MAX_BYTES = 262144
+#: Bound on one ``fm arm --handling-delivered`` run.
+CONFIRM_TIMEOUT = 30.0
+#: An arm that watched at least this long before failing starts a fresh failure streak.
+STABLE_AFTER = 60.0
+FAILED = "watcher: FAILED - "
+
+
+class ContinuityRefused(FirstmateError):
+    """The engine will not launch an arm (this session does not own the session lock)."""
+
+    exit_code = ExitCode.FAILED
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Settings:
+    """Timing of one owner. Milliseconds in the environment, seconds here."""
+
+    readiness_timeout: float = DEFAULT_READINESS
+    retire_timeout: float = DEFAULT_RETIRE
+    retry_base: float = DEFAULT_RETRY_BASE
+    retry_max: float = DEFAULT_RETRY_MAX
+    #: Arm starts one restoration may make (the first start included).
+    retry_limit: int = DEFAULT_RETRY_LIMIT
+    #: Lines kept in ``state/logs/continuity.log``; 0 (the default) keeps no log.
+    log_keep_lines: int = 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], *,
+                 readiness_timeout: float = DEFAULT_READINESS) -> Settings:
+        """The settings *env* asks for; junk, zero or negative values keep the defaults.
+        *readiness_timeout* is the harness's own default (seconds)."""
+        values = env
+
+        def seconds(name: str, default: float) -> float:
+            return env_int(values, name, max(1, round(default * 1000))) / 1000.0
+
+        base = seconds(RETRY_BASE_ENV, DEFAULT_RETRY_BASE)
+        return cls(
+            readiness_timeout=seconds(READINESS_ENV, readiness_timeout),
+            retire_timeout=seconds(RETIRE_ENV, DEFAULT_RETIRE),
+            retry_base=base,
+            retry_max=max(base, seconds(RETRY_MAX_ENV, DEFAULT_RETRY_MAX)),
+            retry_limit=env_int(values, RETRY_LIMIT_ENV, DEFAULT_RETRY_LIMIT),
+            log_keep_lines=env_int(values, LOG_KEEP_ENV, 0),
+        )
+
+    def delay(self, retry: int) -> float:
+        """Seconds before retry number *retry* (1 is the first retry): base, doubling, capped."""
+        return float(min(self.retry_max, self.retry_base * 2 ** min(max(0, retry - 1), 32)))
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class Restoration:
+    """What one restoration reached (internal: it carries the live successor object)."""
+
+    successor: ArmChild | None = None
+    handoff: HandoffResult | None = None
+    #: The one typed ``watcher: FAILED - …`` line, when restoration failed.
+    failure: str | None = None
+    attempts: int = 0
+    #: The successor closed actionably before it could be confirmed: its own close carries on.
+    superseded: bool = False
+    #: (failure path) the closed arm's reason line arrived late: handle it as actionable.
+    switched: bool = False
+    #: The owner is shutting down: deliver nothing.
+    stopped: bool = False
+    #: The successor was retired after a failed confirmation: restore once more, afterwards.
+    repair: bool = False
+    #: An unready arm would not retire: it keeps the slot and its close is a new event.
+    retained: bool = False
+
+
+@attrs.frozen
+class EngineState:
+    """One look at an owner, for status lines and tests."""
+
+    #: ``empty``, ``arm`` (a live child), ``retained`` (an unready child that would not retire)
+    #: or ``retry-scheduled`` (a backoff delay is running).
+    slot: str
+    arm_pid: int | None
+    #: Every arm pid this owner launched, oldest first.
+    launches: tuple[int, ...]
+    #: The typed line the owner stood down with (lock lost, restoration exhausted), else None.
+    standing_down: str | None
+    #: Wakes handed to the delivery hook so far.
+    deliveries: int
+    #: Wakes queued or being delivered right now.
+    pending_deliveries: int = 0
+
+
+# --- the core's default confirmation ----------------------------------------------------------
+
+
+def _strip_failed(text: str) -> str:
+    text = one_line(text)
+    return text[len(FAILED):] if text.startswith(FAILED) else text
+
+
+def confirm_with_arm(handoff: Handoff, timeout: float = CONFIRM_TIMEOUT) -> HandoffResult:
+    """Run ``fm arm --handling-delivered GEN --watcher-pid PID`` and read its verdict.
+
+    Exit 0 confirms (a no-op when it says ``already acknowledged``); exit 3 (the generation
+    moved on) means a newer pipeline superseded this one; anything else is a failure.
+    """
+    if handoff.generation is None or handoff.watcher_pid is None:
+        return HandoffResult(True, noop=True,
+                             message="successor attached to a live watcher; nothing to confirm")
+    from firstmate.arm import child_env
+
+    env = child_env(handoff.session.env)
+    env.pop(PREDECESSOR_ENV, None)
+    argv = [sys.executable, "-m", "firstmate", "arm", "--handling-delivered", handoff.generation,
+            "--watcher-pid", str(handoff.watcher_pid)]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              env=env, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return HandoffResult(False, message=f"fm arm --handling-delivered ran past {timeout:g}s")
+    except OSError as exc:
+        return HandoffResult(False, message=f"fm arm --handling-delivered could not run: {exc}")
+    said = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
+    line = one_line(said[0]) if said else f"fm arm --handling-delivered exited {done.returncode}"
+    if done.returncode == ExitCode.OK:
+        return HandoffResult(True, noop="already acknowledged" in line, message=line)
+    if done.returncode == ExitCode.CONFLICT:
+        return HandoffResult(False, superseded=True, message=line)
+    return HandoffResult(False, message=line)
+
+
+# --- the engine --------------------------------------------------------------------------------
+
+
+def default_arm_command() -> tuple[str, ...]:
+    return (sys.executable, "-m", "firstmate", "arm")
+
+
+@attrs.define(eq=False)
+class Continuity:
+    """One re-arm owner. Build it with :meth:`for_session`."""
+
+    session: Session
+    host: PluginHost
+    display_name: str
+    settings: Settings
+    arm_command: tuple[str, ...]
+    #: Successors go into their own session with stdio away from ours (one-shot hook owners).
+    detached: bool = False
+    #: None while this session owns the session lock, else a one-line reason (default:
+    #: :func:`firstmate.session_lock.recheck_owned` for the session's home).
+    lock_check: Callable[[], str | None] | None = None
+    #: Receives one human-readable line per event (the demo's live view).
+    observer: Callable[[str], None] | None = None
+    _slot: ArmChild | None = None
+    _scheduled: bool = False
+    _children: list[ArmChild] = attrs.Factory(list)
+    _events: queue.Queue[tuple[str, ArmChild | threading.Event | None]] = attrs.Factory(
+        queue.Queue)
+    _outbox: queue.Queue[WakeDelivery | None] = attrs.Factory(queue.Queue)
+    _receipts: list[tuple[WakeDelivery, DeliveryReceipt]] = attrs.Factory(list)
+    _undelivered: int = 0
+    _guard: threading.Lock = attrs.Factory(threading.Lock)
+    _nudge: threading.Event = attrs.Factory(threading.Event)
+    _threads: list[threading.Thread] = attrs.Factory(list)
+    _running: bool = False
+    _stopping: bool = False
+    _streak: int = 0
+    _standing_down: str | None = None
+    _log: BoundedLog | None = None
+
+    @classmethod
+    def for_session(
+        cls,
+        session: Session,
+        host: PluginHost | None = None,
+        *,
+        display_name: str | None = None,
+        readiness_timeout: float = DEFAULT_READINESS,
+        arm_command: Sequence[str] | None = None,
+        detached: bool = False,
+        lock_check: Callable[[], str | None] | None = None,
+        observer: Callable[[str], None] | None = None,
+    ) -> Continuity:
+        """An owner for *session*. *host* defaults to the core plus the session's harness
+        plugin; *readiness_timeout* is the harness's default (the env knob overrides it)."""
+        if host is None:
+            from firstmate.plugins import load_harness
+
+            host = load_harness(session.harness, session.env)
+        if display_name is None:
+            info = host.harness(session.harness)
+            display_name = info.display_name if info is not None else (
+                session.harness[:1].upper() + session.harness[1:] or "Firstmate")
+        settings = Settings.from_env(session.env, readiness_timeout=readiness_timeout)
+        engine = cls(session, host, one_line(display_name, 80), settings,
+                     tuple(arm_command or default_arm_command()), detached=detached,
+                     lock_check=lock_check, observer=observer)
+        engine._log = _diagnostic_log(session, settings)
+        return engine
+
+    # --- public: long-lived owner ------------------------------------------------------------
+
+    def start(self) -> str | None:
+        """Start the owner's threads and its first arm. Returns the typed refusal line when
+        this session does not own the session lock (no arm is launched; :meth:`rearm` retries)."""
+        if self._running:
+            return None
+        self._running = True
+        for name, target in (("fm-continuity-pump", self._pump),
+                             ("fm-continuity-deliver", self._deliver_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        refused = self._check_lock()
+        if refused is None:
+            self._post("start", None)
+        return refused
+
+    def rearm(self) -> None:
+        """Repair: start an arm when the slot is empty (a dead child counts as empty), also
+        after the owner stood down. A live child or a scheduled retry makes this a no-op."""
+        self._post("repair", None)
+
+    def close(self, *, stop_arm: bool = True, detached_too: bool = False,
+              timeout: float = 10.0) -> None:
+        """Stop the owner. With *stop_arm* every live arm child (detached ones only with
+        *detached_too*) is TERMed, and KILLed when it outlives *timeout*. Wakes already queued
+        are still delivered."""
+        self._stopping = True
+        self._nudge.set()
+        if stop_arm:
+            self._terminate_children(detached_too)
+        if self._running:
+            self._events.put(("stop", None))
+            self._outbox.put(None)
+            for thread in self._threads:
+                thread.join(timeout)
+        if stop_arm:
+            self._terminate_children(detached_too)
+            for child in list(self._children):
+                if (child.detached and not detached_too) or child.wait_exit(timeout):
+                    continue
+                child.kill()
+                child.wait_exit(timeout)
+        self._running = False
+
+    # --- public: one-shot hook owner ---------------------------------------------------------
+
+    def foreground(self) -> ArmChild:
+        """Launch an arm inside this process tree (not detached). Raises
+        :class:`ContinuityRefused` when this session does not own the session lock."""
+        refused = self._check_lock()
+        if refused is not None:
+            raise ContinuityRefused(refused)
+        return self._launch(None, detached=False)
+
+    def await_readiness(self, arm: ArmChild) -> Readiness | None:
+        """*arm*'s first ready or failed status line (a failed reading when it exits first);
+        None when the readiness timeout runs out."""
+        return self._await_readiness(arm)
+
+    def await_close(self, arm: ArmChild, timeout: float | None = None) -> Close | None:
+        """Wait for *arm* to settle: its close when actionable, else None (also at *timeout*)."""
+        if not arm.wait_settled(timeout):
+            return None
+        close = arm.close_value()
+        return close if close.actionable else None
+
+    def handle_close(self, close: Close) -> tuple[WakeDelivery, DeliveryReceipt]:
+        """Restore (successor, readiness, confirmation) and then deliver, in this thread."""
+        restoration = self._restore(close)
+        wake = self._wake(close, restoration)
+        return wake, self._deliver(wake)
+
+    # --- public: observation -----------------------------------------------------------------
+
+    @property
+    def receipts(self) -> list[tuple[WakeDelivery, DeliveryReceipt]]:
+        with self._guard:
+            return list(self._receipts)
+
+    def state(self) -> EngineState:
+        slot = self._slot
+        if self._scheduled:
+            kind = "retry-scheduled"
+        elif slot is None or not slot.alive:
+            kind = "empty"
+        else:
+            kind = "retained" if slot.retained else "arm"
+        with self._guard:
+            launches = tuple(child.pid for child in self._children)
+            delivered, pending = len(self._receipts), self._undelivered
+        return EngineState(kind, slot.pid if slot is not None and slot.alive else None,
+                           launches, self._standing_down, delivered, pending)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until the pump has handled every event posted before this call (a barrier for
+        tests and status). False when it did not within *timeout* or the owner is not running."""
+        done = threading.Event()
+        if not (self._running and not self._stopping):
+            return False
+        self._events.put(("flush", done))
+        return done.wait(timeout)
+
+    # --- events ------------------------------------------------------------------------------
+
+    def _post(self, kind: str, arm: ArmChild | threading.Event | None) -> None:
+        if self._running and not self._stopping:
+            self._events.put((kind, arm))
+
+    def _settled(self, arm: ArmChild) -> None:
+        self._post("closed", arm)
+
+    def _late(self, arm: ArmChild, line: str) -> None:
+        self._diag(f"late-reason arm={arm.pid} line={line}")
+        self._nudge.set()
+        self._post("late", arm)
+
+    def _pump(self) -> None:
+        while True:
+            kind, payload = self._events.get()
+            if kind == "stop":
+                return
+            if isinstance(payload, threading.Event):
+                payload.set()
+                continue
+            if self._stopping:
+                continue
+            try:
+                self._dispatch(kind, payload)
+            except Exception as exc:  # the owner outlives any one broken step
+                self._diag(f"engine-error {type(exc).__name__}: {exc}")
+                self._note(f"continuity: internal error: {type(exc).__name__}: {exc}")
+
+    def _dispatch(self, kind: str, arm: ArmChild | None) -> None:
+        if kind in ("start", "repair", "restore"):
+            if kind == "repair":
+                self._standing_down = None
+                self._streak = 0
+            elif self._standing_down is not None:
+                return
+            if self._live_slot() is not None:
+                return
+            restoration = self._restore(None, first_delay=(
+                self.settings.delay(1) if kind == "restore" else 0.0))
+            self._after_failure_path(restoration)
+        elif kind == "closed" and arm is not None:
+            self._closed(arm)
+        elif kind == "late" and arm is not None and arm.outcome == "failed":
+            # Its close was taken for a failure and that retry has run: the wake still counts.
+            self._actionable(arm)
+
+    def _closed(self, arm: ArmChild) -> None:
+        if self._slot is arm:
+            self._slot = None
+        if arm.outcome is not None:
+            return
+        if arm.reasons():
+            self._actionable(arm)
+        elif not arm.retired:
+            self._failed(arm)
+
+    def _actionable(self, arm: ArmChild) -> None:
+        arm.outcome = "actionable"
+        self._streak = 0
+        close = arm.close_value()
+        for reason in close.reasons:
+            self._note(f"arm {arm.pid}: {reason}")
+        self._diag(f"close arm={arm.pid} watcher={close.watcher_pid} reasons={len(close.reasons)}")
+        restoration = self._restore(close)
+        if restoration.stopped:
+            return
+        if restoration.failure is not None and not (restoration.retained or restoration.superseded):
+            self._standing_down = restoration.failure
+        self._queue(self._wake(close, restoration))
+        if restoration.repair:
+            self._post("restore", None)
+
+    def _failed(self, arm: ArmChild) -> None:
+        arm.outcome = "failed"
+        why = self._why_closed(arm)
+        self._note(f"arm {arm.pid} closed without a wake: {why}")
+        self._diag(f"failed-close arm={arm.pid} why={why}")
+        if self._standing_down is not None:
+            return
+        stable = arm.ready_at is not None and time.monotonic() - arm.ready_at >= STABLE_AFTER
+        self._streak = 1 if stable else self._streak + 1
+        if self._streak > self.settings.retry_limit:
+            line = self._failure_line(self._streak - 1, f"arms kept closing without a reason "
+                                                        f"(last: {why})")
+            self._after_failure_path(Restoration(failure=line, attempts=self._streak - 1))
+            return
+        restoration = self._restore(None, closed=arm, first_delay=self.settings.delay(self._streak))
+        if restoration.switched:
+            self._actionable(arm)
+            return
+        self._after_failure_path(restoration)
+
+    def _after_failure_path(self, restoration: Restoration) -> None:
+        """A restoration with no wake of its own: silent when it worked; otherwise stand down
+        and tell the model once."""
+        if restoration.stopped or restoration.failure is None:
+            return
+        if not restoration.retained:
+            self._standing_down = restoration.failure
+        self._queue(self._wake(None, restoration))
+
+    # --- restoration -------------------------------------------------------------------------
+
+    def _live_slot(self) -> ArmChild | None:
+        slot = self._slot
+        return slot if slot is not None and slot.alive else None
+
+    def _restore(self, close: Close | None, *, closed: ArmChild | None = None,
+                 first_delay: float = 0.0) -> Restoration:
+        """Start (or find) a ready successor, then confirm its handoff when *close* has one."""
+        live = self._live_slot()
+        if live is not None and live.retained:
+            self._adopt_if_ready(live)
+        if live is not None:
+            if live.retained:
+                why = (f"unready arm pid={live.pid} has not retired, so no overlapping arm is "
+                       "started")
+                return Restoration(failure=self._failure_line(0, why), retained=True)
+            # A repair or retry already started a ready arm after this close's arm died.
+            return self._confirm(close, live, 0)
+        predecessor = close.arm_pid if close is not None else None
+        attempts, why = 0, "no arm could be started"
+        while attempts < self.settings.retry_limit:
+            delay = first_delay if attempts == 0 else self.settings.delay(attempts)
+            paused = self._pause(delay, closed) if delay > 0 else "go"
+            if paused != "go" or self._stopping:
+                return Restoration(attempts=attempts, stopped=paused != "switch",
+                                   switched=paused == "switch")
+            attempts += 1
+            refused = self._check_lock()
+            if refused is not None:
+                return Restoration(failure=refused, attempts=attempts - 1)
+            self._diag(f"restore attempt={attempts} predecessor={predecessor}")
+            try:
+                arm = self._launch(predecessor, detached=self.detached)
+            except OSError as exc:
+                why = f"the arm could not be started ({exc})"
+                self._diag(f"launch-failed {why}")
+                continue
+            readiness = self._await_readiness(arm)
+            if arm.reasons():
+                # It closed on a wake of its own already: that close restores its own successor.
+                self._diag(f"superseded arm={arm.pid} (closed actionably before confirmation)")
+                return Restoration(successor=arm, attempts=attempts, superseded=True)
+            if readiness is not None and readiness.ready and arm.alive:
+                return self._confirm(close, arm, attempts)
+            why = self._why_unready(arm, readiness)
+            self._diag(f"unready arm={arm.pid} why={why}")
+            if not self._retire(arm):
+                why += (f"; arm pid={arm.pid} did not retire within "
+                        f"{self.settings.retire_timeout:g}s of TERM and stays in charge")
+                self._note(f"arm {arm.pid} is unready and would not retire; no retry overlaps it")
+                return Restoration(failure=self._failure_line(attempts, why), attempts=attempts,
+                                   retained=True)
+        return Restoration(failure=self._failure_line(attempts, why), attempts=attempts)
+
+    def _adopt_if_ready(self, arm: ArmChild) -> None:
+        """A retained arm that has since printed a ready status line is a successor after all."""
+        for line in arm.lines():
+            reading = self._classify(line, arm.ref)
+            if reading.kind == "other":
+                continue
+            if reading.ready:
+                arm.readiness, arm.retained = reading, False
+                arm.ready_at = time.monotonic()
+                arm.watcher_identity = _identity(reading.watcher_pid)
+                self._diag(f"adopted arm={arm.pid} (ready after all)")
+            return
+
+    def _confirm(self, close: Close | None, arm: ArmChild, attempts: int) -> Restoration:
+        if close is None:
+            return Restoration(successor=arm, attempts=attempts)
+        ready = arm.readiness
+        handoff = Handoff(close=close, successor_arm_pid=arm.pid,
+                          watcher_pid=ready.watcher_pid if ready else None,
+                          generation=ready.generation if ready else None,
+                          harness=self.session.harness, session=self.session)
+        result = self._confirm_once(handoff)
+        if not result.ok:
+            result = self._confirm_once(handoff)  # one retry, against the same token
+        if result.ok:
+            return Restoration(successor=arm, handoff=result, attempts=attempts,
+                               superseded=result.superseded)
+        watcher_alive = self._watcher_alive(arm)
+        if arm.reasons() or (not watcher_alive and arm.wait_reason(self.settings.retire_timeout)):
+            # The successor already closed on a newer wake: not a failed handoff.
+            self._diag(f"confirm-superseded arm={arm.pid}")
+            return Restoration(successor=arm, attempts=attempts, superseded=True,
+                               handoff=attrs.evolve(result, superseded=True))
+        failure = (f"{FAILED}{self.display_name} could not confirm the watcher handoff: "
+                   f"{_strip_failed(result.message)}")
+        repair = False
+        if not watcher_alive and self._slot is arm and arm.alive:
+            repair = self._retire(arm)
+        return Restoration(successor=arm, handoff=result, failure=failure, attempts=attempts,
+                           repair=repair)
+
+    def _confirm_once(self, handoff: Handoff) -> HandoffResult:
+        try:
+            result = self.host.confirm_handoff(handoff)
+        except Exception as exc:  # a broken plugin is a failed confirmation, never a crash
+            result = HandoffResult(False, message=f"{type(exc).__name__}: {exc}")
+        self._diag(f"confirm generation={handoff.generation} watcher={handoff.watcher_pid} "
+                   f"confirmed={result.confirmed} superseded={result.superseded} "
+                   f"noop={result.noop} message={result.message}")
+        return result
+
+    def _await_readiness(self, arm: ArmChild) -> Readiness | None:
+        """The arm's first ready or failed line; a failed reading when it exits without one;
+        None when the readiness timeout runs out first."""
+        deadline = time.monotonic() + self.settings.readiness_timeout
+        index = 0
+        while True:
+            found, line = arm.next_line(index, deadline)
+            if found == TIMEOUT:
+                self._diag(f"readiness-timeout arm={arm.pid} after="
+                           f"{self.settings.readiness_timeout:g}s")
+                return None
+            if found == EXITED:
+                return Readiness(False, "failed", line="")
+            index += 1
+            reading = self._classify(line, arm.ref)
+            if reading.kind == "other":
+                continue
+            arm.readiness = reading
+            self._note(f"arm {arm.pid}" + (f" (successor of {arm.ref.predecessor_pid})"
+                                           if arm.ref.predecessor_pid else "") + f": {line}")
+            if reading.ready:
+                arm.ready_at = time.monotonic()
+                arm.watcher_identity = _identity(reading.watcher_pid)
+            self._diag(f"readiness arm={arm.pid} kind={reading.kind} "
+                       f"watcher={reading.watcher_pid} generation={reading.generation}")
+            return reading
+
+    def _classify(self, line: str, ref: ArmRef) -> Readiness:
+        try:
+            return self.host.readiness(line, ref)
+        except Exception:  # a broken plugin: fall back to the core's reading
+            return Readiness.parse(line)
+
+    def _retire(self, arm: ArmChild) -> bool:
+        """TERM an unready arm and wait (bounded) for it: True once it is gone."""
+        arm.retired = True
+        if arm.alive:
+            arm.terminate()
+        if arm.wait_exit(self.settings.retire_timeout):
+            if self._slot is arm:
+                self._slot = None
+            return True
+        arm.retired, arm.retained = False, True
+        self._diag(f"retire-timeout arm={arm.pid} after={self.settings.retire_timeout:g}s")
+        return False
+
+    def _pause(self, delay: float, closed: ArmChild | None) -> str:
+        """Wait out a retry delay: ``go``; ``stop`` when closing; ``switch`` when the closed
+        arm's late reason line turned its close actionable."""
+        self._scheduled = True
+        try:
+            deadline = time.monotonic() + delay
+            while True:
+                if self._stopping:
+                    return "stop"
+                if closed is not None and closed.outcome == "failed" and closed.reasons():
+                    return "switch"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "go"
+                self._nudge.wait(left)
+                self._nudge.clear()
+        finally:
+            self._scheduled = False
+
+    def _check_lock(self) -> str | None:
+        """None while this session owns the session lock; else the typed line, and stand down."""
+        try:
+            if self.lock_check is not None:
+                refused = self.lock_check()
+            else:
+                from firstmate.session_lock import recheck_owned
+
+                refused = recheck_owned(self.session.home, self.session.env)
+        except Exception as exc:
+            refused = f"session lock could not be checked ({exc}); not re-arming"
+        if refused is None:
+            return None
+        line = f"{FAILED}{self.display_name} did not re-arm: {one_line(refused)}"
+        self._standing_down = line
+        self._diag(f"lock-refused {refused}")
+        self._note(line)
+        return line
+
+    def _launch(self, predecessor: int | None, *, detached: bool) -> ArmChild:
+        from firstmate.arm import child_env
+
+        env = child_env(self.session.env)
+        env.pop(PREDECESSOR_ENV, None)
+        if predecessor is not None:
+            env[PREDECESSOR_ENV] = str(predecessor)
+        harness = self.session.harness
+        child = ArmChild.launch(
+            self.arm_command, env, lambda pid: ArmRef(pid, predecessor, harness),
+            detached=detached, on_settle=self._settled, on_late_reason=self._late,
+        )
+        with self._guard:
+            self._children.append(child)
+        self._slot = child
+        self._diag(f"launched arm={child.pid} predecessor={predecessor} detached={detached}")
+        return child
+
+    def _watcher_alive(self, arm: ArmChild) -> bool:
+        ready = arm.readiness
+        if ready is None or ready.watcher_pid is None:
+            return False
+        from firstmate.identity import ProcessIdentity, identity_of, matches
+
+        recorded = ProcessIdentity.parse(arm.watcher_identity)
+        if recorded is not None:
+            return matches(recorded)
+        return identity_of(ready.watcher_pid) is not None
+
+    def _terminate_children(self, detached_too: bool) -> None:
+        with self._guard:
+            children = list(self._children)
+        for child in children:
+            if (detached_too or not child.detached) and child.alive:
+                child.terminate()
+
+    # --- text --------------------------------------------------------------------------------
+
+    def _failure_line(self, attempts: int, why: str) -> str:
+        noun = "attempt" if attempts == 1 else "attempts"
+        return (f"{FAILED}{self.display_name} could not restore the watcher after {attempts} "
+                f"{noun}: {one_line(why, 600)}")
+
+    def _why_unready(self, arm: ArmChild, readiness: Readiness | None) -> str:
+        if readiness is None:
+            return (f"arm pid={arm.pid} printed no status line within "
+                    f"{self.settings.readiness_timeout:g}s")
+        if readiness.kind == "failed" and readiness.line:
+            return f"arm pid={arm.pid} said: {_strip_failed(readiness.line)}"
+        arm.wait_exit(self.settings.retire_timeout)
+        code = arm.returncode
+        status = "was still running" if code is None else f"exited with status {code}"
+        if readiness.ready:
+            return f"arm pid={arm.pid} {status} right after its status line"
+        return f"arm pid={arm.pid} {status} before printing a status line"
+
+    def _why_closed(self, arm: ArmChild) -> str:
+        failed = [line for line in arm.lines() if line.startswith(FAILED)]
+        if failed:
+            return _strip_failed(failed[-1])
+        return f"arm pid={arm.pid} exited with status {arm.returncode} without a reason line"
+
+    def _wake(self, close: Close | None, restoration: Restoration) -> WakeDelivery:
+        reasons = tuple(one_line(r) for r in close.reasons) if close is not None else ()
+        failure = None if restoration.superseded else restoration.failure
+        return WakeDelivery(
+            harness=self.session.harness,
+            text=compose(reasons, failure, self.display_name),
+            reasons=reasons,
+            restoration_failure=failure,
+            close=close,
+            handoff=restoration.handoff,
+        )
+
+    # --- delivery ----------------------------------------------------------------------------
+
+    def _queue(self, wake: WakeDelivery) -> None:
+        if not self._running:
+            self._deliver(wake)
+            return
+        with self._guard:
+            self._undelivered += 1
+        self._outbox.put(wake)
+
+    def _deliver_loop(self) -> None:
+        while True:
+            wake = self._outbox.get()
+            if wake is None:
+                return
+            try:
+                self._deliver(wake)
+            finally:
+                with self._guard:
+                    self._undelivered -= 1
+
+    def _deliver(self, wake: WakeDelivery) -> DeliveryReceipt:
+        """Hand *wake* to the harness plugin. A failure is recorded, never raised: restoration
+        has already happened and must not be undone by a delivery problem."""
+        try:
+            receipt = self.host.deliver_wake(wake, self.session)
+        except Exception as exc:
+            receipt = DeliveryReceipt(False, f"{type(exc).__name__}: {exc}")
+        if receipt is None:
+            receipt = DeliveryReceipt(False, "no plugin delivered the wake")
+        with self._guard:
+            self._receipts.append((wake, receipt))
+        self._diag(f"deliver reasons={len(wake.reasons)} failure={wake.restoration_failure} "
+                   f"delivered={receipt.delivered} detail={receipt.detail}")
+        if not receipt.delivered:
+            self._note(f"continuity: wake not delivered: {receipt.detail}")
+        return receipt
+
+    # --- diagnostics -------------------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        if self.observer is not None:
+            with contextlib.suppress(Exception):
+                self.observer(text)
+
+    def _diag(self, text: str) -> None:
+        if self._log is not None:
+            with contextlib.suppress(Exception):
+                self._log.append(f"{self.session.harness} owner={self.session.owner_pid} {text}")
+
+
+def _identity(pid: int | None) -> str | None:
+    if pid is None:
+        return None
+    from firstmate.identity import identity_of
+
+    found = identity_of(pid)
+    return found.token() if found is not None else None
+
+
+def _diagnostic_log(session: Session, settings: Settings) -> BoundedLog | None:
+    """``state/logs/continuity.log`` when ``FM_WATCH_EXTENSION_LOG_KEEP_LINES`` > 0, else None."""
+    if settings.log_keep_lines <= 0:
+        return None
+    from firstmate.ledgers import BoundedLog
+
+    return BoundedLog(session.home.logs / "continuity.log", LOG_MAX_ENV, LOG_KEEP_ENV,
+                      (DEFAULT_LOG_MAX_BYTES, settings.log_keep_lines), env=session.env,
+                      stamp=True)
+
+
+__all__ = [
+    "CONFIRM_TIMEOUT",
+    "LOG_KEEP_ENV",
+    "PREDECESSOR_ENV",
+    "READINESS_ENV",
+    "RETIRE_ENV",
+    "RETRY_BASE_ENV",
+    "RETRY_LIMIT_ENV",
+    "RETRY_MAX_ENV",
+    "Continuity",
+    "ContinuityRefused",
+    "EngineState",
+    "Restoration",
+    "Settings",
+    "confirm_with_arm",
+    "default_arm_command",
+]

@@ -1,0 +1,712 @@
+"""The backstops: the turn-end guard (``fm turnend-guard``) and the pull guard (``fm guard``).
+
+Each guard is split in two: *gathering* reads the home into a frozen facts value, and a pure
+*decision* function maps facts to a frozen decision. The decision tables (docs/guards.md) are
+the decision functions; tests exercise them directly with hand-built facts, and for real with
+live watcher processes.
+
+Harness plugins call :func:`turnend_decision` (and :func:`pull_guard`) rather than the CLI:
+
+    decision = turnend_decision("codex", payload, home=home, env=env)
+    if decision.action == "block": …exit 2 with decision.text on stderr…
+    elif decision.action == "follow-up": …deliver decision.text once…
+
+Turn-end guard, in order (first match decides):
+
+1. no payload (missing, not an object, empty) → allow
+2. not a genuine primary (:mod:`firstmate.scope`) → allow
+3. no supervision need (no registered crew, check or process source) → allow
+4. read-only session (another live session owns the session lock) → allow
+5. an identity-matched watcher with a fresh beacon → allow (Claude: clears the failure state)
+6. away mode and its owner (the parked supervision host) live with a fresh beacon → allow
+7. an open auto-arm generation claim still deciding → allow
+8. Claude: the cooperation table (:func:`_decide_claude`); others: a continuation already
+   forced for this stop (``stop_hook_active`` …) → allow
+9. otherwise block (Claude, Codex, Grok, omp: exit 2 with a banner) or one follow-up (Cursor,
+   Pi, OpenCode).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from firstmate.away import AwayFacts
+from firstmate.envnum import env_float, env_int
+from firstmate.health import WatcherHealth
+from firstmate.home import Home
+from firstmate.scope import Scope
+
+Action = Literal["allow", "block", "follow-up"]
+Style = Literal["block", "follow-up"]
+
+#: How each harness turns a "do not end this turn blind" into action.
+HARNESS_STYLE: dict[str, Style] = {
+    "claude": "block", "codex": "block", "grok": "block", "omp": "block",
+    "cursor": "follow-up", "pi": "follow-up", "opencode": "follow-up",
+}
+#: Operational-input prefix (docs/hooks.md): harness shims never mistake guard text for the captain.
+PREFIX = "FIRSTMATE_OP:"
+SOURCES_DIR = "sources"
+SOURCE_SUFFIX = ".source"
+
+DEFAULT_BLOCK_BUDGET = 3
+DEFAULT_SYNC_WAIT_MS = 800
+SYNC_POLL = 0.05
+BUDGET_KEY = "guard.claude.budget"
+EPISODE_KEY = "guard.down_episode"
+CONTINUE_LINE = "This is a warning only; the command you ran still runs."
+HELD_SHOWN = 20
+
+ASSUMED_PRIMARY = Scope(True, "assumed")
+NO_WATCHER = WatcherHealth(False, "none")
+NOT_AWAY = AwayFacts()
+
+#: Decisions that end a Claude sync wait early: positive proof that someone is supervising.
+_PROOFS = ("healthy", "away-owner", "claim-deciding", "rewake-fresh")
+
+
+def harness_style(harness: str) -> Style:
+    """``block`` (exit 2 and a banner) or ``follow-up``; unknown harnesses block."""
+    return HARNESS_STYLE.get(harness, "block")
+
+
+# --- facts --------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Need:
+    """What needs supervision: registered crews, registered checks, process sources."""
+
+    crews: int = 0
+    checks: int = 0
+    sources: int = 0
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.crews or self.checks or self.sources)
+
+    def describe(self) -> str:
+        parts = [f"{n} {what}" for n, what in ((self.crews, "crew(s)"), (self.checks, "check(s)"),
+                                              (self.sources, "process source(s)")) if n]
+        return ", ".join(parts) or "nothing"
+
+
+@attrs.frozen
+class ClaimFacts:
+    """The Claude auto-arm ledger as the guard sees it (:mod:`firstmate.autoarm`)."""
+
+    epoch: int | None = None
+    outcome: str | None = None
+    #: An ``arming`` claim whose owner is live, identity-matched and not stuck.
+    deciding: bool = False
+    #: The entry was written within ``FM_CLAUDE_AUTOARM_EPOCH_FRESH``.
+    fresh: bool = False
+    #: A failed (or failed-suppressed) outcome.
+    failed: bool = False
+    #: The auto-arm's failure notice of this episode was delivered (consumed).
+    notified: bool = False
+    #: The one attended fail-open of this failure episode was spent.
+    alarmed: bool = False
+
+    @property
+    def fresh_rewake(self) -> bool:
+        return self.outcome == "rewake" and self.fresh
+
+
+@attrs.frozen
+class Budget:
+    """Claude re-blocks charged in the current failure episode."""
+
+    blocks: int = 0
+    #: The fresh failed epoch whose handoff was preserved without a charge.
+    exempt_epoch: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.blocks == 0 and self.exempt_epoch is None
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps({"blocks": self.blocks, "exempt_epoch": self.exempt_epoch})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Budget:
+        import json
+
+        try:
+            obj = json.loads(text or "")
+        except ValueError:
+            return cls()
+        if not isinstance(obj, dict):
+            return cls()
+        blocks, exempt = obj.get("blocks"), obj.get("exempt_epoch")
+        return cls(blocks if type(blocks) is int and blocks >= 0 else 0,
+                   exempt if type(exempt) is int else None)
+
+
+@attrs.frozen
+class TurnEndFacts:
+    harness: str
+    payload_present: bool = True
+    scope: Scope = ASSUMED_PRIMARY
+    need: Need = Need()
+    read_only: bool = False
+    lock_pid: int | None = None
+    health: WatcherHealth = NO_WATCHER
+    #: Seconds since the beacon was touched even when no watcher holds the lock (None: never).
+    last_beat: float | None = None
+    away: AwayFacts = NOT_AWAY
+    claim: ClaimFacts = ClaimFacts()
+    #: The payload says a continuation was already forced for this stop.
+    loop_active: bool = False
+    budget: Budget = Budget()
+    #: ``FM_CLAUDE_TURNEND_BLOCK_BUDGET``.
+    limit: int = DEFAULT_BLOCK_BUDGET
+
+
+@attrs.frozen
+class TurnEndDecision:
+    """What the turn-end guard decided. ``why`` is a stable code (docs/guards.md).
+
+    ``text`` is the banner of a block, the message of a follow-up, or the loud notice of the
+    attended fail-open (an allow); empty otherwise. The remaining fields are the state the
+    decision wants persisted (:func:`turnend_decision` does that).
+    """
+
+    action: Action
+    why: str
+    text: str = ""
+    budget: Budget | None = None
+    clear_failure: bool = False
+    raise_alarm: bool = False
+
+    @property
+    def allowed(self) -> bool:
+        return self.action == "allow"
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.action == "block" else 0
+
+    def hook_outcome(self) -> Any:
+        """The generic command-line rendering (a :class:`firstmate.harness.HookOutcome`):
+        block → exit 2 with the banner on stderr; follow-up → exit 0 with the message on
+        stdout; allow → exit 0, silent except the fail-open notice on stderr."""
+        from firstmate.harness import HookOutcome
+
+        text = self.text + "\n" if self.text else ""
+        if self.action == "block":
+            return HookOutcome(2, "", text)
+        if self.action == "follow-up":
+            return HookOutcome(0, text, "")
+        return HookOutcome(0, "", text)
+
+
+def loop_active(harness: str, payload: Mapping[str, Any] | None) -> bool:
+    """Whether the payload says this stop already follows a forced continuation.
+
+    Grok's camel-case ``stopHookActive`` wins over ``stop_hook_active``; Cursor's ``loop_count``
+    counts follow-up-driven stops. Claude never asks (its guard ignores the flag).
+    """
+    if payload is None:
+        return False
+    if harness == "grok" and isinstance(payload.get("stopHookActive"), bool):
+        return bool(payload["stopHookActive"])
+    if isinstance(payload.get("stop_hook_active"), bool):
+        return bool(payload["stop_hook_active"])
+    count = payload.get("loop_count")
+    return type(count) is int and count > 0
+
+
+# --- texts -------------------------------------------------------------------------------------
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    seconds = max(0, int(seconds))
+    return f"{seconds}s ago" if seconds < 120 else f"{seconds // 60}m ago"
+
+
+def down_key(health: WatcherHealth) -> str:
+    """The once-per-episode key of a down watcher: ``stale-beacon`` or ``no-watcher``."""
+    return "stale-beacon" if health.state == "stale-beacon" else "no-watcher"
+
+
+def problem(health: WatcherHealth, last_beat: float | None) -> str:
+    if health.state == "stale-beacon":
+        return (f"watcher pid {health.pid} is alive but has not polled for "
+                f"{health.age_text()}s (grace {health.grace:g}s)")
+    if health.state == "unverified" and health.pid:
+        return (f"the watcher lock is held by pid {health.pid}, which cannot be verified as this "
+                f"home's polling watcher (last beat: {_age(last_beat)})")
+    return f"no live watcher process holds this home's lock (last beat: {_age(last_beat)})"
+
+
+def fix(health: WatcherHealth) -> str:
+    if health.state == "stale-beacon":
+        return ("run `fm arm --take-over` as a tracked background task to replace it, then "
+                "`fm status` to confirm")
+    return ("run `fm arm` as a tracked background task (recovery only: the harness re-arms on "
+            "its own when it works), then `fm status` to confirm")
+
+
+def _away_note(away: AwayFacts) -> str:
+    if not away.on:
+        return ""
+    if not away.owner_live:
+        return " Away mode is on, but no supervision host is parked on this home either."
+    return (f" Away mode is on and supervision host pid {away.owner_pid} is parked, but the "
+            f"beacon is older than its grace ({away.grace:g}s).")
+
+
+def turnend_banner(f: TurnEndFacts) -> str:
+    lines = [
+        f"{PREFIX} WATCHER DOWN - do not end this turn unsupervised.",
+        f"{f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
+        + _away_note(f.away),
+    ]
+    if f.harness == "claude":
+        lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
+    lines.append(f"Fix now: {fix(f.health)}. Queued wakes stay durable: drain them with "
+                 "`fm wake drain` as usual.")
+    return "\n".join(lines)
+
+
+def fail_open_notice(f: TurnEndFacts) -> str:
+    what = ("the automatic re-arm failed" if f.claim.failed
+            else "the automatic re-arm never restored a watcher")
+    return (
+        f"{PREFIX} WATCHER DOWN - this turn ends UNSUPERVISED (the one attended fail-open of this "
+        f"failure episode): {what} and {f.budget.blocks} re-block(s) did not help; "
+        f"{problem(f.health, f.last_beat)}. Tell the captain, then {fix(f.health)}."
+    )
+
+
+# --- the turn-end decision -----------------------------------------------------------------------
+
+
+def _allow(why: str, **changes: Any) -> TurnEndDecision:
+    return TurnEndDecision("allow", why, **changes)
+
+
+def _stop(f: TurnEndFacts, why: str, **changes: Any) -> TurnEndDecision:
+    style = harness_style(f.harness)
+    return TurnEndDecision("block" if style == "block" else "follow-up", why, turnend_banner(f),
+                           **changes)
+
+
+def decide_turnend(f: TurnEndFacts) -> TurnEndDecision:
+    """The turn-end decision table (module docstring, docs/guards.md). Pure."""
+    if not f.payload_present:
+        return _allow("no-payload")
+    if not f.scope.primary:
+        return _allow("out-of-scope")
+    if not f.need.needed:
+        return _allow("no-need")
+    if f.read_only:
+        return _allow("read-only")
+    if f.health.healthy:
+        clear = f.harness == "claude" and not (
+            f.budget.empty and not f.claim.notified and not f.claim.alarmed)
+        return _allow("healthy", clear_failure=clear)
+    if f.away.supervising:
+        return _allow("away-owner")
+    if f.claim.deciding:
+        return _allow("claim-deciding")
+    if f.harness == "claude":
+        return _decide_claude(f)
+    if f.loop_active:
+        return _allow("continuation-spent")
+    return _stop(f, "unhealthy")
+
+
+def _decide_claude(f: TurnEndFacts) -> TurnEndDecision:
+    """Claude cooperation mode (``stop_hook_active`` is ignored):
+
+    ======================================================  ==========================
+    fresh rewake                                             allow ``rewake-fresh``
+    fresh failed epoch, notice not yet consumed, not yet     block ``failure-handoff``
+    exempted                                                 (no charge; epoch exempted)
+    blocks < budget                                          block ``unhealthy`` (+1)
+    budget spent, alarm already raised this episode          allow ``stood-down``
+    budget spent, failure recorded, notice not consumed,     block ``awaiting-notice`` (+1)
+    blocks < 2 × budget
+    budget spent otherwise                                   allow ``fail-open`` (loud;
+                                                             raises the alarm)
+    ======================================================  ==========================
+    """
+    claim, budget = f.claim, f.budget
+    if claim.fresh_rewake:
+        return _allow("rewake-fresh")
+    if claim.failed and claim.fresh and not claim.notified and claim.epoch is not None \
+            and claim.epoch != budget.exempt_epoch:
+        return _stop(f, "failure-handoff", budget=attrs.evolve(budget, exempt_epoch=claim.epoch))
+    charged = attrs.evolve(budget, blocks=budget.blocks + 1)
+    if budget.blocks < f.limit:
+        return _stop(f, "unhealthy", budget=charged)
+    if claim.alarmed:
+        return _allow("stood-down")
+    if claim.failed and not claim.notified and budget.blocks < 2 * f.limit:
+        return _stop(f, "awaiting-notice", budget=charged)
+    return TurnEndDecision("allow", "fail-open", fail_open_notice(f), raise_alarm=True)
+
+
+# --- gathering -------------------------------------------------------------------------------------
+
+
+def gather_need(home: Home) -> Need:
+    """Registered crews, registered checks (rejected ones too: the watcher reports them) and
+    process sources (``state/sources/*.source``, registered by external event producers)."""
+    from firstmate import checks, crew
+    from firstmate.errors import FirstmateError
+
+    try:
+        crews = len(crew.list(home))
+    except (FirstmateError, OSError):
+        crews = 1  # unreadable: assume there is something to watch
+    try:
+        valid, rejected = checks.load(home)
+        nchecks = len(valid) + len(rejected)
+    except (FirstmateError, OSError):
+        nchecks = 1
+    try:
+        sources = sum(1 for name in os.listdir(home.state / SOURCES_DIR)
+                      if name.endswith(SOURCE_SUFFIX) and not name.startswith("."))
+    except FileNotFoundError:
+        sources = 0
+    except OSError:
+        sources = 1
+    return Need(crews, nchecks, sources)
+
+
+def _read_only(home: Home, env: Mapping[str, str]) -> tuple[bool, int | None]:
+    from firstmate import session_lock
+
+    ins = session_lock.inspect(home)
+    if ins.state not in ("held", "unknown") or ins.record is None:
+        return False, None
+    try:
+        owned = session_lock.owned_by_self(ins.record, env=env)
+    except Exception:  # an unreadable ancestry never makes a session read-only
+        owned = True
+    return (not owned), ins.pid
+
+
+def _last_beat(home: Home, now: float) -> float | None:
+    from firstmate.health import beacon_mtime
+
+    mtime = beacon_mtime(home)
+    return None if mtime is None else max(0.0, now - mtime)
+
+
+def _store_facts(home: Home, env: Mapping[str, str], health: WatcherHealth,
+                 now: float) -> tuple[ClaimFacts, Budget]:
+    if not home.db.exists():
+        return ClaimFacts(), Budget()
+    from firstmate.store import Store
+
+    db = Store(home)
+    try:
+        with db.reading() as conn:
+            return claim_facts(conn, env, health, now), read_budget(conn)
+    finally:
+        db.close()
+
+
+def claim_facts(conn: Any, env: Mapping[str, str], health: WatcherHealth,
+                now: float) -> ClaimFacts:
+    from firstmate import autoarm
+
+    entry = autoarm.read(conn)
+    notified = autoarm.notified_epoch(conn) is not None
+    alarmed = autoarm.alarmed_epoch(conn) is not None
+    if entry is None:
+        return ClaimFacts(notified=notified, alarmed=alarmed)
+    window = env_float(env, "FM_CLAUDE_AUTOARM_EPOCH_FRESH", autoarm.DEFAULT_FRESH)
+    deciding = (entry.outcome == "arming" and autoarm.owner_live(entry)
+                and not autoarm.stuck(entry, now=now, beacon_age=health.beacon_age,
+                                      grace=health.grace))
+    return ClaimFacts(entry.epoch, entry.outcome, deciding,
+                      autoarm.fresh(entry, now=now, window=window),
+                      entry.outcome in autoarm.FAILED_OUTCOMES, notified, alarmed)
+
+
+def read_budget(conn: Any) -> Budget:
+    from firstmate.store import kv_get
+
+    return Budget.from_json(kv_get(conn, BUDGET_KEY))
+
+
+def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Home,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None,
+                   now: float | None = None) -> TurnEndFacts:
+    """Read everything :func:`decide_turnend` looks at. Cheap gates first: once one decides,
+    the rest keeps its defaults (the decision does not look at them)."""
+    env = os.environ if env is None else env
+    now = time.time() if now is None else now
+    limit = env_int(env, "FM_CLAUDE_TURNEND_BLOCK_BUDGET", DEFAULT_BLOCK_BUDGET)
+    base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(harness, payload))
+    if not isinstance(payload, Mapping) or not payload:
+        return attrs.evolve(base, payload_present=False)
+    from firstmate.scope import primary_scope
+
+    scope = primary_scope(home, payload, env, cwd)
+    if not scope.primary:
+        return attrs.evolve(base, scope=scope)
+    need = gather_need(home)
+    if not need.needed:
+        return attrs.evolve(base, scope=scope, need=need)
+    read_only, lock_pid = _read_only(home, env)
+    facts = attrs.evolve(base, scope=scope, need=need, read_only=read_only, lock_pid=lock_pid)
+    if read_only:
+        return facts
+    return refresh(facts, home=home, env=env, now=now)
+
+
+def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
+            now: float | None = None) -> TurnEndFacts:
+    """*facts* with the fast-changing parts (watcher, away owner, ledger, budget) read again."""
+    from firstmate.away import away_facts
+    from firstmate.health import watcher_health
+
+    now = time.time() if now is None else now
+    health = watcher_health(home, env, now=now)
+    claim, budget = _store_facts(home, env, health, now)
+    return attrs.evolve(facts, health=health, last_beat=_last_beat(home, now),
+                        away=away_facts(home, env, now=now), claim=claim, budget=budget)
+
+
+def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts) -> TurnEndDecision:
+    """Decide once more inside one write transaction (the budget read there is the truth)
+    and store what the decision changes."""
+    from firstmate import autoarm
+    from firstmate.store import open_store
+
+    db = open_store(home)
+    try:
+        with db.transaction(timeout=10.0) as conn:
+            facts = attrs.evolve(facts, budget=read_budget(conn),
+                                 claim=claim_facts(conn, env, facts.health, time.time()))
+            decision = decide_turnend(facts)
+            if decision.clear_failure:
+                conn.execute("DELETE FROM kv WHERE key = ?", (BUDGET_KEY,))
+                autoarm.clear_failure(conn)
+            if decision.budget is not None:
+                from firstmate.store import kv_set
+
+                kv_set(conn, BUDGET_KEY, decision.budget.to_json())
+            if decision.raise_alarm:
+                autoarm.mark_alarmed(conn, facts.claim.epoch)
+    finally:
+        db.close()
+    return decision
+
+
+def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
+                     home: Home | None = None, env: Mapping[str, str] | None = None,
+                     cwd: str | None = None, wait: bool = True) -> TurnEndDecision:
+    """Gather, decide and persist: the one call a harness plugin makes at a turn end.
+
+    For Claude, an unhealthy verdict first waits up to ``FM_CLAUDE_AUTOARM_SYNC_WAIT_MS``
+    (800 ms; *wait* False skips it) for a healthy watcher, an open auto-arm claim or a fresh
+    rewake. Only Claude decisions write state (the re-block budget, the alarm, their reset).
+    """
+    env = os.environ if env is None else env
+    if home is None:
+        from firstmate.home import resolve_root
+
+        home = Home(resolve_root(env))
+    facts = gather_turnend(harness, payload, home=home, env=env, cwd=cwd)
+    decision = decide_turnend(facts)
+    if harness != "claude" or decision.why in ("no-payload", "out-of-scope", "no-need",
+                                               "read-only"):
+        return decision
+    if wait and decision.why not in _PROOFS:
+        budget_ms = env_int(env, "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS", DEFAULT_SYNC_WAIT_MS,
+                            minimum=0)
+        deadline = time.monotonic() + budget_ms / 1000.0
+        while time.monotonic() < deadline:
+            time.sleep(min(SYNC_POLL, max(0.0, deadline - time.monotonic())))
+            facts = refresh(facts, home=home, env=env)
+            decision = decide_turnend(facts)
+            if decision.why in _PROOFS:
+                break
+    if decision.budget is None and not decision.clear_failure and not decision.raise_alarm:
+        return decision
+    return _persist(home, env, facts)
+
+
+# --- the pull guard -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PullFacts:
+    actor: str = "main"
+    primary: bool = True
+    need: Need = Need()
+    health: WatcherHealth = NO_WATCHER
+    last_beat: float | None = None
+    away: AwayFacts = NOT_AWAY
+    #: Rows the calling actor can itself present or retire.
+    mine: int = 0
+    #: Rows a live branch grant holds (sequence numbers).
+    held: tuple[int, ...] = ()
+    held_pid: int | None = None
+    held_generation: str | None = None
+    #: The down-episode key already announced with the full banner (None: none announced).
+    announced: str | None = None
+
+
+@attrs.frozen
+class PullDecision:
+    lines: tuple[str, ...] = ()
+    #: The down-episode key to remember (None clears it).
+    episode: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
+
+
+def _continue_line(env: Mapping[str, str] | None) -> str:
+    value = (os.environ if env is None else env).get("FM_GUARD_CONTINUE_LINE", "").strip()
+    return value or CONTINUE_LINE
+
+
+def decide_pull(f: PullFacts, env: Mapping[str, str] | None = None) -> PullDecision:
+    """The pull-guard table (docs/guards.md). Pure."""
+    lines: list[str] = []
+    down = f.primary and f.need.needed and not f.health.healthy and not f.away.supervising
+    episode = down_key(f.health) if down else None
+    if down:
+        if f.announced != episode:
+            lines += [
+                "●  WATCHER DOWN - SUPERVISION IS OFF",
+                f"●  {f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
+                + _away_note(f.away),
+                f"●  {_continue_line(env)}",
+                f"●  Fix: {fix(f.health)}.",
+            ]
+        else:
+            lines.append(
+                f"WARNING: watcher still down (same {episode} episode; last beat: "
+                f"{_age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health)}."
+            )
+    if f.actor == "main":
+        if f.mine:
+            lines.append(f"WARNING: {f.mine} queued wake row(s) pending - run fm wake drain and "
+                         "handle them before anything else.")
+            if down:
+                lines.append("WARNING: the watcher is down with queued wakes pending - nothing "
+                             "will wake this session unattended: drain first, then restore the "
+                             "watcher as above.")
+        if f.held:
+            shown = ",".join(str(s) for s in f.held[:HELD_SHOWN])
+            shown += ",..." if len(f.held) > HELD_SHOWN else ""
+            head = "" if f.mine else "nothing queued is yours to drain: "
+            lines.append(
+                f"NOTE: {head}{len(f.held)} queued wake row(s) ({shown}) are held by the live "
+                f"supervision branch (pid {f.held_pid}, grant {f.held_generation}) - do not drain"
+                " them from here; the branch presents and acknowledges them."
+            )
+    return PullDecision(tuple(lines), episode)
+
+
+def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str | None = None,
+                cwd: str | None = None, now: float | None = None) -> PullFacts:
+    from firstmate.away import away_facts
+    from firstmate.health import watcher_health
+    from firstmate.queue import resolve_actor
+    from firstmate.scope import primary_scope
+
+    env = os.environ if env is None else env
+    now = time.time() if now is None else now
+    who = resolve_actor(actor, env)
+    if not home.state.is_dir():
+        return PullFacts(actor=who, primary=False)
+    scope = primary_scope(home, None, env, cwd)
+    facts = PullFacts(actor=who, primary=scope.primary,
+                      need=gather_need(home) if scope.primary else Need(),
+                      health=watcher_health(home, env, now=now), last_beat=_last_beat(home, now),
+                      away=away_facts(home, env, now=now))
+    if not home.db.exists():
+        return facts
+    from firstmate import grants, queue
+    from firstmate.store import Store, kv_get
+
+    db = Store(home)
+    try:
+        with db.reading() as conn:
+            mine = queue.pending_count(conn, who)
+            grant = grants.live_grant(conn)
+            held = tuple(grants.reserved(conn)) if grant is not None else ()
+            announced = kv_get(conn, EPISODE_KEY)
+    finally:
+        db.close()
+    return attrs.evolve(facts, mine=mine, held=held,
+                        held_pid=grant.owner_pid if grant else None,
+                        held_generation=grant.generation if grant else None, announced=announced)
+
+
+def pull_guard(home: Home | None = None, env: Mapping[str, str] | None = None, *,
+               actor: str | None = None, cwd: str | None = None) -> PullDecision:
+    """Gather, decide, and remember which down episode got its full banner."""
+    env = os.environ if env is None else env
+    if home is None:
+        from firstmate.home import resolve_root
+
+        home = Home(resolve_root(env))
+    facts = gather_pull(home, env, actor=actor, cwd=cwd)
+    decision = decide_pull(facts, env)
+    if decision.episode == facts.announced or not home.state.is_dir():
+        return decision
+    from firstmate.store import kv_get, kv_set, open_store
+
+    db = open_store(home)
+    try:
+        with db.transaction(timeout=5.0) as conn:
+            # Compare and set: of two guards racing into a new episode, one prints the banner.
+            facts = attrs.evolve(facts, announced=kv_get(conn, EPISODE_KEY))
+            decision = decide_pull(facts, env)
+            if decision.episode != facts.announced:
+                if decision.episode is None:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (EPISODE_KEY,))
+                else:
+                    kv_set(conn, EPISODE_KEY, decision.episode)
+    finally:
+        db.close()
+    return decision
+
+
+__all__ = [
+    "BUDGET_KEY",
+    "EPISODE_KEY",
+    "HARNESS_STYLE",
+    "Budget",
+    "ClaimFacts",
+    "Need",
+    "PullDecision",
+    "PullFacts",
+    "TurnEndDecision",
+    "TurnEndFacts",
+    "claim_facts",
+    "decide_pull",
+    "decide_turnend",
+    "down_key",
+    "gather_need",
+    "gather_pull",
+    "gather_turnend",
+    "harness_style",
+    "loop_active",
+    "pull_guard",
+    "read_budget",
+    "refresh",
+    "turnend_decision",
+]

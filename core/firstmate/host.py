@@ -1,0 +1,843 @@
+"""The supervision host: parks in place of the plain arm and handles away-mode wakes headlessly.
+
+Opt-in per home: ``config/supervision-host`` exists (``fm host enable`` writes it). A re-arm
+owner of a non-Pi primary runs ``fm host park [--restart]`` where it would run ``fm arm``; the
+host's stdout keeps the arm's shape (the first arm's status line, then what main must see).
+
+Attended (no away record), the host is a pass-through arm: the close's reason line is printed and
+the host exits 0, exactly like ``fm arm``.
+
+Away, on each actionable close the host
+
+1. starts the successor cycle (``fm arm`` with ``FM_WATCH_PREDECESSOR_ARM_PID`` naming the
+   closed arm), waits for its readiness line and confirms the handoff
+   (:func:`firstmate.continuity.confirm_with_arm`, retried once), so the fleet stays watched;
+2. computes the branch-claimable rows (unclaimed usable rows; check rows too, since away);
+3. activates and publishes a grant bound to the host process;
+4. runs one bounded headless engine turn (``FM_SUPERVISION_ACTOR=branch``) that drains as the
+   branch, handles, reports outcomes (``fm host report``) and acknowledges;
+5. counts the wake handled only if the turn exited 0, reported at least one outcome for this
+   grant, and left none of its granted rows queued. The grant is dropped either way.
+
+A handled wake never reaches main: the host settles the successor handoff under the queue lock
+(a row left for main makes the episode pending downtime, so it is recovered; a handling episode
+of this handoff with nothing left is retired) and parks on the successor. Any failure hands the
+wake back to main: the close's reason line(s), then one ``supervision-host: <why>`` line, exit 0.
+By default the successor is stopped first (main's next turn end starts from the state it would
+have without the host); with ``handback = acknowledged`` it keeps running and the hand-back is
+re-delivered at each following park until main acknowledges those rows (bounded).
+
+Before the hook timeout (``FM_SUPERVISION_HOST_BOUNDARY`` seconds after the park began) the host
+stops at a cycle boundary: it stops the home's watcher and prints
+``supervision-host: cycle boundary``. It starts no engine turn that could outlast the boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any, TextIO
+
+import attrs
+
+from firstmate.envnum import env_float, env_int
+from firstmate.errors import FirstmateError, UsageError
+from firstmate.home import Home, atomic_write
+from firstmate.ledgers import BoundedLog
+
+CONFIG_NAME = "supervision-host"
+ENGINE_ENV = "FM_SUPERVISION_HOST_ENGINE"
+TURN_TIMEOUT_ENV = "FM_SUPERVISION_HOST_TURN_TIMEOUT"
+BOUNDARY_ENV = "FM_SUPERVISION_HOST_BOUNDARY"
+READY_ENV = "FM_SUPERVISION_HOST_READY_TIMEOUT"
+RETRIES_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRIES"
+GENERATION_ENV = "FM_SUPERVISION_HOST_GENERATION"
+HOST_PID_ENV = "FM_SUPERVISION_HOST_PID"
+PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
+
+#: Claude print mode with a permission mode that never prompts, Bash and Read only.
+DEFAULT_ENGINE = ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools", "Bash,Read",
+                  "--model", "sonnet")
+DEFAULT_TURN_TIMEOUT = 900.0
+#: Claude's registered Stop-hook timeout is 28800 s; the host stops a margin before it.
+DEFAULT_BOUNDARY = 28800.0 - 900.0
+DEFAULT_READY_TIMEOUT = 30.0
+DEFAULT_RETRIES = 3
+#: Seconds between TERM and KILL of an engine turn that overran.
+ENGINE_GRACE = 5.0
+#: How long the host waits for a predecessor host to stand down.
+SUPERSEDE_WAIT = 15.0
+HANDBACK_KEY = "host.handback"
+LOG_DEFAULTS = (262144, 2000)
+EVENTS_DEFAULTS = (1048576, 5000)
+OUTPUT_TAIL = 2000
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class HostConfig:
+    enabled: bool = False
+    engine: tuple[str, ...] = DEFAULT_ENGINE
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT
+    boundary: float = DEFAULT_BOUNDARY
+    ready_timeout: float = DEFAULT_READY_TIMEOUT
+    #: ``default`` (stop the successor, hand back once) or ``acknowledged``.
+    handback: str = "default"
+    retries: int = DEFAULT_RETRIES
+
+
+def config_path(home: Home) -> Any:
+    return home.config / CONFIG_NAME
+
+
+def _parse_config(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip().lower()] = value.strip()
+    return values
+
+
+def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
+    """``config/supervision-host`` (``key = value`` lines), overridden by ``FM_SUPERVISION_HOST_*``.
+
+    Keys: ``enabled`` (default yes when the file exists), ``engine`` (a command line; the prompt
+    is appended as its last argument), ``turn_timeout`` (seconds), ``handback``
+    (``default``/``acknowledged``). A missing file means the host is off.
+    """
+    env = os.environ if env is None else env
+    path = config_path(home)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            values = _parse_config(fh.read(65536))
+    except FileNotFoundError:
+        return HostConfig(enabled=False)
+    except OSError as exc:
+        raise FirstmateError(f"cannot read {path}: {exc.strerror}; fix its permissions") from exc
+    enabled = values.get("enabled", "yes").lower() not in ("no", "false", "0", "off")
+    engine_text = env.get(ENGINE_ENV, "").strip() or values.get("engine", "")
+    try:
+        engine = tuple(shlex.split(engine_text)) if engine_text else DEFAULT_ENGINE
+    except ValueError as exc:
+        raise UsageError(f"supervision host engine {engine_text[:80]!r} is not a valid command "
+                         f"line ({exc}); fix engine = … in {path}") from exc
+    turn = env_float(values, "turn_timeout", DEFAULT_TURN_TIMEOUT)
+    handback = values.get("handback", "default").lower()
+    return HostConfig(
+        enabled=enabled, engine=engine or DEFAULT_ENGINE,
+        turn_timeout=env_float(env, TURN_TIMEOUT_ENV, turn),
+        boundary=env_float(env, BOUNDARY_ENV, DEFAULT_BOUNDARY),
+        ready_timeout=env_float(env, READY_ENV, DEFAULT_READY_TIMEOUT),
+        handback="acknowledged" if handback == "acknowledged" else "default",
+        retries=env_int(env, RETRIES_ENV, DEFAULT_RETRIES),
+    )
+
+
+def enable(home: Home, engine: str | None = None, handback: str | None = None) -> None:
+    home.ensure()
+    lines = ["# Firstmate supervision host (fm host enable). Keys: enabled, engine, "
+             "turn_timeout, handback.", "enabled = yes"]
+    if engine:
+        lines.append(f"engine = {engine}")
+    if handback:
+        lines.append(f"handback = {handback}")
+    atomic_write(config_path(home), ("\n".join(lines) + "\n").encode())
+
+
+def disable(home: Home) -> bool:
+    try:
+        os.unlink(config_path(home))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# --- events and outcomes ------------------------------------------------------------------------
+
+
+def events_log(home: Home, env: Mapping[str, str] | None = None) -> BoundedLog:
+    """``state/logs/branch-outcomes.jsonl``: outcomes the engine reported and the host's
+    verdicts (``turn`` and ``handback`` records), one JSON object per line."""
+    return BoundedLog(home.logs / "branch-outcomes.jsonl", "FM_BRANCH_OUTCOMES_MAX_BYTES",
+                      "FM_BRANCH_OUTCOMES_KEEP_LINES", EVENTS_DEFAULTS,
+                      env=os.environ if env is None else env)
+
+
+def host_log(home: Home, env: Mapping[str, str] | None = None) -> BoundedLog:
+    """``state/logs/supervision-host.log``: where every close went, one stamped line each."""
+    return BoundedLog(home.logs / "supervision-host.log", "FM_SUPERVISION_HOST_LOG_MAX_BYTES",
+                      "FM_SUPERVISION_HOST_LOG_KEEP_LINES", LOG_DEFAULTS,
+                      env=os.environ if env is None else env, stamp=True)
+
+
+def record_event(home: Home, kind: str, env: Mapping[str, str] | None = None,
+                 **fields: object) -> None:
+    record = {"type": kind, "at": time.time(), **fields}
+    events_log(home, env).append(json.dumps(record, sort_keys=True, ensure_ascii=True))
+
+
+def events(home: Home, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every kept record, oldest first (unreadable lines are skipped)."""
+    found: list[dict[str, Any]] = []
+    try:
+        lines = events_log(home, env).lines()
+    except (OSError, FirstmateError):
+        return found
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+    return found
+
+
+def report(home: Home, text: str, generation: str, *, captain: bool = False,
+           env: Mapping[str, str] | None = None) -> None:
+    """Record one branch outcome for the grant *generation* (``fm host report``)."""
+    from firstmate.episodes import valid_generation
+    from firstmate.queue import clean
+
+    if not valid_generation(generation):
+        raise UsageError("host report: no grant generation; run it from the engine turn (it sets "
+                         f"{GENERATION_ENV}) or pass --generation G")
+    body = clean(text, 2000).strip()
+    if not body:
+        raise UsageError("host report: empty outcome; say what happened and what was done")
+    home.check_ground()
+    record_event(home, "outcome", env, generation=generation, text=body, captain=captain)
+
+
+def outcome_count(home: Home, generation: str, env: Mapping[str, str] | None = None) -> int:
+    return sum(1 for e in events(home, env)
+               if e.get("type") == "outcome" and e.get("generation") == generation)
+
+
+# --- the engine turn ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class EngineRun:
+    returncode: int | None
+    timed_out: bool = False
+    #: Set when the command could not be started at all.
+    error: str | None = None
+    output: str = ""
+
+
+def judge_turn(run: EngineRun, outcomes: int, left: Sequence[int],
+               timeout: float) -> tuple[bool, str]:
+    """Was the wake handled? ``(True, "handled")`` or ``(False, <why>)``. Pure."""
+    if run.error is not None:
+        return False, f"engine could not start: {run.error}"
+    if run.timed_out:
+        return False, f"engine turn timed out after {timeout:g}s"
+    if run.returncode != 0:
+        return False, f"engine turn failed (exit {run.returncode})"
+    if outcomes == 0:
+        return False, "engine turn reported no outcome (fm host report)"
+    if left:
+        shown = ",".join(str(s) for s in list(left)[:20])
+        return False, f"engine turn left granted row(s) {shown} queued"
+    return True, "handled"
+
+
+def engine_prompt(reasons: Sequence[str], seqs: Sequence[int], generation: str,
+                  contract: Sequence[str]) -> str:
+    from firstmate.waketext import one_line
+
+    lines = [
+        "FIRSTMATE_OP: supervision branch turn (the captain is away). Wake:",
+        *(f"  {one_line(r)}" for r in reasons),
+        f"Granted rows: {','.join(str(s) for s in seqs)} (grant {generation}). You are the "
+        "supervision branch: FM_SUPERVISION_ACTOR=branch is set for every fm command you run.",
+        "1. Run `fm wake drain` to see your rows.",
+        "2. Handle each wake within the away contract below.",
+        "3. Record one outcome per wake: `fm host report \"<what happened, what you did>\"` "
+        "(add --captain when the captain must see it on return).",
+        "4. Run the exact WAKE_ACK_REQUIRED acknowledgement command the drain printed.",
+        "Away contract:",
+        *(f"- {rule}" for rule in contract),
+    ]
+    return "\n".join(lines)
+
+
+def run_engine(argv: Sequence[str], prompt: str, env: Mapping[str, str], timeout: float,
+               cwd: str | None = None) -> EngineRun:
+    """One bounded turn of *argv* + [*prompt*], in a process group of its own.
+
+    Overrunning *timeout*: TERM to the group, KILL after :data:`ENGINE_GRACE`. Whatever is
+    left of the group when the turn ends is TERMed too (tool processes must not outlive it).
+    Output goes to a temporary file, so a leftover process holding it cannot stall the wait.
+    """
+    with tempfile.TemporaryFile() as sink:
+        try:
+            proc = subprocess.Popen([*argv, prompt], stdin=subprocess.DEVNULL, stdout=sink,
+                                    stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
+                                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            return EngineRun(None, error=f"{argv[0] if argv else '?'}: {exc.strerror or exc}")
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=ENGINE_GRACE)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        finally:
+            if proc.returncode is None:  # interrupted: never leave the engine behind
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _signal_group(proc.pid, signal.SIGTERM)
+        sink.seek(0)
+        data = sink.read()
+    text = data.decode("utf-8", "replace")[-OUTPUT_TAIL:]
+    return EngineRun(proc.returncode, timed_out, None, text)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        os.killpg(pgid, sig)
+
+
+# --- rows ----------------------------------------------------------------------------------------
+
+
+def claimable_rows(conn: Any, *, away: bool) -> list[int]:
+    """Rows the branch may claim now: usable, unclaimed; check rows only while away."""
+    from firstmate.queue import VALID_SQL
+
+    kinds = "" if away else " AND kind <> 'check'"
+    return [int(r[0]) for r in conn.execute(
+        f"SELECT seq FROM wakes WHERE {VALID_SQL} AND (claim IS NULL OR claim NOT IN "
+        f"('main', 'branch')){kinds} ORDER BY seq")]
+
+
+def still_queued(conn: Any, seqs: Sequence[int]) -> list[int]:
+    if not seqs:
+        return []
+    marks = ",".join("?" * len(seqs))
+    return [int(r[0]) for r in conn.execute(
+        f"SELECT seq FROM wakes WHERE seq IN ({marks}) ORDER BY seq", tuple(seqs))]
+
+
+# --- the host ------------------------------------------------------------------------------------
+
+
+class Interrupted(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+@attrs.frozen(eq=False)
+class AwayResult:
+    handled: bool
+    why: str
+    successor: Any = None
+    rows: tuple[int, ...] = ()
+
+
+@attrs.define(eq=False)
+class Host:
+    """One park of the supervision host (``fm host park``)."""
+
+    home: Home
+    env: dict[str, str]
+    out: TextIO
+    config: HostConfig
+    log: BoundedLog
+    started: float = attrs.Factory(time.monotonic)
+    arms: list[Any] = attrs.Factory(list)
+    #: Arm children deliberately left running (acknowledged hand-back).
+    kept: list[Any] = attrs.Factory(list)
+    grant: tuple[int, str] | None = None
+
+    # --- output and bookkeeping ------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def note(self, line: str) -> None:
+        with contextlib.suppress(OSError, FirstmateError):
+            self.log.append(f"pid={os.getpid()} {line}")
+
+    def boundary_left(self) -> float:
+        return self.config.boundary - (time.monotonic() - self.started)
+
+    def store(self) -> Any:
+        from firstmate.store import Store
+
+        return Store(self.home)
+
+    # --- arms -------------------------------------------------------------------------------
+
+    def launch_arm(self, predecessor: int | None, *, restart: bool = False) -> Any:
+        from firstmate.arm import child_env
+        from firstmate.armchild import ArmChild
+        from firstmate.handoff import ArmRef
+
+        env = child_env(self.env)
+        env.pop(PREDECESSOR_ENV, None)
+        if predecessor is not None:
+            env[PREDECESSOR_ENV] = str(predecessor)
+        argv = [sys.executable, "-m", "firstmate", "arm", *(["--restart"] if restart else [])]
+        child = ArmChild.launch(argv, env, lambda pid: ArmRef(pid, predecessor, "host"))
+        self.arms.append(child)
+        self.note(f"launched arm={child.pid} predecessor={predecessor}")
+        return child
+
+    def readiness(self, child: Any) -> Any:
+        """The arm's first started/attached/failed line (a Readiness), None at the timeout."""
+        from firstmate.armchild import EXITED, TIMEOUT
+        from firstmate.handoff import Readiness
+
+        deadline = time.monotonic() + self.config.ready_timeout
+        index = 0
+        while True:
+            found, line = child.next_line(index, deadline)
+            if found == TIMEOUT:
+                return None
+            if found == EXITED:
+                return Readiness(False, "failed", line="")
+            index += 1
+            reading = Readiness.parse(line)
+            if reading.kind != "other":
+                self.note(f"arm={child.pid}: {line}")
+                return reading
+
+    def retire(self, child: Any) -> None:
+        """TERM an arm of ours and wait (bounded): an arm that started its watcher stops it."""
+        if child.alive:
+            child.terminate()
+            if not child.wait_exit(20.0):
+                child.kill()
+                child.wait_exit(10.0)
+
+    def wait_close(self, child: Any) -> str:
+        """``reason`` (a reason line arrived), ``failed`` (settled without one) or ``boundary``."""
+        while True:
+            left = self.boundary_left()
+            if left <= 0:
+                return "boundary"
+            if child.wait_reason(min(left, 1.0)):
+                return "reason"
+            if child.settled:
+                return "reason" if child.reasons() else "failed"
+
+    def stop_watcher(self) -> None:
+        from firstmate.arm import child_env
+
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([sys.executable, "-m", "firstmate", "arm", "--stop"],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                           env=child_env(self.env), check=False)
+
+    # --- the park ---------------------------------------------------------------------------
+
+    def park(self, restart: bool) -> int:
+        from firstmate import away
+
+        current = self.launch_arm(None, restart=restart)
+        ready = self.readiness(current)
+        if ready is None or not ready.ready:
+            line = (ready.line if ready is not None and ready.line else
+                    f"watcher: FAILED - supervision host: arm pid={current.pid} printed no status"
+                    f" line within {self.config.ready_timeout:g}s")
+            self.say(line)
+            self.note(f"first arm not ready: {line}")
+            self.retire(current)
+            return 1
+        self.say(ready.line)
+        while True:
+            how = self.wait_close(current)
+            reasons = [line for line, _ in current.reasons()]
+            if how == "boundary" and not reasons:
+                return self.cycle_boundary(current)
+            if how == "failed":
+                failed = [x for x in current.lines() if x.startswith("watcher: FAILED")]
+                for line in failed or [f"watcher: FAILED - supervision host: arm pid="
+                                       f"{current.pid} ended without a reason line"]:
+                    self.say(line)
+                self.note(f"arm={current.pid} closed without a wake")
+                current.wait_exit(10.0)
+                code = current.returncode
+                return code if isinstance(code, int) and 0 < code < 128 else 1
+            if not away.is_away(self.home):
+                self.note(f"attended close arm={current.pid}: {' | '.join(reasons)}")
+                for line in reasons:
+                    self.say(line)
+                current.wait_exit(10.0)
+                return 0
+            refused = self.lock_refused()
+            if refused is not None:
+                self.note(f"standing down at a close: {refused}")
+                return 0
+            result = self.away_close(current, reasons)
+            if result.handled:
+                current = result.successor
+                continue
+            return self.hand_back(reasons, result)
+
+    def lock_refused(self) -> str | None:
+        from firstmate.session_lock import recheck_owned
+
+        try:
+            return recheck_owned(self.home, self.env)
+        except FirstmateError as exc:
+            return exc.message
+
+    def cycle_boundary(self, current: Any) -> int:
+        self.retire(current)
+        self.stop_watcher()
+        self.note("cycle boundary: stopped the watcher")
+        self.say("supervision-host: cycle boundary")
+        return 0
+
+    # --- one away close ---------------------------------------------------------------------
+
+    def away_close(self, closed: Any, reasons: Sequence[str]) -> AwayResult:
+        self.note(f"away close arm={closed.pid}: {' | '.join(reasons)}")
+        closed.wait_exit(10.0)
+        successor = self.launch_arm(closed.pid)
+        ready = self.readiness(successor)
+        superseded = bool(successor.reasons())
+        if not superseded and (ready is None or not ready.ready or not successor.alive):
+            why = (f"successor cycle not verified: {ready.line}" if ready is not None and ready.line
+                   else f"successor cycle not verified: arm pid={successor.pid} printed no status "
+                        f"line within {self.config.ready_timeout:g}s")
+            self.retire(successor)
+            return AwayResult(False, why, None)
+        handoff_gen = None
+        if not superseded and ready.kind == "started" and ready.generation:
+            result = self.confirm(closed, reasons, successor, ready)
+            if not result.ok and not successor.reasons():
+                return AwayResult(False, f"handoff not confirmed: {result.message}", successor)
+            handoff_gen = ready.generation
+        if self.boundary_left() < self.config.turn_timeout + ENGINE_GRACE + 5.0:
+            return AwayResult(False, "the cycle boundary is too close for an engine turn",
+                              successor)
+        from firstmate import queue
+        from firstmate.errors import LockTimeout
+
+        db = self.store()
+        try:
+            with queue.locked(db, timeout=10.0) as conn:
+                seqs = claimable_rows(conn, away=True)
+                mine = queue.pending_count(conn, "main")
+        except LockTimeout:
+            return AwayResult(False, "the queue lock stayed busy; the rows stay queued",
+                              successor)
+        finally:
+            db.close()
+        if not seqs:
+            if mine:
+                return AwayResult(False, f"{mine} queued row(s) already belong to main",
+                                  successor)
+            self.note("nothing left to handle: the rows of this close are gone")
+            self.settle(handoff_gen)
+            return AwayResult(True, "nothing left", successor)
+        return self.engine_turn(reasons, seqs, successor, handoff_gen)
+
+    def confirm(self, closed: Any, reasons: Sequence[str], successor: Any, ready: Any) -> Any:
+        from firstmate.continuity import confirm_with_arm
+        from firstmate.handoff import Close, Handoff, Session
+
+        handoff = Handoff(
+            close=Close(tuple(reasons), closed.pid, None), successor_arm_pid=successor.pid,
+            watcher_pid=ready.watcher_pid, generation=ready.generation, harness="host",
+            session=Session(self.home, "host", self.env),
+        )
+        result = confirm_with_arm(handoff)
+        if not result.ok:
+            result = confirm_with_arm(handoff)
+        self.note(f"handoff generation={ready.generation} watcher={ready.watcher_pid} "
+                  f"ok={result.ok} {result.message}")
+        return result
+
+    def engine_turn(self, reasons: Sequence[str], seqs: Sequence[int], successor: Any,
+                    handoff_gen: str | None) -> AwayResult:
+        from firstmate import away, grants
+        from firstmate.arm import child_env
+        from firstmate.queue import ACTOR_ENV
+
+        generation = f"host.{os.getpid()}.{int(time.time())}.{os.urandom(3).hex()}"
+        db = self.store()
+        try:
+            grants.activate(db, os.getpid(), generation)
+            self.grant = (os.getpid(), generation)
+            grants.publish(db, generation, list(seqs))
+        except FirstmateError as exc:
+            self.drop_grant()
+            db.close()
+            return AwayResult(False, f"grant refused: {exc.message}", successor)
+        record = away.read_record(self.home)
+        contract = record.contract if record is not None else away.DEFAULT_CONTRACT
+        env = child_env(self.env)
+        env.pop(PREDECESSOR_ENV, None)
+        env.update({ACTOR_ENV: "branch", GENERATION_ENV: generation, HOST_PID_ENV: str(os.getpid()),
+                    "FM_HOME": str(self.home.root)})
+        prompt = engine_prompt(reasons, seqs, generation, contract)
+        self.note(f"engine turn grant={generation} rows={','.join(map(str, seqs))}")
+        run = run_engine(self.config.engine, prompt, env, self.config.turn_timeout)
+        try:
+            with db.reading() as conn:
+                left = still_queued(conn, seqs)
+        except FirstmateError:
+            left = list(seqs)
+        finally:
+            db.close()
+        outcomes = outcome_count(self.home, generation, self.env)
+        self.drop_grant()
+        handled, why = judge_turn(run, outcomes, left, self.config.turn_timeout)
+        self.note(f"engine turn grant={generation} exit={run.returncode} timed_out={run.timed_out}"
+                  f" outcomes={outcomes} left={left} -> {why}; output: {run.output[-400:]}")
+        record_event(self.home, "turn", self.env, generation=generation, rows=list(seqs),
+                     reasons=" | ".join(reasons), handled=handled, why=why, outcomes=outcomes,
+                     exit=run.returncode)
+        if handled:
+            self.settle(handoff_gen)
+        return AwayResult(handled, why, successor, tuple(seqs))
+
+    def drop_grant(self) -> None:
+        if self.grant is None:
+            return
+        from firstmate import grants
+
+        pid, generation = self.grant
+        self.grant = None
+        db = self.store()
+        try:
+            with contextlib.suppress(FirstmateError):
+                grants.deactivate(db, pid, generation)
+        finally:
+            db.close()
+
+    def settle(self, handoff_gen: str | None) -> None:
+        """Under the queue lock: a row left for main makes the episode recoverable; a handling
+        episode of this handoff with nothing left is retired."""
+        from firstmate import doorbell, episodes, queue
+
+        db = self.store()
+        changed = False
+        try:
+            with queue.locked(db, timeout=30.0) as conn:
+                mine = queue.pending_count(conn, "main")
+                state = episodes.read(conn)
+                if mine:
+                    before = state.token() if isinstance(state, episodes.Episode) else None
+                    changed = episodes.publish_downtime(conn).token() != before
+                elif (queue.depth(conn) == 0 and handoff_gen is not None
+                      and isinstance(state, episodes.Episode) and state.open
+                      and state.kind == "handling" and state.generation == handoff_gen):
+                    episodes.acknowledge(conn, handoff_gen)
+        except FirstmateError as exc:
+            self.note(f"settle failed: {exc.message}")
+        finally:
+            db.close()
+        self.note(f"settled handoff generation={handoff_gen} (downtime published: {changed})")
+        if changed:
+            doorbell.ring(self.home)
+
+    # --- hand-back --------------------------------------------------------------------------
+
+    def hand_back(self, reasons: Sequence[str], result: AwayResult) -> int:
+        successor = result.successor
+        if successor is not None:
+            if self.config.handback == "acknowledged" and successor.alive:
+                self.kept.append(successor)
+                self.remember_handback(reasons, result.why)
+            else:
+                self.retire(successor)
+        self.note(f"hand-back to main: {result.why}")
+        record_event(self.home, "handback", self.env, reasons=" | ".join(reasons),
+                     why=result.why)
+        for line in reasons:
+            self.say(line)
+        self.say(f"supervision-host: {result.why}")
+        return 0
+
+    def remember_handback(self, reasons: Sequence[str], why: str) -> None:
+        from firstmate.queue import VALID_SQL
+        from firstmate.store import kv_set
+
+        db = self.store()
+        try:
+            with db.transaction(timeout=10.0) as conn:
+                seqs = [int(r[0]) for r in conn.execute(
+                    f"SELECT seq FROM wakes WHERE {VALID_SQL} AND coalesce(claim, '') <> 'branch'"
+                    " ORDER BY seq LIMIT 50")]
+                kv_set(conn, HANDBACK_KEY, json.dumps(
+                    {"seqs": seqs, "reasons": list(reasons), "why": why, "attempts": 1}))
+        finally:
+            db.close()
+
+    def redeliver(self) -> list[str] | None:
+        """An acknowledged hand-back main has not acknowledged yet: the lines to deliver again
+        (the park then starts no cycle), or None."""
+        from firstmate.store import kv_get, kv_set
+
+        if not self.home.db.exists():
+            return None
+        db = self.store()
+        try:
+            with db.transaction(timeout=10.0) as conn:
+                try:
+                    rec = json.loads(kv_get(conn, HANDBACK_KEY) or "null")
+                except ValueError:
+                    rec = None
+                if not isinstance(rec, dict):
+                    return None
+                seqs = [s for s in rec.get("seqs", []) if type(s) is int]
+                left = still_queued(conn, seqs)
+                raw = rec.get("attempts")
+                attempts: int = raw if type(raw) is int else 1
+                if not left or attempts >= self.config.retries:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (HANDBACK_KEY,))
+                    if left:
+                        self.note(f"gave up re-delivering the hand-back of rows {left}")
+                    return None
+                rec["attempts"] = attempts + 1
+                kv_set(conn, HANDBACK_KEY, json.dumps(rec))
+        finally:
+            db.close()
+        reasons = [str(r) for r in rec.get("reasons", []) if isinstance(r, str)]
+        self.note(f"re-delivering the hand-back of rows {left} (attempt {attempts + 1})")
+        return [*reasons, f"supervision-host: handed-back wake still unacknowledged (rows "
+                          f"{','.join(map(str, left))}, delivery {attempts + 1} of "
+                          f"{self.config.retries}): run fm wake drain, handle it, then run its "
+                          "acknowledgement command"]
+
+    # --- teardown ---------------------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        self.drop_grant()
+        for child in self.arms:
+            if child not in self.kept and child.alive:
+                self.retire(child)
+
+
+def _supersede(home: Home, lock: Any) -> str | None:
+    """Take the host lock, stopping a verified predecessor host first. None, or why not."""
+    from firstmate.errors import LockTimeout
+    from firstmate.identity import ProcessIdentity, signal_verified
+
+    try:
+        lock.acquire(0)
+        return None
+    except LockTimeout:
+        pass
+    record = lock.holder()
+    if record is not None and record.verified:
+        ident = ProcessIdentity.parse(record.identity)
+        if ident is not None:
+            signal_verified(ident, signal.SIGTERM)
+    try:
+        lock.acquire(SUPERSEDE_WAIT)
+    except LockTimeout as exc:
+        return (f"supervision host pid {exc.holder_pid or '?'} did not stand down within "
+                f"{SUPERSEDE_WAIT:g}s")
+    return None
+
+
+def park(restart: bool = False, env: Mapping[str, str] | None = None,
+         out: TextIO | None = None) -> int:
+    """``fm host park [--restart]``: the exit status (module docstring, docs/cli.md)."""
+    from firstmate import away
+    from firstmate.home import resolve_root
+
+    env = dict(os.environ if env is None else env)
+    out = sys.stdout if out is None else out
+    home = Home(resolve_root(env)).ensure()
+    config = load_config(home, env)
+    log = host_log(home, env)
+    if not config.enabled:
+        # Not opted in: behave exactly as the plain arm would.
+        from firstmate.arm import run as arm_run
+
+        return arm_run(["--restart"] if restart else [], env, out)
+    host = Host(home, env, out, config, log)
+    refused = host.lock_refused()
+    if refused is not None:
+        host.note(f"standing down: {refused}")
+        sys.stderr.write(f"supervision-host: standing down - {refused}\n")
+        return 0
+    lock = away.host_lock(home)
+    previous = {s: signal.signal(s, _interrupt)
+                for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)}
+    try:
+        why = _supersede(home, lock)
+        if why is not None:
+            host.say(f"watcher: FAILED - {why}")
+            host.note(why)
+            return 1
+        lines = host.redeliver()
+        if lines is not None:
+            for line in lines:
+                host.say(line)
+            return 0
+        try:
+            return host.park(restart)
+        finally:
+            host.cleanup()
+    except Interrupted as stop:
+        name = signal.Signals(stop.signum).name
+        host.note(f"interrupted by {name}")
+        host.say(f"supervision-host: interrupted by {name}")
+        with contextlib.suppress(BaseException):
+            host.cleanup()
+        return 128 + stop.signum
+    finally:
+        lock.release()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+__all__ = [
+    "CONFIG_NAME",
+    "DEFAULT_ENGINE",
+    "AwayResult",
+    "EngineRun",
+    "Host",
+    "HostConfig",
+    "claimable_rows",
+    "disable",
+    "enable",
+    "engine_prompt",
+    "events",
+    "events_log",
+    "host_log",
+    "judge_turn",
+    "load_config",
+    "outcome_count",
+    "park",
+    "record_event",
+    "report",
+    "run_engine",
+    "still_queued",
+]

@@ -1,0 +1,57 @@
+"""Whether a ``fm hook claude …`` call is Claude's, and the standard-library-only fast path.
+
+Other harnesses load Claude's settings: Cursor and Grok read ``.claude/settings.json`` (Grok runs
+an ``asyncRewake`` hook synchronously, which would wedge its turn) and Codex runs Claude plugin
+hooks. A Claude hook therefore stands down when the payload or environment is another
+harness's.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+#: ``fm hook claude <event>`` events, in kebab case.
+EVENTS = ("session-start", "stop", "stop-failure")
+#: Turn-end events: they stand down while the away record exists (the host owns wakes then).
+TURN_END = ("stop", "stop-failure")
+#: Payload keys only other harnesses send: Cursor, Grok (camelCase) and Codex.
+FOREIGN_KEYS = ("cursor_version", "hookEventName", "turn_id")
+
+
+def foreign_env(env: Mapping[str, str]) -> bool:
+    # GROK_SESSION_ID leaks into child processes, so only these two say "Grok runs this hook".
+    return bool(env.get("GROK_AGENT") or env.get("GROK_HOOK_EVENT"))
+
+
+def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
+    """Whether this hook call comes from another harness that loaded Claude's hooks."""
+    if foreign_env(env):
+        return True
+    return payload is not None and any(key in payload for key in FOREIGN_KEYS)
+
+
+def _decode(data: bytes) -> dict[str, Any] | None:
+    import json
+
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) -> bool:
+    """False when ``fm hook claude <event>`` surely has nothing to do (see docs/hooks.md)."""
+    if event not in EVENTS or foreign_env(env):
+        return False
+    if any(key.encode() in payload for key in FOREIGN_KEYS) and foreign(_decode(payload), env):
+        return False
+    state = os.path.join(home, "state")
+    if not os.path.isdir(state):
+        return False  # no home has been set up: nothing is supervised
+    return not (event in TURN_END and os.path.lexists(os.path.join(state, "away")))

@@ -1,0 +1,91 @@
+"""Claude Code: the settings it installs, and which hook calls are its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from firstmate.harness import HookOutcome, InstallOptions
+from firstmate.home import Home
+from firstmate_plugin_claude import plugin, quick_gate
+
+STOP = json.dumps({"session_id": "s", "transcript_path": "/t", "cwd": "/", "hook_event_name": "Stop",
+                   "stop_hook_active": True, "last_assistant_message": "ok"}).encode()
+
+
+def _settings(project: Path, name: str = "settings.json") -> dict[str, object]:
+    value: dict[str, object] = json.loads((project / ".claude" / name).read_text())
+    return value
+
+
+def test_install_registers_stop_stopfailure_async_and_session_start(tmp_path: Path) -> None:
+    result = plugin.firstmate_install(options=InstallOptions("claude", tmp_path))
+    assert result is not None and result.written == (tmp_path / ".claude" / "settings.json",)
+    assert _settings(tmp_path) == {"hooks": {
+        "SessionStart": [{"hooks": [{"type": "command", "command": "fm hook claude session-start",
+                                     "timeout": 30}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "fm hook claude stop",
+                             "asyncRewake": True, "timeout": 28800}]}],
+        "StopFailure": [{"hooks": [{"type": "command", "command": "fm hook claude stop-failure",
+                                    "asyncRewake": True, "timeout": 28800}]}],
+    }}
+
+
+def test_local_flag_home_and_command_are_honoured(tmp_path: Path) -> None:
+    opts = InstallOptions("claude", tmp_path, home=tmp_path / "h", fm_command="/venv/bin/fm",
+                          flags={"local": "true"})
+    plugin.firstmate_install(options=opts)
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+    stop = _settings(tmp_path, "settings.local.json")["hooks"]["Stop"]  # type: ignore[index]
+    assert stop[0]["hooks"][0]["command"] == f"/venv/bin/fm hook claude stop --home {tmp_path / 'h'}"
+    plugin.firstmate_uninstall(options=opts)
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_not_my_harness(tmp_path: Path) -> None:
+    assert plugin.firstmate_install(options=InstallOptions("cursor", tmp_path)) is None
+    assert plugin.firstmate_uninstall(options=InstallOptions("cursor", tmp_path)) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gate_and_hook_agree(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home")
+    root = str(home.root)
+    assert quick_gate("stop", STOP, {}, root) is False  # never set up: nothing is supervised
+    home.ensure()
+    for event in ("session-start", "stop", "stop-failure"):
+        assert quick_gate(event, STOP, {}, root) is True
+        assert plugin.firstmate_hook(harness="claude", event=event, payload=json.loads(STOP),
+                                     env={}) == HookOutcome.silent()
+    # Async hooks sometimes get no stdin: that is not a reason to stand down.
+    assert quick_gate("stop", b"", {}, root) is True
+    assert quick_gate("bogus", STOP, {}, root) is False
+    assert plugin.firstmate_hook(harness="claude", event="bogus", payload={}, env={}) is None
+
+
+def test_other_harnesses_loading_claude_settings_get_no_answer(tmp_path: Path) -> None:
+    root = str(Home(tmp_path / "home").ensure().root)
+    cursor = {"conversation_id": "c", "hook_event_name": "stop", "cursor_version": "2.0"}
+    codex = {"session_id": "s", "turn_id": "t", "hook_event_name": "Stop"}
+    grok = {"hookEventName": "Stop", "sessionId": "s"}
+    for payload in (cursor, codex, grok):
+        assert quick_gate("stop", json.dumps(payload).encode(), {}, root) is False
+        assert plugin.firstmate_hook(harness="claude", event="stop", payload=payload, env={}) is None
+    for env in ({"GROK_AGENT": "1"}, {"GROK_HOOK_EVENT": "Stop"}):
+        assert quick_gate("stop", STOP, env, root) is False
+        assert plugin.firstmate_hook(harness="claude", event="stop", payload=json.loads(STOP),
+                                     env=env) is None
+    # GROK_SESSION_ID leaks into children of Grok: alone it proves nothing.
+    assert quick_gate("stop", STOP, {"GROK_SESSION_ID": "x"}, root) is True
+    # The foreign key's name inside a text value is not a foreign payload.
+    quoted = json.dumps({"hook_event_name": "Stop", "last_assistant_message": 'set "cursor_version"'})
+    assert quick_gate("stop", quoted.encode(), {}, root) is True
+
+
+def test_away_stands_down_turn_end_hooks_only(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home").ensure()
+    home.away_record.write_text("away\n")
+    root = str(home.root)
+    assert quick_gate("stop", STOP, {}, root) is False
+    assert quick_gate("stop-failure", STOP, {}, root) is False
+    assert quick_gate("session-start", STOP, {}, root) is True

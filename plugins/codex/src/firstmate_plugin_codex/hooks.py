@@ -1,0 +1,126 @@
+"""Codex: what the harness is, how its hook and protocol are installed, and its hook entry.
+
+Codex cannot be woken by a background process, so supervision is a model protocol (a bounded
+foreground ``fm checkpoint``, written into ``AGENTS.md``) backed by a Stop hook guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from firstmate import hookimpl
+from firstmate.configfiles import (
+    command_owner,
+    hook_command,
+    install_result,
+    remove_block,
+    remove_grouped_hooks,
+    require_project,
+    update_json,
+    update_text,
+    upsert_block,
+    upsert_grouped_hook,
+)
+from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+
+from firstmate_plugin_codex.gate import EVENTS, foreign
+
+NAME = "codex"
+INFO = HarnessInfo(
+    name=NAME,
+    display_name="Codex",
+    family="protocol",
+    rearm_owner="checkpoint",
+    wake_channel="bounded fm checkpoint; Stop hook {decision: block}",
+    config_files=(".codex/hooks.json", "AGENTS.md"),
+    hook_events=EVENTS,
+)
+
+#: The Stop hook is a guard (it decides and returns), not a parked watcher.
+STOP_TIMEOUT = 60
+BLOCK_NAME = "firstmate-codex"
+
+PROTOCOL = """\
+## Firstmate supervision (Codex)
+
+This session supervises a fleet through Firstmate. Codex cannot be woken from outside a turn,
+so supervision runs as a bounded foreground checkpoint that you run yourself:
+
+- Between pieces of work, and whenever you would otherwise wait, run
+  `fm checkpoint --seconds 180` in the foreground (never in the background).
+  - Exit 124 with no reason line: nothing happened. Carry on and run it again later.
+  - A reason line (`signal:`, `stale:`, `check:` or `heartbeat`): run `fm wake drain`, handle
+    what it shows, then run the exact `fm wake drain --ack-through … --recovery-generation …`
+    command it printed.
+- A `watcher: FAILED - …` line is an alarm: report it and repair supervision before going on.
+- The Stop hook (`fm hook codex stop`) may block the end of a turn while supervision needs you;
+  follow its reason.
+"""
+
+
+def hooks_path(options: InstallOptions) -> Path:
+    return options.project / ".codex" / "hooks.json"
+
+
+def agents_path(options: InstallOptions) -> Path:
+    return options.project / "AGENTS.md"
+
+
+@attrs.define(eq=False)
+class CodexPlugin:
+    """The Codex harness plugin."""
+
+    @hookimpl
+    def firstmate_harness_info(self) -> HarnessInfo:
+        return INFO
+
+    @hookimpl
+    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != NAME:
+            return None
+        require_project(options)
+        owned = command_owner(NAME)
+        handler = {"type": "command", "command": hook_command(options, "stop"),
+                   "timeout": STOP_TIMEOUT}
+        hooks = update_json(hooks_path(options),
+                            lambda doc: upsert_grouped_hook(doc, "Stop", handler, owned),
+                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
+                            dry_run=options.dry_run)
+        agents = update_text(agents_path(options),
+                             lambda text: upsert_block(text, PROTOCOL, BLOCK_NAME),
+                             remove_ours=lambda text: remove_block(text, BLOCK_NAME),
+                             dry_run=options.dry_run)
+        notes: tuple[str, ...] = ()
+        if hooks.action != "unchanged":
+            notes = ("Codex runs a new or changed hook only after you trust it in /hooks.",)
+        return install_result(NAME, [hooks, agents], notes, options.dry_run)
+
+    @hookimpl
+    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != NAME:
+            return None
+        require_project(options)
+        owned = command_owner(NAME)
+        hooks = update_json(hooks_path(options), lambda doc: remove_grouped_hooks(doc, owned),
+                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
+                            dry_run=options.dry_run, delete_if_vacant=True,
+                            prune_upto=options.project)
+        agents = update_text(agents_path(options), lambda text: remove_block(text, BLOCK_NAME),
+                             remove_ours=lambda text: remove_block(text, BLOCK_NAME),
+                             dry_run=options.dry_run, delete_if_vacant=True)
+        return install_result(NAME, [hooks, agents], (), options.dry_run)
+
+    @hookimpl
+    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
+                       env: Mapping[str, str]) -> HookOutcome | None:
+        if harness != NAME or event not in EVENTS or foreign(payload, env):
+            return None
+        # The Stop guard ({"decision": "block"} with its own block cap) arrives with the Codex
+        # hook behaviour; until then every Codex hook call is a silent no-op.
+        return HookOutcome.silent()
+
+
+plugin = CodexPlugin()

@@ -1,0 +1,54 @@
+"""Whether a ``fm hook cursor …`` call is Cursor's, and the standard-library-only fast path.
+
+``.cursor/hooks.json`` is also read by Grok, and by Pi when it runs with the Cursor provider; a
+Cursor hook stands down there. Every payload Cursor sends carries ``cursor_version``.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+#: ``fm hook cursor <event>`` events, in kebab case.
+EVENTS = ("session-start", "stop")
+
+
+def foreign_env(env: Mapping[str, str]) -> bool:
+    if env.get("GROK_AGENT") or env.get("GROK_HOOK_EVENT"):
+        return True
+    # Pi hosting Cursor's hooks: Pi's own plugin owns supervision there.
+    pi_host = env.get("PI_CODING_AGENT") == "true"
+    return pi_host and not (env.get("CURSOR_AGENT") or env.get("CURSOR_INVOKED_AS"))
+
+
+def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
+    """Whether this hook call comes from another harness that loaded Cursor's hooks."""
+    if foreign_env(env):
+        return True
+    if payload is None:
+        return False
+    return "cursor_version" not in payload or "hookEventName" in payload
+
+
+def _decode(data: bytes) -> dict[str, Any] | None:
+    import json
+
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) -> bool:
+    """False when ``fm hook cursor <event>`` surely has nothing to do (see docs/hooks.md)."""
+    if event not in EVENTS or foreign_env(env):
+        return False
+    suspicious = b"cursor_version" not in payload or b"hookEventName" in payload
+    if suspicious and foreign(_decode(payload), env):
+        return False
+    return os.path.isdir(os.path.join(home, "state"))

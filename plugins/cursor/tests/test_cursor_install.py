@@ -1,0 +1,67 @@
+"""Cursor: the hooks file it installs, and which hook calls are its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from firstmate.harness import HookOutcome, InstallOptions
+from firstmate.home import Home
+from firstmate_plugin_cursor import plugin, quick_gate
+
+STOP = {"conversation_id": "c", "generation_id": "g", "hook_event_name": "stop",
+        "cursor_version": "2.0.0", "status": "completed", "loop_count": 0}
+
+
+def test_install_writes_a_versioned_hooks_file_with_an_uncapped_stop(tmp_path: Path) -> None:
+    result = plugin.firstmate_install(options=InstallOptions("cursor", tmp_path))
+    assert result is not None and result.written == (tmp_path / ".cursor" / "hooks.json",)
+    assert json.loads((tmp_path / ".cursor" / "hooks.json").read_text()) == {
+        "version": 1,
+        "hooks": {
+            "sessionStart": [{"command": "fm hook cursor session-start", "timeout": 30}],
+            "stop": [{"command": "fm hook cursor stop", "loop_limit": None, "timeout": 28800}],
+        },
+    }
+    plugin.firstmate_uninstall(options=InstallOptions("cursor", tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hooks_file_without_version_gets_one_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / ".cursor" / "hooks.json"
+    path.parent.mkdir()
+    path.write_text('{"hooks": {"stop": [{"command": "./mine.sh"}]}}')
+    result = plugin.firstmate_install(options=InstallOptions("cursor", tmp_path))
+    assert result is not None and any('"version": 1' in note for note in result.notes)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1 and doc["hooks"]["stop"][0] == {"command": "./mine.sh"}
+
+
+def test_gate_and_hook_agree(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home")
+    data = json.dumps(STOP).encode()
+    assert quick_gate("stop", data, {}, str(home.root)) is False
+    home.ensure()
+    root = str(home.root)
+    for event in ("session-start", "stop"):
+        assert quick_gate(event, data, {}, root) is True
+        assert plugin.firstmate_hook(harness="cursor", event=event, payload=STOP,
+                                     env={}) == HookOutcome.silent()
+    assert quick_gate("stop-failure", data, {}, root) is False
+
+
+def test_foreign_callers_of_cursors_hooks_get_no_answer(tmp_path: Path) -> None:
+    root = str(Home(tmp_path / "home").ensure().root)
+    claude = {"session_id": "s", "hook_event_name": "Stop"}
+    grok = {"hookEventName": "Stop", "cursor_version": "x"}
+    for payload in (claude, grok):
+        assert quick_gate("stop", json.dumps(payload).encode(), {}, root) is False
+        assert plugin.firstmate_hook(harness="cursor", event="stop", payload=payload, env={}) is None
+    pi_host = {"PI_CODING_AGENT": "true"}
+    assert quick_gate("stop", json.dumps(STOP).encode(), pi_host, root) is False
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, env=pi_host) is None
+    # Pi with Cursor's own agent running is Cursor.
+    both = {"PI_CODING_AGENT": "true", "CURSOR_AGENT": "1"}
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, env=both) is not None
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP,
+                                 env={"GROK_HOOK_EVENT": "Stop"}) is None

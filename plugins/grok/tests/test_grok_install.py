@@ -1,0 +1,38 @@
+"""Grok: the Stop hook file and the rules it installs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from firstmate.harness import HookOutcome, InstallOptions
+from firstmate.home import Home
+from firstmate_plugin_grok import plugin, quick_gate
+
+STOP = {"hookEventName": "Stop", "sessionId": "s", "cwd": "/", "workspaceRoot": "/"}
+
+
+def test_install_writes_hook_and_rules_and_uninstall_removes_them(tmp_path: Path) -> None:
+    result = plugin.firstmate_install(options=InstallOptions("grok", tmp_path))
+    assert result is not None and len(result.written) == 2
+    assert json.loads((tmp_path / ".grok" / "hooks" / "firstmate.json").read_text()) == {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "fm hook grok stop",
+                                       "timeout": 30}]}]}}
+    rules = (tmp_path / ".grok" / "rules" / "firstmate.md").read_text()
+    assert "fm arm" in rules and "fm wake drain" in rules
+    plugin.firstmate_uninstall(options=InstallOptions("grok", tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gate_and_hook(tmp_path: Path) -> None:
+    root = str(Home(tmp_path / "home").ensure().root)
+    data = json.dumps(STOP).encode()
+    assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop"}, root) is True
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=STOP,
+                                 env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()
+    claude = {"session_id": "s", "hook_event_name": "Stop"}
+    assert quick_gate("stop", json.dumps(claude).encode(), {}, root) is False
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=claude, env={}) is None
+    # Grok's environment marks its own hook calls even when stdin came through empty.
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=None,
+                                 env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()

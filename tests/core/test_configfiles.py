@@ -1,0 +1,442 @@
+"""Config-file merging for installers: user entries survive, ours come and go exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from firstmate.configfiles import (
+    BACKUP_SUFFIX,
+    ConfigFileError,
+    block_markers,
+    command_owner,
+    hook_command,
+    install_result,
+    is_ours,
+    parse_json,
+    remove_block,
+    remove_flat_hooks,
+    remove_grouped_hooks,
+    require_project,
+    update_json,
+    update_text,
+    upsert_block,
+    upsert_flat_hook,
+    upsert_grouped_hook,
+    vacant,
+)
+from firstmate.errors import FirstmateError
+from firstmate.exitcodes import ExitCode
+from firstmate.harness import InstallOptions
+from hypothesis import given
+from hypothesis import strategies as st
+
+OWNED = command_owner("claude")
+OURS_STOP = {"type": "command", "command": "fm hook claude stop", "asyncRewake": True,
+             "timeout": 28800}
+OURS_START = {"type": "command", "command": "fm hook claude session-start", "timeout": 30}
+
+#: A user's settings: comment-free JSON, their own hooks (one sharing our event), other keys,
+#: non-ASCII text and 4-space indentation.
+USER_SETTINGS = """{
+    "model": "opus",
+    "permissions": {"allow": ["Bash(ls:*)", "Read(~/notes/ü.md)"], "deny": []},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh", "timeout": 5}]}
+        ]
+    },
+    "env": {"EMPTY": ""}
+}
+"""
+
+
+def install(doc: dict[str, Any]) -> dict[str, Any]:
+    upsert_grouped_hook(doc, "SessionStart", OURS_START, OWNED)
+    return upsert_grouped_hook(doc, "Stop", OURS_STOP, OWNED)
+
+
+def uninstall(doc: dict[str, Any]) -> dict[str, Any]:
+    return remove_grouped_hooks(doc, OWNED)
+
+
+def merge(path: Path, **kw: Any) -> Any:
+    return update_json(path, install, remove_ours=uninstall, **kw)
+
+
+def unmerge(path: Path, **kw: Any) -> Any:
+    return update_json(path, uninstall, remove_ours=uninstall, delete_if_vacant=True, **kw)
+
+
+# --- ownership -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    "fm hook claude stop",
+    "fm hook claude stop --home '/tmp/a b'",
+    "/opt/venv/bin/fm hook claude stop-failure",
+    "FM_HOME=/x fm hook claude session-start",
+    "python3 -m firstmate hook claude stop",
+    "exec fm hook claude stop",
+])
+def test_our_commands_are_recognised(command: str) -> None:
+    assert is_ours(command, "claude")
+
+
+@pytest.mark.parametrize("command", [
+    "fm hook cursor stop",  # another harness's entry is not ours to touch
+    "echo fm hook claude stop",  # an echo is the user's
+    "myfm hook claude stop",
+    "fm hooks claude stop",
+    "notify-send done",
+    "fm hook 'unbalanced",
+    "",
+])
+def test_other_commands_are_not_ours(command: str) -> None:
+    assert not is_ours(command, "claude")
+
+
+def test_non_string_commands_are_not_ours() -> None:
+    assert not is_ours(None, "claude") and not is_ours(["fm", "hook", "claude"], "claude")
+    assert not OWNED({"command": 3}) and not OWNED("fm hook claude stop")
+
+
+def test_hook_command_quotes_the_home_and_the_executable(tmp_path: Path) -> None:
+    home = tmp_path / "my home"
+    # fm_command is read like a shell command line: quote a path with spaces.
+    opts = InstallOptions("claude", tmp_path, home=home, fm_command="'/opt/my venv/bin/fm'")
+    command = hook_command(opts, "stop")
+    assert command == f"'/opt/my venv/bin/fm' hook claude stop --home '{home}'"
+    assert is_ours(command, "claude")
+    plain = hook_command(InstallOptions("claude", tmp_path), "stop-failure")
+    assert plain == "fm hook claude stop-failure"
+    assert hook_command(InstallOptions("claude", tmp_path, fm_command="python3 -m firstmate"),
+                        "stop") == "python3 -m firstmate hook claude stop"
+
+
+# --- grouped (Claude / Codex / Grok) documents ----------------------------------------------
+
+
+def test_grouped_merge_keeps_user_entries_and_is_idempotent() -> None:
+    user = json.loads(USER_SETTINGS)
+    once = install(json.loads(USER_SETTINGS))
+    twice = install(json.loads(json.dumps(once)))
+    assert once == twice
+    assert once["hooks"]["Stop"][0] == user["hooks"]["Stop"][0]
+    assert once["hooks"]["Stop"][1] == {"hooks": [OURS_STOP]}
+    assert once["hooks"]["PreToolUse"] == user["hooks"]["PreToolUse"]
+    assert {k: v for k, v in once.items() if k != "hooks"} == \
+        {k: v for k, v in user.items() if k != "hooks"}
+    assert uninstall(once) == user
+
+
+def test_grouped_merge_updates_ours_in_place_and_drops_duplicates() -> None:
+    stale = {"type": "command", "command": "fm hook claude stop", "timeout": 5}
+    doc = {"hooks": {"Stop": [
+        {"hooks": [{"type": "command", "command": "./mine.sh"}, stale]},
+        {"hooks": [dict(stale)]},
+        {"hooks": []},  # the user's own empty group is not ours to drop
+    ]}}
+    install(doc)
+    stop = doc["hooks"]["Stop"]
+    assert stop == [
+        {"hooks": [{"type": "command", "command": "./mine.sh"}, OURS_STOP]},
+        {"hooks": []},
+    ]
+
+
+def test_grouped_merge_sets_a_matcher_only_on_a_group_of_its_own() -> None:
+    doc: dict[str, Any] = {}
+    upsert_grouped_hook(doc, "SessionStart", OURS_START, OWNED, matcher="startup|resume")
+    assert doc == {"hooks": {"SessionStart": [{"matcher": "startup|resume", "hooks": [OURS_START]}]}}
+    upsert_grouped_hook(doc, "SessionStart", OURS_START, OWNED)
+    assert doc == {"hooks": {"SessionStart": [{"hooks": [OURS_START]}]}}
+
+
+def test_grouped_removal_only_drops_what_it_emptied() -> None:
+    doc = {"hooks": {"Stop": [{"hooks": []}], "Notification": []}, "x": 1}
+    assert remove_grouped_hooks(json.loads(json.dumps(doc)), OWNED) == doc
+    only_ours = install({})
+    assert remove_grouped_hooks(only_ours, OWNED) == {}
+
+
+def test_a_wrong_shape_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    for bad in ('{"hooks": []}', '{"hooks": {"Stop": {"hooks": []}}}'):
+        path.write_text(bad)
+        with pytest.raises(ConfigFileError) as err:
+            merge(path)
+        assert str(path) in err.value.message and "\n" not in err.value.message
+        assert path.read_text() == bad
+
+
+# --- flat (Cursor) documents -----------------------------------------------------------------
+
+
+def test_flat_merge_and_removal() -> None:
+    owned = command_owner("cursor")
+    ours = {"command": "fm hook cursor stop", "loop_limit": None, "timeout": 28800}
+    user = {"version": 1, "hooks": {"stop": [{"command": "./user.sh"}], "afterFileEdit": [
+        {"command": "./fmt.sh"}]}}
+    doc = upsert_flat_hook(json.loads(json.dumps(user)), "stop", ours, owned)
+    assert doc["hooks"]["stop"] == [{"command": "./user.sh"}, ours]
+    assert upsert_flat_hook(json.loads(json.dumps(doc)), "stop", ours, owned) == doc
+    changed = dict(ours, timeout=5)
+    assert upsert_flat_hook(json.loads(json.dumps(doc)), "stop", changed, owned)["hooks"]["stop"] \
+        == [{"command": "./user.sh"}, changed]
+    assert remove_flat_hooks(doc, owned) == user
+    assert remove_flat_hooks({"version": 1, "hooks": {"stop": [ours]}}, owned) == {"version": 1}
+
+
+def test_vacant_means_nothing_but_the_skeleton() -> None:
+    skeleton = {"version": 1, "hooks": {}}
+    assert vacant({}, skeleton) and vacant({"version": 1}, skeleton)
+    assert vacant({"version": 1, "hooks": {"stop": []}}, skeleton)
+    assert not vacant({"version": 2}, skeleton)
+    assert not vacant({"hooks": {"stop": [{"command": "x"}]}}, skeleton)
+    assert not vacant({"model": ""}, {})
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def test_merge_into_a_users_file_keeps_their_entries_and_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(USER_SETTINGS)
+    os.chmod(path, 0o640)
+    change = merge(path)
+    assert change.action == "merged"
+    assert change.backup == path.with_name("settings.json" + BACKUP_SUFFIX)
+    assert change.backup.read_text() == USER_SETTINGS
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    merged = json.loads(path.read_text())
+    assert merged == install(json.loads(USER_SETTINGS))
+    assert path.read_text().startswith('{\n    "model"'), "the user's indentation is kept"
+    first = path.read_bytes()
+    again = merge(path)
+    assert again.action == "unchanged" and again.backup is None
+    assert path.read_bytes() == first, "install twice = the same bytes"
+    removed = unmerge(path)
+    assert removed.action == "merged"
+    assert json.loads(path.read_text()) == json.loads(USER_SETTINGS)
+    assert change.backup.read_text() == USER_SETTINGS, "the first backup is never overwritten"
+
+
+def test_a_file_that_already_means_the_same_is_left_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    text = json.dumps(install(json.loads(USER_SETTINGS)), separators=(",", ":"))
+    path.write_text(text)
+    assert merge(path).action == "unchanged"
+    assert path.read_text() == text
+
+
+def test_create_then_remove_leaves_nothing(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    path = project / ".claude" / "settings.json"
+    created = merge(path)
+    assert created.action == "created" and created.backup is None
+    assert json.loads(path.read_text()) == install({})
+    assert path.read_text().endswith("}\n")
+    removed = unmerge(path, prune_upto=project)
+    assert removed.action == "removed"
+    assert not path.exists() and not path.parent.exists() and project.is_dir()
+    assert unmerge(path).action == "unchanged"
+
+
+def test_removal_keeps_a_file_the_user_had_first(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "x"}]}]}}')
+    merge(path)
+    # The user deletes their own entry meanwhile; the file still was theirs first.
+    doc = json.loads(path.read_text())
+    del doc["hooks"]["Notification"]
+    path.write_text(json.dumps(doc))
+    assert unmerge(path).action == "merged"
+    assert json.loads(path.read_text()) == {}
+
+
+@pytest.mark.parametrize("content", [
+    "{ not json", '{"a": 1,}', '{"a": 1} trailing', "[1, 2]", '"text"', "\xff\xfe".encode("latin-1").decode("latin-1"),
+])
+def test_a_file_we_cannot_parse_is_never_overwritten(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "settings.json"
+    path.write_bytes(content.encode("latin-1") if content.startswith("\xff") else content.encode())
+    before = path.read_bytes()
+    with pytest.raises(ConfigFileError) as err:
+        merge(path)
+    message = err.value.message
+    assert str(path) in message and "\n" not in message
+    assert "move it aside" in message
+    assert err.value.exit_code == ExitCode.FAILED
+    assert path.read_bytes() == before
+    assert not path.with_name(path.name + BACKUP_SUFFIX).exists()
+
+
+def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    path.write_text('{\n  "hooks": {\n    "Stop": [,]\n  }\n}\n')
+    with pytest.raises(ConfigFileError, match=r"line 3 column"):
+        parse_json(path.read_bytes(), path)
+
+
+def test_empty_file_and_bom_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("")
+    assert merge(path).action == "merged"
+    path.write_bytes(b'\xef\xbb\xbf{"model": "x"}')
+    change = merge(path)
+    assert json.loads(path.read_text())["model"] == "x" and change.action == "merged"
+
+
+def test_dry_run_writes_nothing_but_reports(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "settings.json"
+    assert merge(path, dry_run=True).action == "created"
+    assert not path.parent.exists()
+    path.parent.mkdir()
+    path.write_text(USER_SETTINGS)
+    change = merge(path, dry_run=True)
+    assert change.action == "merged" and change.backup is not None
+    assert path.read_text() == USER_SETTINGS and not change.backup.exists()
+
+
+def test_a_symlinked_config_is_edited_where_it_points(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "settings.json"
+    real.parent.mkdir()
+    real.write_text(USER_SETTINGS)
+    link = tmp_path / "settings.json"
+    link.symlink_to(real)
+    merge(link)
+    assert link.is_symlink()
+    assert json.loads(real.read_text()) == install(json.loads(USER_SETTINGS))
+
+
+def test_unwritable_directory_is_one_line(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "settings.json").write_text("{}")
+    os.chmod(locked, 0o500)
+    try:
+        with pytest.raises(ConfigFileError, match="cannot write"):
+            merge(locked / "settings.json")
+    finally:
+        os.chmod(locked, 0o700)
+
+
+def test_a_file_in_place_of_the_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / ".claude").write_text("not a directory")
+    with pytest.raises(ConfigFileError) as err:
+        merge(tmp_path / ".claude" / "settings.json")
+    assert ".claude" in err.value.message and "\n" not in err.value.message
+
+
+def test_a_directory_in_place_of_the_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").mkdir()
+    with pytest.raises(ConfigFileError, match="is a directory"):
+        merge(tmp_path / "settings.json")
+
+
+@given(st.dictionaries(
+    st.text(min_size=1, max_size=8).filter(lambda k: k != "hooks"),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                 lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                     st.text(max_size=5), inner, max_size=3), max_leaves=8),
+    max_size=5))
+def test_any_user_document_survives_install_and_uninstall(user: dict[str, Any]) -> None:
+    once = install(json.loads(json.dumps(user)))
+    assert install(json.loads(json.dumps(once))) == once
+    assert uninstall(once) == user
+
+
+# --- text blocks -----------------------------------------------------------------------------
+
+BODY = "## Firstmate\n\nRun `fm checkpoint --seconds 180`.\n"
+
+
+@pytest.mark.parametrize("original", ["", "# Agents\n\nMine.\n", "# Agents\n", "no newline"])
+def test_block_insert_is_idempotent_and_removable(original: str) -> None:
+    once = upsert_block(original, BODY)
+    assert upsert_block(once, BODY) == once
+    begin, end = block_markers()
+    assert once.count(begin) == 1 and once.count(end) == 1 and BODY.strip() in once
+    restored = remove_block(once)
+    if original.endswith("\n") or not original:
+        assert restored == original
+    else:
+        assert restored == original + "\n"
+
+
+def test_block_is_replaced_in_place_with_user_text_around_it() -> None:
+    begin, end = block_markers()
+    text = f"# Top\n\n{begin}\nold body\n{end}\n\n## Mine after\n"
+    updated = upsert_block(text, BODY)
+    assert updated == f"# Top\n\n{begin}\n{BODY.strip()}\n{end}\n\n## Mine after\n"
+    assert remove_block(updated) == "# Top\n\n## Mine after\n"
+
+
+def test_named_blocks_do_not_touch_each_other() -> None:
+    text = upsert_block(upsert_block("", "one", "firstmate-codex"), "two", "firstmate-grok")
+    assert remove_block(text, "firstmate-codex") == upsert_block("", "two", "firstmate-grok")
+
+
+@pytest.mark.parametrize("damaged", [
+    "<!-- firstmate:begin -->\nbody\n",
+    "body\n<!-- firstmate:end -->\n",
+    "<!-- firstmate:end -->\n<!-- firstmate:begin -->\n",
+    "<!-- firstmate:begin -->\n<!-- firstmate:end -->\n<!-- firstmate:begin -->\n<!-- firstmate:end -->\n",
+])
+def test_a_damaged_block_is_an_error_and_the_file_stays(tmp_path: Path, damaged: str) -> None:
+    path = tmp_path / "AGENTS.md"
+    path.write_text(damaged)
+    with pytest.raises(ConfigFileError, match="stray marker"):
+        update_text(path, lambda t: upsert_block(t, BODY), remove_ours=remove_block)
+    assert path.read_text() == damaged
+
+
+def test_text_file_lifecycle(tmp_path: Path) -> None:
+    path = tmp_path / "AGENTS.md"
+    path.write_text("# Agents\n\nMine.\n")
+    change = update_text(path, lambda t: upsert_block(t, BODY), remove_ours=remove_block)
+    assert change.action == "merged" and change.backup is not None
+    first = path.read_bytes()
+    assert update_text(path, lambda t: upsert_block(t, BODY),
+                       remove_ours=remove_block).action == "unchanged"
+    assert path.read_bytes() == first
+    gone = update_text(path, remove_block, remove_ours=remove_block, delete_if_vacant=True)
+    assert gone.action == "merged" and path.read_text() == "# Agents\n\nMine.\n"
+    ours_only = tmp_path / "rules.md"
+    assert update_text(ours_only, lambda t: upsert_block(t, BODY),
+                       remove_ours=remove_block).action == "created"
+    assert not ours_only.with_name("rules.md" + BACKUP_SUFFIX).exists()
+    assert update_text(ours_only, remove_block, remove_ours=remove_block,
+                       delete_if_vacant=True).action == "removed"
+    assert not ours_only.exists()
+
+
+# --- results and projects --------------------------------------------------------------------
+
+
+def test_install_result_lists_only_files_that_exist_or_changed(tmp_path: Path) -> None:
+    absent = unmerge(tmp_path / "nothing.json")
+    created = merge(tmp_path / "made.json")
+    result = install_result("claude", [absent, created], ["note"], False)
+    assert result.changes == (created,) and result.changed and result.written == (created.path,)
+    assert result.notes == ("note",)
+
+
+def test_require_project_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(FirstmateError) as err:
+        require_project(InstallOptions("claude", tmp_path / "missing"))
+    assert err.value.exit_code == ExitCode.USAGE and "does not exist" in err.value.message
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FirstmateError, match="is not a directory"):
+        require_project(InstallOptions("claude", tmp_path / "file"))
+    assert require_project(InstallOptions("claude", tmp_path)) == tmp_path

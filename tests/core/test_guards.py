@@ -1,0 +1,552 @@
+"""The turn-end guard and the pull guard: decision tables, then the real thing with live watchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from firstmate import autoarm, grants, guards, session_lock
+from firstmate.away import AwayFacts
+from firstmate.guards import (
+    Budget,
+    ClaimFacts,
+    Need,
+    PullFacts,
+    TurnEndFacts,
+    decide_pull,
+    decide_turnend,
+    loop_active,
+)
+from firstmate.health import WatcherHealth
+from firstmate.identity import ProcessIdentity, cmd_hash, identity_of
+from firstmate.scope import Scope, classify_dir, primary_scope
+from firstmate.store import Store, kv_get, open_store
+from watch_support import Rig, make_rig, started_pid, wait_for
+
+HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
+NONE = WatcherHealth(False, "none")
+STALE = WatcherHealth(False, "stale-beacon", True, pid=10, beacon_age=900.0, grace=300.0)
+UNVERIFIED = WatcherHealth(False, "unverified", pid=10)
+NEED = Need(crews=1)
+AWAY_OK = AwayFacts(True, 42, True, 5.0, 360.0)
+
+
+def facts(harness: str = "codex", **changes: Any) -> TurnEndFacts:
+    return TurnEndFacts(harness, **{"need": NEED, "health": NONE, **changes})
+
+
+# --- the turn-end decision table ----------------------------------------------------------------
+
+GENERIC = [
+    ("no payload", dict(payload_present=False), "allow", "no-payload"),
+    ("crew worktree", dict(scope=Scope(False, "crew")), "allow", "out-of-scope"),
+    ("nothing to supervise", dict(need=Need()), "allow", "no-need"),
+    ("another session owns the lock", dict(read_only=True), "allow", "read-only"),
+    ("healthy watcher", dict(health=HEALTHY), "allow", "healthy"),
+    ("away owner with fresh beacon", dict(away=AWAY_OK), "allow", "away-owner"),
+    ("away owner, beacon stale", dict(away=attrs.evolve(AWAY_OK, beacon_age=999.0)), "block",
+     "unhealthy"),
+    ("away, no owner", dict(away=attrs.evolve(AWAY_OK, owner_live=False)), "block",
+     "unhealthy"),
+    ("open claim deciding", dict(claim=ClaimFacts(1, "arming", deciding=True)), "allow",
+     "claim-deciding"),
+    ("finished, hung or mismatched claim", dict(claim=ClaimFacts(1, "arming", deciding=False)),
+     "block", "unhealthy"),
+    ("continuation already forced", dict(loop_active=True), "allow", "continuation-spent"),
+    ("no watcher", {}, "block", "unhealthy"),
+    ("stale beacon", dict(health=STALE), "block", "unhealthy"),
+    ("unverified holder", dict(health=UNVERIFIED), "block", "unhealthy"),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "action", "why"), GENERIC,
+                         ids=[row[0] for row in GENERIC])
+def test_generic_table(case: str, changes: dict[str, Any], action: str, why: str) -> None:
+    decision = decide_turnend(facts("codex", **changes))
+    assert (decision.action, decision.why) == (action, why)
+    assert decision.budget is None and not decision.raise_alarm
+    if action == "block":
+        assert decision.exit_code == 2
+        assert "WATCHER DOWN" in decision.text and "`fm arm" in decision.text
+    else:
+        assert decision.exit_code == 0 and decision.text == ""
+
+
+@pytest.mark.parametrize(("harness", "action"), [
+    ("claude", "block"), ("codex", "block"), ("grok", "block"), ("omp", "block"),
+    ("cursor", "follow-up"), ("pi", "follow-up"), ("opencode", "follow-up"),
+    ("some-new-harness", "block"),
+])
+def test_each_harness_blocks_its_own_way(harness: str, action: str) -> None:
+    decision = decide_turnend(facts(harness))
+    assert decision.action == action
+    outcome = decision.hook_outcome()
+    if action == "block":
+        assert (outcome.exit_code, outcome.stdout) == (2, "")
+        assert outcome.stderr.startswith("FIRSTMATE_OP: WATCHER DOWN")
+    else:
+        assert (outcome.exit_code, outcome.stderr) == (0, "")
+        assert outcome.stdout.startswith("FIRSTMATE_OP: WATCHER DOWN")
+
+
+def test_banner_names_the_fix_for_each_failure() -> None:
+    assert "fm arm --take-over" in decide_turnend(facts(health=STALE)).text
+    assert "has not polled for 900s (grace 300s)" in decide_turnend(facts(health=STALE)).text
+    none = decide_turnend(facts(last_beat=400.0)).text
+    assert "no live watcher process holds this home's lock (last beat: 6m ago)" in none
+    assert "cannot be verified" in decide_turnend(facts(health=UNVERIFIED)).text
+    away = decide_turnend(facts(away=attrs.evolve(AWAY_OK, owner_live=False))).text
+    assert "no supervision host is parked" in away
+
+
+@pytest.mark.parametrize(("harness", "payload", "expected"), [
+    ("codex", {"stop_hook_active": True}, True),
+    ("codex", {"stop_hook_active": False}, False),
+    ("grok", {"stopHookActive": False, "stop_hook_active": True}, False),
+    ("grok", {"stop_hook_active": True}, True),
+    ("cursor", {"loop_count": 2}, True),
+    ("cursor", {"loop_count": 0}, False),
+    ("codex", {"stop_hook_active": "yes"}, False),
+    ("codex", None, False),
+])
+def test_loop_flags(harness: str, payload: dict[str, Any] | None, expected: bool) -> None:
+    assert loop_active(harness, payload) is expected
+
+
+FAILED = ClaimFacts(7, "failed", fresh=True, failed=True)
+CLAUDE = [
+    ("stop_hook_active is ignored", dict(loop_active=True), "block", "unhealthy", Budget(1)),
+    ("fresh rewake", dict(claim=ClaimFacts(3, "rewake", fresh=True)), "allow", "rewake-fresh",
+     None),
+    ("old rewake is no proof", dict(claim=ClaimFacts(3, "rewake", fresh=False)), "block",
+     "unhealthy", Budget(1)),
+    ("first fresh failure keeps its handoff", dict(claim=FAILED), "block", "failure-handoff",
+     Budget(0, 7)),
+    ("same failure epoch is charged", dict(claim=FAILED, budget=Budget(0, 7)), "block",
+     "unhealthy", Budget(1, 7)),
+    ("last block of the budget", dict(budget=Budget(2)), "block", "unhealthy", Budget(3)),
+    ("failure notice not consumed yet",
+     dict(claim=attrs.evolve(FAILED, fresh=False), budget=Budget(3)), "block", "awaiting-notice",
+     Budget(4)),
+    ("notice never consumed: bounded", dict(claim=attrs.evolve(FAILED, fresh=False),
+                                            budget=Budget(6)), "allow", "fail-open", None),
+    ("after the notice: the one fail-open",
+     dict(claim=attrs.evolve(FAILED, fresh=False, notified=True), budget=Budget(3)), "allow",
+     "fail-open", None),
+    ("inert auto-arm: the one fail-open", dict(budget=Budget(3)), "allow", "fail-open", None),
+    ("alarm already raised", dict(claim=ClaimFacts(alarmed=True), budget=Budget(3)), "allow",
+     "stood-down", None),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "action", "why", "budget"), CLAUDE,
+                         ids=[row[0] for row in CLAUDE])
+def test_claude_table(case: str, changes: dict[str, Any], action: str, why: str,
+                      budget: Budget | None) -> None:
+    decision = decide_turnend(facts("claude", limit=3, **changes))
+    assert (decision.action, decision.why, decision.budget) == (action, why, budget)
+    assert decision.raise_alarm is (why == "fail-open")
+    if why == "fail-open":
+        assert decision.exit_code == 0 and "UNSUPERVISED" in decision.text
+    if why == "stood-down":
+        assert decision.text == ""
+
+
+@pytest.mark.parametrize(("claim", "budget", "clears"), [
+    (ClaimFacts(), Budget(), False),
+    (ClaimFacts(), Budget(2), True),
+    (ClaimFacts(notified=True), Budget(), True),
+    (ClaimFacts(alarmed=True), Budget(), True),
+])
+def test_claude_positive_recovery_clears_the_episode(claim: ClaimFacts, budget: Budget,
+                                                     clears: bool) -> None:
+    decision = decide_turnend(facts("claude", health=HEALTHY, claim=claim, budget=budget))
+    assert (decision.action, decision.why, decision.clear_failure) == ("allow", "healthy", clears)
+    # Other harnesses keep no failure state.
+    assert not decide_turnend(facts("codex", health=HEALTHY, budget=budget)).clear_failure
+
+
+# --- the pull-guard decision table ---------------------------------------------------------------
+
+
+def pull(**changes: Any) -> PullFacts:
+    return PullFacts(**{"need": NEED, "health": NONE, **changes})
+
+
+def test_pull_banner_once_per_episode_then_a_reminder() -> None:
+    first = decide_pull(pull())
+    assert first.episode == "no-watcher"
+    assert first.lines[0] == "●  WATCHER DOWN - SUPERVISION IS OFF"
+    assert len(first.lines) == 4 and "fm arm" in first.lines[3]
+    again = decide_pull(pull(announced="no-watcher"))
+    assert again.episode == "no-watcher" and len(again.lines) == 1
+    assert again.lines[0].startswith("WARNING: watcher still down (same no-watcher episode")
+    stale = decide_pull(pull(health=STALE, announced="no-watcher"))
+    assert stale.episode == "stale-beacon" and len(stale.lines) == 4
+    assert "fm arm --take-over" in stale.lines[3]
+
+
+@pytest.mark.parametrize("changes", [
+    dict(health=HEALTHY, announced="no-watcher"), dict(need=Need()), dict(primary=False),
+    dict(away=AWAY_OK),
+], ids=["healthy", "no-need", "not-primary", "away-owner"])
+def test_pull_silent_when_supervised_or_not_needed(changes: dict[str, Any]) -> None:
+    decision = decide_pull(pull(**changes))
+    assert decision.lines == () and decision.episode is None
+
+
+def test_pull_queue_warnings_count_only_the_callers_rows() -> None:
+    lines = decide_pull(pull(health=HEALTHY, mine=2)).lines
+    assert lines == ("WARNING: 2 queued wake row(s) pending - run fm wake drain and handle them "
+                     "before anything else.",)
+    down = decide_pull(pull(mine=1, announced="no-watcher")).lines
+    assert len(down) == 3 and down[2].startswith("WARNING: the watcher is down with queued wakes")
+    held = decide_pull(pull(health=HEALTHY, held=(4, 5), held_pid=77, held_generation="g1")).lines
+    assert len(held) == 1
+    assert held[0].startswith("NOTE: nothing queued is yours to drain: 2 queued wake row(s) (4,5)"
+                              " are held by the live supervision branch (pid 77, grant g1)")
+    assert "do not drain them from here" in held[0]
+    both = decide_pull(pull(health=HEALTHY, mine=1, held=(9,), held_pid=1, held_generation="g")
+                       ).lines
+    assert both[0].startswith("WARNING: 1 queued") and both[1].startswith("NOTE: 1 queued")
+    branch = decide_pull(pull(health=HEALTHY, actor="branch", mine=3, held=(1, 2, 3)))
+    assert branch.lines == ()
+
+
+# --- scope -----------------------------------------------------------------------------------------
+
+
+def test_scope_rule(tmp_path: Path) -> None:
+    main = tmp_path / "repo"
+    (main / ".git").mkdir(parents=True)
+    (main / "src").mkdir()
+    assert classify_dir(main / "src").primary
+    linked = tmp_path / "wt" / "t1"
+    linked.mkdir(parents=True)
+    (linked / ".git").write_text(f"gitdir: {main}/.git/worktrees/t1\n")
+    assert not classify_dir(linked).primary
+    (linked / ".fm-primary").write_text("second-captain\n")
+    assert classify_dir(linked).primary
+    (linked / ".fm-primary").write_text("not an identifier!\n")
+    assert not classify_dir(linked).primary
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / ".git").write_text(f"gitdir: {main}/.git/modules/sub\n")
+    assert classify_dir(sub).primary
+    scout = main / "scratch"
+    scout.mkdir()
+    (scout / ".fm-crew").write_text("scout\n")
+    assert not classify_dir(scout).primary
+    assert classify_dir(tmp_path / "nowhere").primary
+
+
+def test_scope_env_and_home(tmp_path: Path) -> None:
+    from firstmate.home import Home
+
+    home = Home(tmp_path / "home")
+    assert not primary_scope(home, None, {}).primary  # never set up
+    home.ensure()
+    project = str(tmp_path)
+    assert primary_scope(home, {"cwd": project}, {}).primary
+    assert not primary_scope(home, {"cwd": project}, {"FM_CREW": "t1"}).primary
+    assert not primary_scope(home, {"cwd": project}, {"FM_TASK_ID": "7"}).primary
+
+
+# --- for real: the CLI with live watchers ----------------------------------------------------------
+
+
+@pytest.fixture
+def grig(tmp_path: Path) -> Any:
+    """A rig whose home needs supervision (one process source) and a primary project dir."""
+    made = make_rig(tmp_path)
+    (made.home.state / "sources").mkdir()
+    (made.home.state / "sources" / "prs.source").write_text("pr poller\n")
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    made.env["FM_PROJECT_DIR"] = str(project)
+    try:
+        yield made
+    finally:
+        made.reap()
+
+
+def run_guard(rig: Rig, harness: str, payload: object = None, **env: str
+              ) -> subprocess.CompletedProcess[str]:
+    body = "" if payload is None else json.dumps(payload)
+    return subprocess.run(
+        [sys.executable, "-m", "firstmate", "turnend-guard", "--harness", harness], input=body,
+        capture_output=True, text=True, env={**rig.env, **env}, timeout=60, check=False,
+    )
+
+
+def run_pull(rig: Rig, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "firstmate", "guard", *args],
+                          capture_output=True, text=True, env={**rig.env, **env}, timeout=60,
+                          check=False)
+
+
+STOP = {"session_id": "s1", "hook_event_name": "Stop"}
+
+
+@pytest.mark.parametrize("harness", ["codex", "grok", "omp"])
+def test_no_watcher_blocks_with_a_banner(grig: Rig, harness: str) -> None:
+    done = run_guard(grig, harness, STOP)
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    assert done.stderr.startswith("FIRSTMATE_OP: WATCHER DOWN")
+    assert "1 process source(s) need a watcher" in done.stderr
+    assert "`fm arm`" in done.stderr
+
+
+@pytest.mark.parametrize("harness", ["cursor", "pi", "opencode"])
+def test_passive_harnesses_get_one_follow_up(grig: Rig, harness: str) -> None:
+    done = run_guard(grig, harness, STOP)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("FIRSTMATE_OP: WATCHER DOWN")
+    follow = run_guard(grig, harness, {**STOP, "stop_hook_active": True})
+    assert (follow.returncode, follow.stdout, follow.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(("case", "payload", "env"), [
+    ("empty payload", None, {}),
+    ("empty object", {}, {}),
+    ("not json", "garbage", {}),
+    ("crew environment", STOP, {"FM_CREW": "t1"}),
+    ("forced continuation", {**STOP, "stop_hook_active": True}, {}),
+])
+def test_gates_allow_silently(grig: Rig, case: str, payload: object, env: dict[str, str]) -> None:
+    if payload == "garbage":
+        done = subprocess.run(
+            [sys.executable, "-m", "firstmate", "turnend-guard", "--harness", "codex"],
+            input="{not json", capture_output=True, text=True, env=grig.env, timeout=60,
+            check=False)
+    else:
+        done = run_guard(grig, "codex", payload, **env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), case
+
+
+def test_crew_worktree_and_no_need_are_inert(grig: Rig, tmp_path: Path) -> None:
+    linked = tmp_path / "crew-t1"
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {tmp_path}/project/.git/worktrees/t1\n")
+    done = run_guard(grig, "codex", {**STOP, "cwd": str(linked)})
+    assert (done.returncode, done.stderr) == (0, "")
+    os.unlink(grig.home.state / "sources" / "prs.source")
+    done = run_guard(grig, "codex", STOP)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def _record_lock(rig: Rig, pid: int) -> None:
+    ident = identity_of(pid)
+    assert ident is not None
+    record = session_lock.SessionRecord(pid=pid, identity=ident.token(), harness="claude",
+                                        acquired_at=time.time())
+    session_lock._write(rig.home, record)
+
+
+def test_read_only_session_is_allowed_and_the_owner_is_not(grig: Rig) -> None:
+    other = grig.sleeper()
+    _record_lock(grig, other.pid)
+    done = run_guard(grig, "codex", STOP)
+    assert (done.returncode, done.stderr) == (0, "")
+    _record_lock(grig, os.getpid())  # this test process is an ancestor of the guard: ours
+    assert run_guard(grig, "codex", STOP).returncode == 2
+
+
+@pytest.mark.parametrize("harness", ["codex", "claude", "cursor"])
+def test_a_healthy_watcher_lets_the_turn_end(grig: Rig, harness: str) -> None:
+    arm = grig.spawn("arm")
+    started_pid(arm.line())
+    done = run_guard(grig, harness, STOP)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_stale_beacon_blocks_and_names_take_over(grig: Rig) -> None:
+    env = {"FM_GUARD_GRACE": "2"}
+    arm = grig.spawn("arm", env=env)
+    pid = started_pid(arm.line())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: run_guard(grig, "codex", STOP, **env).returncode == 2,
+                 "the guard to see the stale beacon")
+        done = run_guard(grig, "codex", STOP, **env)
+        assert f"watcher pid {pid} is alive but has not polled" in done.stderr
+        assert "fm arm --take-over" in done.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def exec_identity(pid: int, argv: list[str]) -> ProcessIdentity:
+    """*pid*'s identity once its exec is done (right after a spawn /proc may still show the
+    forking interpreter's command line)."""
+    want = cmd_hash(argv)
+    found = wait_for(lambda: (i := identity_of(pid)) is not None and i.cmd_hash == want and i,
+                     f"pid {pid} to finish its exec")
+    assert isinstance(found, ProcessIdentity)
+    return found
+
+
+def test_a_live_identity_matched_claim_lets_claude_stop(grig: Rig) -> None:
+    owner = grig.sleeper()
+    ident = exec_identity(owner.pid, ["sleep", "600"])
+    _claim(grig, owner.pid, ident.token(), "arming")
+    quick = {"FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "0", "FM_CLAUDE_TURNEND_BLOCK_BUDGET": "50"}
+    assert run_guard(grig, "claude", STOP, **quick).returncode == 0
+    # The same claim under another identity (a recycled pid) suppresses nothing.
+    forged = f"{owner.pid}:{ident.started - 50:.2f}:{ident.cmd_hash}"
+    _claim(grig, owner.pid, forged, "arming")
+    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
+    # A finished claim decides nothing.
+    _claim(grig, owner.pid, ident.token(), "clean", at=time.time() - 60)
+    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
+    # A hung claim: entry and beacon both older than the grace.
+    _claim(grig, owner.pid, ident.token(), "arming", at=time.time() - 10)
+    assert run_guard(grig, "claude", STOP, FM_GUARD_GRACE="2", **quick).returncode == 2
+    # A dead owner.
+    owner.kill()
+    owner.wait()
+    _claim(grig, owner.pid, ident.token(), "arming")
+    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
+
+
+def _claim(rig: Rig, pid: int, token: str, outcome: str, at: float | None = None) -> None:
+    db = open_store(rig.home)
+    try:
+        with db.transaction() as conn:
+            conn.execute("DELETE FROM kv WHERE key = ?", (autoarm.LEDGER_KEY,))
+            entry = autoarm.claim_next(conn, pid, token, now=at)
+            if outcome != "arming":
+                assert autoarm.commit(conn, entry.epoch, pid, outcome, now=at)
+    finally:
+        db.close()
+
+
+def _kv(rig: Rig, key: str) -> str | None:
+    db = Store(rig.home)
+    try:
+        with db.reading() as conn:
+            return kv_get(conn, key)
+    finally:
+        db.close()
+
+
+def test_claude_rewake_budget_fail_open_and_recovery(grig: Rig) -> None:
+    env = {"FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "0", "FM_CLAUDE_TURNEND_BLOCK_BUDGET": "2"}
+    me = identity_of(os.getpid())
+    assert me is not None
+    _claim(grig, os.getpid(), me.token(), "rewake")
+    assert run_guard(grig, "claude", STOP, **env).returncode == 0  # fresh rewake
+    _claim(grig, os.getpid(), me.token(), "failed", at=time.time() - 60)
+    db = open_store(grig.home)
+    with db.transaction() as conn:
+        autoarm.mark_notified(conn, 1)
+    db.close()
+    codes = [run_guard(grig, "claude", {**STOP, "stop_hook_active": True}, **env)
+             for _ in range(4)]
+    assert [c.returncode for c in codes] == [2, 2, 0, 0]
+    assert "UNSUPERVISED" in codes[2].stderr and codes[3].stderr == ""
+    assert _kv(grig, autoarm.ALARMED_KEY) is not None
+    assert json.loads(_kv(grig, guards.BUDGET_KEY) or "{}")["blocks"] == 2
+    # Positive recovery clears the budget, the notice and the alarm.
+    arm = grig.spawn("arm")
+    started_pid(arm.line())
+    assert run_guard(grig, "claude", STOP, **env).returncode == 0
+    assert _kv(grig, guards.BUDGET_KEY) is None
+    assert _kv(grig, autoarm.ALARMED_KEY) is None and _kv(grig, autoarm.NOTIFIED_KEY) is None
+
+
+def test_claude_waits_briefly_for_a_watcher_coming_up(grig: Rig) -> None:
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "firstmate", "turnend-guard", "--harness", "claude"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**grig.env, "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "60000"},
+    )
+    assert guard.stdin is not None
+    guard.stdin.write(json.dumps(STOP))
+    guard.stdin.close()
+    arm = grig.spawn("arm")
+    started_pid(arm.line())
+    guard.wait(timeout=90)
+    assert guard.stdout is not None and guard.stderr is not None
+    out, err = guard.stdout.read(), guard.stderr.read()
+    guard.stdout.close()
+    guard.stderr.close()
+    assert (guard.returncode, out, err) == (0, "", "")
+
+
+# --- the pull guard for real ---------------------------------------------------------------------
+
+
+def test_pull_guard_episodes_with_real_watchers(grig: Rig) -> None:
+    first = run_pull(grig)
+    assert first.returncode == 0 and first.stdout == ""
+    assert first.stderr.splitlines()[0] == "●  WATCHER DOWN - SUPERVISION IS OFF"
+    second = run_pull(grig)
+    assert second.stderr.startswith("WARNING: watcher still down (same no-watcher episode")
+    assert len(second.stderr.splitlines()) == 1
+    env = {"FM_GUARD_GRACE": "2"}
+    arm = grig.spawn("arm", env=env)
+    pid = started_pid(arm.line())
+    assert run_pull(grig, **env).stderr == ""  # healthy: silent, and the episode is over
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: "stale" in run_pull(grig, **env).stderr, "a stale-beacon banner")
+        again = run_pull(grig, **env)
+        assert again.stderr.startswith("WARNING: watcher still down (same stale-beacon episode")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: run_pull(grig).stderr.startswith("●  WATCHER DOWN"),
+             "a fresh banner for the no-watcher episode")
+
+
+def test_pull_guard_counts_only_the_callers_rows(grig: Rig) -> None:
+    os.unlink(grig.home.state / "sources" / "prs.source")  # no need: no WATCHER DOWN banner
+    grig.append("signal", "t1.status", "signal: t1 done")
+    second = grig.append("stale", "w2", "stale: w2")
+    assert run_pull(grig).stderr.startswith("WARNING: 2 queued wake row(s) pending")
+    owner = grig.sleeper()
+    db = open_store(grig.home)
+    try:
+        grants.activate(db, owner.pid, "g1")
+        grants.publish(db, "g1", [second])
+    finally:
+        db.close()
+    lines = run_pull(grig).stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("WARNING: 1 queued wake row(s) pending")
+    assert lines[1].startswith(f"NOTE: 1 queued wake row(s) ({second}) are held by the live "
+                                f"supervision branch (pid {owner.pid}, grant g1)")
+    branch = run_pull(grig, "--actor", "branch")
+    assert "queued" not in branch.stderr
+    owner.kill()
+    owner.wait()
+    assert "held by" not in run_pull(grig).stderr  # a gone owner holds nothing
+
+
+def test_pull_guard_always_exits_zero(tmp_path: Path) -> None:
+    bad = tmp_path / "file"
+    bad.write_text("not a home\n")
+    env = {**os.environ, "FM_HOME": str(bad)}
+    done = subprocess.run([sys.executable, "-m", "firstmate", "guard", "--bogus"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0
+    assert done.stdout == ""
+
+
+def test_bad_turnend_guard_arguments_never_block(tmp_path: Path) -> None:
+    env = {**os.environ, "FM_HOME": str(tmp_path / "home")}
+    for args in (["--bogus"], [], ["--harness", "Bad Name"]):
+        done = subprocess.run([sys.executable, "-m", "firstmate", "turnend-guard", *args],
+                              input="{}", capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+        assert done.returncode == 1, args
+        assert done.stderr.startswith("fm: ") and done.stderr.count("\n") == 1

@@ -1,0 +1,81 @@
+"""The contract kit's fixtures: a real arm, a fake harness endpoint."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from firstmate.home import Home
+from firstmate.testing import (
+    DEADLINE,
+    FakeHarness,
+    SpawnedArm,
+    fm_command,
+    json_contains,
+    sample_call,
+    spawn_arm,
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_spawned_arm_starts_a_watcher_and_relays_its_reason(spawned_arm: SpawnedArm) -> None:
+    assert spawned_arm.status.startswith("watcher: started pid="), spawned_arm.stderr()
+    done = subprocess.run(fm_command("wake", "append", "stale", "w1", "stale: w1"),
+                          env=dict(spawned_arm.env), capture_output=True, text=True,
+                          timeout=DEADLINE, check=False)
+    assert done.returncode == 0, done.stderr
+    assert spawned_arm.wait_reason() == "stale: w1"
+    assert spawned_arm.wait() == 0
+
+
+def test_stopping_a_spawned_arm_leaves_no_watcher(fm_home: Home, tmp_path: Path) -> None:
+    arm = spawn_arm(fm_home, tmp_path)
+    watcher = int(arm.status.split("pid=", 1)[1].split()[0])
+    arm.stop()
+    assert arm.popen.poll() is not None
+    end = time.monotonic() + DEADLINE
+    while not _gone(watcher):
+        assert time.monotonic() < end, f"watcher {watcher} outlived the arm's teardown"
+        time.sleep(0.05)
+
+
+def test_fake_harness_records_deliveries_from_any_thread(fake_harness: FakeHarness) -> None:
+    threading.Thread(target=fake_harness, args=("FIRSTMATE_OP: stale: w1",),
+                     kwargs={"deliverAs": "followUp"}).start()
+    assert fake_harness("second") is True
+    got = fake_harness.wait_for(2)
+    assert sorted(d.text for d in got) == ["FIRSTMATE_OP: stale: w1", "second"]
+    assert {"deliverAs": "followUp"} in [dict(d.meta) for d in got]
+    refusing = FakeHarness(accept=False)
+    assert refusing("x") is False and refusing.texts == ["x"]
+
+
+def test_fake_harness_wait_fails_when_nothing_arrives() -> None:
+    with pytest.raises(pytest.fail.Exception):
+        FakeHarness().wait_for(1, deadline=0.01)
+
+
+def test_sample_payloads_carry_the_marks_plugins_tell_apart() -> None:
+    claude = sample_call("claude", "stop-failure")
+    cursor = sample_call("cursor", "session-start")
+    grok = sample_call("grok", "stop")
+    assert claude is not None and claude[0]["hook_event_name"] == "StopFailure"
+    assert cursor is not None and cursor[0]["hook_event_name"] == "sessionStart"
+    assert grok is not None and grok[1]["GROK_HOOK_EVENT"] == "Stop"
+    assert sample_call("pi", "stop") is None
+
+
+def test_json_contains() -> None:
+    assert json_contains({"a": [1, {"b": 2}, 3], "c": 0}, {"a": [{"b": 2}, 3]})
+    assert not json_contains({"a": [3, 1]}, {"a": [1, 3]})
+    assert not json_contains({"a": 1}, {"a": 1, "b": None})
