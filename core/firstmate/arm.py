@@ -878,8 +878,9 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
     mode = parse_args(argv)
     env = dict(os.environ if env is None else env)
     out = sys.stdout if out is None else out
-    previous = install_stop_handlers(_interrupt)
+    previous = install_stop_handlers(_interrupt, unblock=False)
     try:
+        unblock_stop_signals()  # a stop pending since our spawn is handled by the except below
         refused = disposable_checkout(code_dir(), env)
         if refused is not None:
             out.write("watcher: FAILED - refusing to arm from a disposable validation checkout: "
@@ -891,8 +892,10 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
             home.ensure()
         # The singleton is inspected (and a holder signalled) through these paths: a symlink
         # there is unsafe state (exit 4), not an unverifiable holder to wait for.
-        for path in (home.root, home.state, home.lock_path(LOCK_NAME)):
+        for path in (home.root, home.state):
             refuse_symlink(path)
+        if home.state.is_dir():
+            refuse_symlink(home.lock_path(LOCK_NAME))
         arm = Arm(home, env, out, current(), Store(home))
         gone = arm.ground()
         if gone is not None:

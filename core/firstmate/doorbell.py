@@ -4,39 +4,20 @@ The watcher binds one unix datagram socket per home; writers ring it after their
 Ringing is best effort and never blocks: a missed ring costs at most one ``FM_POLL`` interval,
 because the watcher re-reads everything on every poll anyway. On Linux the socket lives in the
 abstract namespace (no file to clean up, no path-length limit); elsewhere it is a file in state/.
+The ringing side (:func:`ring`, :func:`address`) lives in the attrs-free :mod:`firstmate.bell`
+and is re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import select
 import socket
-import sys
 from pathlib import Path
 
 import attrs
 
+from firstmate.bell import ABSTRACT_NAMESPACE, address, ring
 from firstmate.home import Home
-
-#: Abstract unix sockets exist only on Linux (a plain variable, so type checkers keep both paths).
-ABSTRACT_NAMESPACE: bool = sys.platform.startswith("linux")
-
-
-def address(home: Home) -> str | bytes:
-    if ABSTRACT_NAMESPACE:
-        digest = hashlib.sha256(str(Path(home.state).absolute()).encode()).hexdigest()[:32]
-        return b"\0firstmate-bell-" + digest.encode()
-    return str(home.state / "watcher.bell")
-
-
-def ring(home: Home) -> None:
-    """Wake the home's watcher if one is listening. Never raises, never blocks."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.setblocking(False)
-            sock.sendto(b"!", address(home))
-    except OSError:
-        pass
 
 
 @attrs.define(eq=False)
@@ -87,3 +68,6 @@ class Doorbell:
             addr = address(self.home)
             if isinstance(addr, str):
                 Path(addr).unlink(missing_ok=True)
+
+
+__all__ = ["ABSTRACT_NAMESPACE", "Doorbell", "address", "ring"]

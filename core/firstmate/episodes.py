@@ -12,6 +12,10 @@ Besides a valid :class:`Episode` the row can be :data:`MISSING` (never written) 
 :class:`Invalid` (damaged or hand-edited). An invalid row is never trusted: the transition that
 meets it first keeps the bad record in ``set_aside`` and starts a fresh generation.
 
+The row itself and the downtime transition an append makes are plain functions in
+:mod:`firstmate.episoderow` (the ``fm wake append`` fast path uses them without attrs); this
+module wraps them in value classes.
+
 Every function here takes a connection that is already inside a write transaction
 (:meth:`firstmate.store.Store.transaction`); callers that also touch the queue hold the queue
 lock as well, so the queue and the episode always move together.
@@ -53,21 +57,16 @@ reopen_announced      announced:*:G with a row    pending:downtime:<new>
 from __future__ import annotations
 
 import enum
-import os
 import re
 import sqlite3
-import time
 
 import attrs
 
-from firstmate import store
+from firstmate import episoderow, store
+from firstmate.episoderow import GENERATION_MAX, KINDS, STATUSES
 from firstmate.errors import UsageError
 
-STATUSES = ("pending", "announced", "acked")
-KINDS = ("downtime", "handling")
 GENERATION_RE = re.compile(r"[A-Za-z0-9._-]+")
-#: Longest generation accepted (ours are ~30 characters).
-GENERATION_MAX = 128
 
 
 @attrs.frozen
@@ -133,11 +132,7 @@ class Action(enum.Enum):
 
 
 def valid_generation(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) <= GENERATION_MAX
-        and GENERATION_RE.fullmatch(value) is not None
-    )
+    return episoderow.valid_generation(value)
 
 
 def require_generation(value: str) -> str:
@@ -150,7 +145,7 @@ def require_generation(value: str) -> str:
 
 
 def new_generation() -> str:
-    return f"{os.getpid()}.{int(time.time())}.{os.urandom(4).hex()}"
+    return episoderow.new_generation()
 
 
 def parse_token(token: str) -> Episode | None:
@@ -168,21 +163,21 @@ def parse_token(token: str) -> Episode | None:
 
 
 def read(conn: sqlite3.Connection) -> EpisodeState:
-    row = conn.execute(
-        "SELECT status, kind, generation FROM episode WHERE id = 1"
-    ).fetchone()
-    if row is None:
+    return _state(episoderow.read(conn))
+
+
+def _state(state: episoderow.State) -> EpisodeState:
+    if state is None:
         return MISSING
-    status, kind, generation = row
-    if status in STATUSES and kind in KINDS and valid_generation(generation):
-        return Episode(str(status), str(kind), str(generation))
-    return Invalid(":".join(_show(part) for part in row))
+    if isinstance(state, str):
+        return Invalid(state)
+    return Episode(*state)
 
 
-def _show(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return "" if value is None else str(value)
+def _plain(state: EpisodeState) -> episoderow.State:
+    if isinstance(state, Episode):
+        return state.status, state.kind, state.generation
+    return state.record if isinstance(state, Invalid) else None
 
 
 def _announced_seq(conn: sqlite3.Connection) -> int | None:
@@ -193,26 +188,13 @@ def _announced_seq(conn: sqlite3.Connection) -> int | None:
 
 
 def _write(conn: sqlite3.Connection, episode: Episode, *, announced_seq: int | None = None) -> Episode:
-    if episode.status == "announced" and announced_seq is None:
-        announced_seq = store.last_seq(conn)
-    conn.execute(
-        "INSERT INTO episode (id, status, kind, generation, announced_seq, updated_at) "
-        "VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
-        "kind = excluded.kind, generation = excluded.generation, "
-        "announced_seq = excluded.announced_seq, updated_at = excluded.updated_at",
-        (episode.status, episode.kind, episode.generation, announced_seq, time.time()),
-    )
+    episoderow.write(conn, episode.status, episode.kind, episode.generation,
+                     announced_seq=announced_seq)
     return episode
 
 
-def _set_aside(conn: sqlite3.Connection, state: Invalid) -> None:
-    store.set_aside(conn, "episode", state.record)
-
-
 def _fresh(conn: sqlite3.Connection, status: str, kind: str, state: EpisodeState) -> Episode:
-    if isinstance(state, Invalid):
-        _set_aside(conn, state)
-    return _write(conn, Episode(status, kind, new_generation()))
+    return Episode(*episoderow.fresh(conn, status, kind, _plain(state)))
 
 
 # --- transitions -----------------------------------------------------------------------------
@@ -220,22 +202,7 @@ def _fresh(conn: sqlite3.Connection, status: str, kind: str, state: EpisodeState
 
 def publish_downtime(conn: sqlite3.Connection, *, append: bool = False) -> Episode:
     """Record that the fleet may have gone unwatched (a watcher close, or *append* of a row)."""
-    state = read(conn)
-    if not isinstance(state, Episode) or state.status == "acked":
-        return _fresh(conn, "pending", "downtime", state)
-    if state.status == "pending":
-        if state.kind == "downtime":
-            return state
-        return _write(conn, Episode("pending", "downtime", state.generation))
-    # announced
-    if state.kind == "handling":
-        # The handling turn may have been interrupted: owe exactly one more presentation on the
-        # same generation, so the acknowledgement already printed for it stays valid.
-        return _write(conn, Episode("pending", "downtime", state.generation))
-    if append:
-        # New durable work over an announced episode: a fresh generation so it resurfaces once.
-        return _fresh(conn, "pending", "downtime", state)
-    return state
+    return Episode(*episoderow.publish_downtime(conn, append=append))
 
 
 def publish_handling(conn: sqlite3.Connection) -> Episode:
@@ -307,6 +274,8 @@ def reopen_announced(conn: sqlite3.Connection) -> EpisodeState:
 
 
 __all__ = [
+    "GENERATION_MAX",
+    "GENERATION_RE",
     "KINDS",
     "MISSING",
     "STATUSES",

@@ -2,23 +2,30 @@
 
 A home holds ``config/`` and ``state/``. ``state/`` is private (0700, files 0600), and no path
 inside it is ever followed through a symlink: a symlink there is refused with a one-line error.
+The rules themselves are plain functions in :mod:`firstmate.safepaths` (re-exported here), so
+the ``fm wake append`` fast path can use them without importing attrs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
 
 from firstmate.errors import StateError
+from firstmate.safepaths import (
+    STATE_DIR_MODE,
+    STATE_FILE_MODE,
+    ensure_home,
+    make_private_dir,
+    open_private,
+    refuse_symlink,
+)
 
 HOME_MARKER = ".firstmate"
-STATE_DIR_MODE = 0o700
-STATE_FILE_MODE = 0o600
 
 
 def resolve_root(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
@@ -26,18 +33,6 @@ def resolve_root(env: Mapping[str, str] | None = None, cwd: Path | None = None) 
     from firstmate.homeroot import find_root
 
     return Path(find_root(os.environ if env is None else env, None if cwd is None else str(cwd)))
-
-
-def refuse_symlink(path: Path) -> None:
-    """Raise :class:`StateError` when *path* exists as a symlink (it is never followed)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        raise StateError(
-            f"refusing symlinked state path {path}: remove the link and let fm recreate it"
-        )
 
 
 @attrs.frozen
@@ -79,16 +74,7 @@ class Home:
 
     def ensure(self) -> Home:
         """Create ``state/`` (0700), ``state/logs`` and ``config/`` if absent; refuse symlinks."""
-        if not self.root.exists():
-            try:
-                self.root.mkdir(parents=True, mode=0o755)
-            except OSError as exc:
-                raise StateError(
-                    f"cannot create home {self.root}: {exc.strerror}; set FM_HOME to a writable directory"
-                ) from exc
-        for path, mode in ((self.state, STATE_DIR_MODE), (self.logs, STATE_DIR_MODE),
-                           (self.crew_dir, STATE_DIR_MODE), (self.config, 0o755)):
-            make_private_dir(path, mode)
+        ensure_home(self.root)
         return self
 
     def check_ground(self) -> None:
@@ -97,36 +83,6 @@ class Home:
             refuse_symlink(path)
             if not path.is_dir():
                 raise StateError(f"{path} no longer exists; recreate the home or point FM_HOME at one")
-
-
-def make_private_dir(path: Path, mode: int = STATE_DIR_MODE) -> None:
-    refuse_symlink(path)
-    try:
-        path.mkdir(mode=mode, exist_ok=True)
-    except FileExistsError as exc:
-        raise StateError(f"{path} exists but is not a directory; move it aside and retry") from exc
-    except OSError as exc:
-        raise StateError(f"cannot create {path}: {exc.strerror}; check the permissions of its parent") from exc
-    refuse_symlink(path)
-    if not path.is_dir():
-        raise StateError(f"{path} exists but is not a directory; move it aside and retry")
-    if mode == STATE_DIR_MODE:
-        # Best effort: a read-only filesystem (EROFS) or a foreign owner must surface later as the
-        # one-line error of the write that needs the directory, not as a crash here.
-        with contextlib.suppress(OSError):
-            os.chmod(path, mode)
-
-
-def open_private(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int:
-    """Open a state file without following a symlink, created 0600. Returns a file descriptor."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, STATE_FILE_MODE)
-    except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the final component is a symlink
-            raise StateError(
-                f"refusing symlinked state path {path}: remove the link and let fm recreate it"
-            ) from exc
-        raise StateError(f"cannot open {path}: {exc.strerror}; check that the state directory is writable") from exc
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -161,3 +117,18 @@ def open_home(env: Mapping[str, str] | None = None, cwd: Path | None = None, *, 
         return home.ensure()
     home.check_ground()
     return home
+
+
+__all__ = [
+    "HOME_MARKER",
+    "STATE_DIR_MODE",
+    "STATE_FILE_MODE",
+    "Home",
+    "atomic_write",
+    "make_private_dir",
+    "open_home",
+    "open_private",
+    "private_umask",
+    "refuse_symlink",
+    "resolve_root",
+]

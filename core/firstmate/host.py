@@ -25,7 +25,10 @@ of this handoff with nothing left is retired) and parks on the successor. Any fa
 wake back to main: the close's reason line(s), then one ``supervision-host: <why>`` line, exit 0.
 By default the successor is stopped first (main's next turn end starts from the state it would
 have without the host); with ``handback = acknowledged`` it keeps running and the hand-back is
-re-delivered at each following park until main acknowledges those rows (bounded).
+re-delivered until main acknowledges the handed-back rows themselves: the retry state is durable
+(``kv`` ``host.handback``), a park that finds a delivery due re-delivers at once, and a park that
+finds one not yet due parks normally and re-delivers when its backoff timer expires
+(:func:`retry_delay`).
 
 Before the hook timeout (``FM_SUPERVISION_HOST_BOUNDARY`` seconds after the park began) the host
 stops at a cycle boundary: it stops the home's watcher and prints
@@ -60,6 +63,8 @@ TURN_TIMEOUT_ENV = "FM_SUPERVISION_HOST_TURN_TIMEOUT"
 BOUNDARY_ENV = "FM_SUPERVISION_HOST_BOUNDARY"
 READY_ENV = "FM_SUPERVISION_HOST_READY_TIMEOUT"
 RETRIES_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRIES"
+RETRY_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRY_S"
+RETRY_MAX_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRY_MAX_S"
 GENERATION_ENV = "FM_SUPERVISION_HOST_GENERATION"
 HOST_PID_ENV = "FM_SUPERVISION_HOST_PID"
 PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
@@ -71,7 +76,12 @@ DEFAULT_TURN_TIMEOUT = 900.0
 #: Claude's registered Stop-hook timeout is 28800 s; the host stops a margin before it.
 DEFAULT_BOUNDARY = 28800.0 - 900.0
 DEFAULT_READY_TIMEOUT = 30.0
-DEFAULT_RETRIES = 3
+#: Deliveries of one acknowledged hand-back; 0: until main acknowledges its rows.
+DEFAULT_RETRIES = 0
+#: Seconds from an acknowledged hand-back to its first re-delivery; doubled per delivery.
+DEFAULT_RETRY = 120.0
+#: The cap of that backoff.
+DEFAULT_RETRY_MAX = 1800.0
 #: Seconds between TERM and KILL of an engine turn that overran.
 ENGINE_GRACE = 5.0
 #: How long the host waits for a predecessor host to stand down.
@@ -95,6 +105,8 @@ class HostConfig:
     #: ``default`` (stop the successor, hand back once) or ``acknowledged``.
     handback: str = "default"
     retries: int = DEFAULT_RETRIES
+    retry: float = DEFAULT_RETRY
+    retry_max: float = DEFAULT_RETRY_MAX
 
 
 def config_path(home: Home) -> Any:
@@ -143,8 +155,17 @@ def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
         boundary=env_float(env, BOUNDARY_ENV, DEFAULT_BOUNDARY),
         ready_timeout=env_float(env, READY_ENV, DEFAULT_READY_TIMEOUT),
         handback="acknowledged" if handback == "acknowledged" else "default",
-        retries=env_int(env, RETRIES_ENV, DEFAULT_RETRIES),
+        retries=env_int(env, RETRIES_ENV, DEFAULT_RETRIES, minimum=0),
+        retry=env_float(env, RETRY_ENV, DEFAULT_RETRY),
+        retry_max=env_float(env, RETRY_MAX_ENV, DEFAULT_RETRY_MAX),
     )
+
+
+def retry_delay(delivered: int, base: float, cap: float) -> float:
+    """Seconds from the *delivered*-th delivery of a hand-back (1: the hand-back itself) to the
+    next one: *base*, doubled per delivery, never more than *cap* (nor less than *base*). Pure."""
+    steps = min(max(delivered, 1) - 1, 32)
+    return min(max(cap, base), base * float(1 << steps))
 
 
 def enable(home: Home, engine: str | None = None, handback: str | None = None) -> None:
@@ -375,6 +396,10 @@ class Host:
     #: Arm children deliberately left running (acknowledged hand-back).
     kept: list[Any] = attrs.Factory(list)
     grant: tuple[int, str] | None = None
+    #: An acknowledged hand-back is outstanding: the wait re-checks it at every tick.
+    retrying: bool = False
+    #: The lines of a re-delivery that fell due while parked.
+    due: list[str] = attrs.Factory(list)
 
     # --- output and bookkeeping ------------------------------------------------------------
 
@@ -440,7 +465,8 @@ class Host:
                 child.wait_exit(10.0)
 
     def wait_close(self, child: Any) -> str:
-        """``reason`` (a reason line arrived), ``failed`` (settled without one) or ``boundary``."""
+        """``reason`` (a reason line arrived), ``failed`` (settled without one), ``boundary``, or
+        ``handback`` (an outstanding hand-back fell due: its lines are in :attr:`due`)."""
         while True:
             left = self.boundary_left()
             if left <= 0:
@@ -449,6 +475,11 @@ class Host:
                 return "reason"
             if child.settled:
                 return "reason" if child.reasons() else "failed"
+            if self.retrying:
+                lines = self.check_handback()
+                if lines is not None:
+                    self.due = lines
+                    return "handback"
 
     def stop_watcher(self) -> None:
         from firstmate.arm import child_env
@@ -479,6 +510,12 @@ class Host:
             reasons = [line for line, _ in current.reasons()]
             if how == "boundary" and not reasons:
                 return self.cycle_boundary(current)
+            if how == "handback":
+                # The fleet stays watched: this cycle keeps running for main's next park.
+                self.kept.append(current)
+                for line in self.due:
+                    self.say(line)
+                return 0
             if how == "failed":
                 failed = [x for x in current.lines() if x.startswith("watcher: FAILED")]
                 for line in failed or [f"watcher: FAILED - supervision host: arm pid="
@@ -671,7 +708,7 @@ class Host:
         if successor is not None:
             if self.config.handback == "acknowledged" and successor.alive:
                 self.kept.append(successor)
-                self.remember_handback(reasons, result.why)
+                self.remember_handback(reasons, result.why, result.rows)
             else:
                 self.retire(successor)
         self.note(f"hand-back to main: {result.why}")
@@ -682,56 +719,111 @@ class Host:
         self.say(f"supervision-host: {result.why}")
         return 0
 
-    def remember_handback(self, reasons: Sequence[str], why: str) -> None:
+    def remember_handback(self, reasons: Sequence[str], why: str,
+                          rows: Sequence[int] = ()) -> None:
+        """Record an acknowledged hand-back (delivery 1, now) for the retry.
+
+        The rows main must acknowledge: the close's granted rows still queued; without a grant,
+        the queued rows whose payload is one of the close's reason lines, else every usable row
+        the branch does not hold (at most 50). An outstanding earlier hand-back is merged in.
+        """
         from firstmate.queue import VALID_SQL
         from firstmate.store import kv_set
 
+        now = time.time()
         db = self.store()
         try:
             with db.transaction(timeout=10.0) as conn:
-                seqs = [int(r[0]) for r in conn.execute(
-                    f"SELECT seq FROM wakes WHERE {VALID_SQL} AND coalesce(claim, '') <> 'branch'"
-                    " ORDER BY seq LIMIT 50")]
+                if rows:
+                    seqs = still_queued(conn, rows)
+                else:
+                    free = [(int(r[0]), r[1]) for r in conn.execute(
+                        f"SELECT seq, payload FROM wakes WHERE {VALID_SQL} AND "
+                        "coalesce(claim, '') <> 'branch' ORDER BY seq LIMIT 50")]
+                    seqs = [seq for seq, payload in free if payload in reasons] or [
+                        seq for seq, _ in free]
+                old = _read_handback(conn)
+                old_seqs = still_queued(conn, _seqs_of(old)) if old is not None else []
+                merged = sorted(set(seqs) | set(old_seqs))
+                if not merged:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (HANDBACK_KEY,))
+                    self.note("hand-back leaves no row queued: nothing to re-deliver")
+                    return
+                lines = list(reasons)
+                if old is not None and old_seqs:
+                    lines += [r for r in _reasons_of(old) if r not in lines]
+                delay = retry_delay(1, self.config.retry, self.config.retry_max)
                 kv_set(conn, HANDBACK_KEY, json.dumps(
-                    {"seqs": seqs, "reasons": list(reasons), "why": why, "attempts": 1}))
+                    {"seqs": merged, "reasons": lines[:20], "why": why, "deliveries": 1,
+                     "last_at": now, "next_at": now + delay}))
         finally:
             db.close()
+        cap = max(self.config.retry, self.config.retry_max)
+        self.note(f"acknowledged hand-back of rows {merged}: next delivery in {delay:g}s, then "
+                  f"backing off to every {cap:g}s until main acknowledges them")
 
-    def redeliver(self) -> list[str] | None:
-        """An acknowledged hand-back main has not acknowledged yet: the lines to deliver again
-        (the park then starts no cycle), or None."""
-        from firstmate.store import kv_get, kv_set
+    def check_handback(self, now: float | None = None) -> list[str] | None:
+        """The outstanding acknowledged hand-back, if any: the lines to deliver again when a
+        delivery is due (the record then counts it and schedules the next), else None.
 
+        Main having acknowledged every handed-back row ends the retry (rows main acknowledged
+        among several are dropped from it); so does the delivery bound, when one is set.
+        Sets :attr:`retrying` to whether a hand-back is still outstanding."""
+        from firstmate.store import kv_set
+
+        self.retrying = False
         if not self.home.db.exists():
             return None
+        now = time.time() if now is None else now
         db = self.store()
         try:
             with db.transaction(timeout=10.0) as conn:
-                try:
-                    rec = json.loads(kv_get(conn, HANDBACK_KEY) or "null")
-                except ValueError:
-                    rec = None
-                if not isinstance(rec, dict):
+                rec = _read_handback(conn)
+                if rec is None:
                     return None
-                seqs = [s for s in rec.get("seqs", []) if type(s) is int]
+                seqs = _seqs_of(rec)
                 left = still_queued(conn, seqs)
-                raw = rec.get("attempts")
-                attempts: int = raw if type(raw) is int else 1
-                if not left or attempts >= self.config.retries:
+                if not left:
                     conn.execute("DELETE FROM kv WHERE key = ?", (HANDBACK_KEY,))
-                    if left:
-                        self.note(f"gave up re-delivering the hand-back of rows {left}")
+                    self.note(f"main acknowledged the handed-back row(s) {seqs}: retry stopped")
                     return None
-                rec["attempts"] = attempts + 1
+                raw = rec.get("deliveries", rec.get("attempts"))
+                delivered: int = raw if type(raw) is int and raw > 0 else 1
+                due_at = rec.get("next_at")
+                if isinstance(due_at, bool) or not isinstance(due_at, int | float):
+                    due_at = 0.0
+                if left != seqs:
+                    rec["seqs"] = left
+                    kv_set(conn, HANDBACK_KEY, json.dumps(rec))
+                    self.note(f"main acknowledged part of the hand-back; still owed: {left}")
+                if 0 < self.config.retries <= delivered:
+                    conn.execute("DELETE FROM kv WHERE key = ?", (HANDBACK_KEY,))
+                    self.note(f"gave up re-delivering the hand-back of rows {left} after "
+                              f"{delivered} deliveries ({RETRIES_ENV})")
+                    return None
+                self.retrying = True
+                if now < due_at:
+                    return None
+                delivered += 1
+                delay = retry_delay(delivered, self.config.retry, self.config.retry_max)
+                rec.update(seqs=left, deliveries=delivered, last_at=now, next_at=now + delay)
                 kv_set(conn, HANDBACK_KEY, json.dumps(rec))
+        except FirstmateError as exc:
+            # A busy or broken store must not stop the park: try again at the next tick.
+            self.retrying = True
+            self.note(f"could not check the hand-back: {exc.message}")
+            return None
         finally:
             db.close()
-        reasons = [str(r) for r in rec.get("reasons", []) if isinstance(r, str)]
-        self.note(f"re-delivering the hand-back of rows {left} (attempt {attempts + 1})")
+        reasons = _reasons_of(rec)
+        bound = f" of {self.config.retries}" if self.config.retries > 0 else ""
+        self.note(f"re-delivering the hand-back of rows {left} (delivery {delivered}{bound}); "
+                  f"next in {delay:g}s unless main acknowledges them")
+        record_event(self.home, "handback-retry", self.env, rows=left, delivery=delivered,
+                     reasons=" | ".join(reasons))
         return [*reasons, f"supervision-host: handed-back wake still unacknowledged (rows "
-                          f"{','.join(map(str, left))}, delivery {attempts + 1} of "
-                          f"{self.config.retries}): run fm wake drain, handle it, then run its "
-                          "acknowledgement command"]
+                          f"{','.join(map(str, left))}, delivery {delivered}{bound}): run fm "
+                          "wake drain, handle it, then run its acknowledgement command"]
 
     # --- teardown ---------------------------------------------------------------------------
 
@@ -740,6 +832,26 @@ class Host:
         for child in self.arms:
             if child not in self.kept and child.alive:
                 self.retire(child)
+
+
+def _read_handback(conn: Any) -> dict[str, Any] | None:
+    from firstmate.store import kv_get
+
+    try:
+        rec = json.loads(kv_get(conn, HANDBACK_KEY) or "null")
+    except (ValueError, RecursionError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _seqs_of(rec: Mapping[str, Any]) -> list[int]:
+    raw = rec.get("seqs")
+    return [s for s in raw if type(s) is int][:50] if isinstance(raw, list) else []
+
+
+def _reasons_of(rec: Mapping[str, Any]) -> list[str]:
+    raw = rec.get("reasons")
+    return [r for r in raw if isinstance(r, str)][:20] if isinstance(raw, list) else []
 
 
 def _supersede(home: Home, lock: Any) -> str | None:
@@ -796,11 +908,16 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
             host.say(f"watcher: FAILED - {why}")
             host.note(why)
             return 1
-        lines = host.redeliver()
+        # An acknowledged hand-back whose next delivery is due goes out at once; one not yet
+        # due is re-checked while this park waits (Host.wait_close).
+        lines = host.check_handback()
         if lines is not None:
             for line in lines:
                 host.say(line)
             return 0
+        if host.retrying:
+            host.note("an acknowledged hand-back is outstanding: parking, re-delivering it "
+                      "when its retry falls due")
         try:
             return host.park(restart)
         finally:
@@ -838,6 +955,7 @@ __all__ = [
     "park",
     "record_event",
     "report",
+    "retry_delay",
     "run_engine",
     "still_queued",
 ]

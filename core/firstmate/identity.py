@@ -11,19 +11,18 @@ a lock on a hot command path does not pay for importing psutil.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import re
 import signal
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
 
 import attrs
 
-#: Digits of the sha256 hex digest kept in :attr:`ProcessIdentity.cmd_hash` (64 bits).
-CMD_HASH_LEN = 16
+from firstmate import procself
+from firstmate.procself import CMD_HASH_LEN, cmd_hash
+
 #: Parent steps :func:`ancestry` takes by default.
 DEFAULT_MAX_HOPS = 16
 #: Extra harness process basenames, comma-separated (for tests and unusual installs).
@@ -49,7 +48,7 @@ class ProcessIdentity:
     cmd_hash: str
 
     def token(self) -> str:
-        return f"{self.pid}:{self.started:.2f}:{self.cmd_hash}"
+        return procself.token(self.pid, self.started, self.cmd_hash)
 
     @classmethod
     def parse(cls, token: object) -> ProcessIdentity | None:
@@ -71,11 +70,6 @@ class ProcessIdentity:
             and f"{self.started:.2f}" == f"{other.started:.2f}"
             and self.cmd_hash == other.cmd_hash
         )
-
-
-def cmd_hash(cmdline: Sequence[str]) -> str:
-    joined = "\0".join(cmdline).encode("utf-8", "surrogateescape")
-    return hashlib.sha256(joined).hexdigest()[:CMD_HASH_LEN]
 
 
 def identity_of(pid: int) -> ProcessIdentity | None:
@@ -105,46 +99,12 @@ def current() -> ProcessIdentity:
     cached = _current_cache
     if cached is not None and cached.pid == pid:
         return cached
-    found = _self_from_proc(pid) or identity_of(pid)
+    fields = procself.current_fields()
+    found = ProcessIdentity(*fields) if fields is not None else identity_of(pid)
     if found is None:  # pragma: no cover - our own process is always readable
         raise RuntimeError("cannot read this process's own start time and command line")
     _current_cache = found
     return found
-
-
-def _self_from_proc(pid: int) -> ProcessIdentity | None:
-    """Linux fast path: the same numbers psutil computes, without importing psutil."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        with open("/proc/stat", "rb") as fh:
-            btime = next(
-                float(line.split()[1]) for line in fh if line.startswith(b"btime")
-            )
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            raw = fh.read()
-        ticks = float(stat[stat.rfind(b")") + 2 :].split()[19])
-        clk = os.sysconf("SC_CLK_TCK")
-    except (OSError, StopIteration, IndexError, ValueError):
-        return None
-    return ProcessIdentity(
-        pid=pid, started=ticks / clk + btime, cmd_hash=cmd_hash(_split_cmdline(os.fsdecode(raw)))
-    )
-
-
-def _split_cmdline(data: str) -> list[str]:
-    # Mirrors psutil's Linux parsing so both paths hash the same argument list.
-    if not data:
-        return []
-    sep = "\0" if data.endswith("\0") else " "
-    if data.endswith(sep):
-        data = data[:-1]
-    parts = data.split(sep)
-    if sep == "\0" and len(parts) == 1 and " " in data:
-        parts = data.split(" ")
-    return parts
 
 
 def is_alive(pid: int) -> bool:
@@ -389,6 +349,7 @@ def innermost_harness(
 
 
 __all__ = [
+    "CMD_HASH_LEN",
     "HARNESS_NAMES_ENV",
     "ProcInfo",
     "ProcessIdentity",

@@ -8,8 +8,10 @@ others can name and verify it. The record is advice for messages; the kernel loc
 Lock files are never removed: unlinking a lock file lets two processes lock two different inodes.
 The descriptor is close-on-exec, so a spawned child never keeps its parent's lock alive.
 
-Import cost matters (``fm wake append`` imports this module), so portalocker and
-:mod:`firstmate.identity` are imported only when a lock is taken or inspected.
+The blocking POSIX acquisition and the owner record are plain functions in
+:mod:`firstmate.ownerlock`, which ``fm wake append`` uses without importing this module.
+Import cost still matters (hooks take locks), so portalocker and :mod:`firstmate.identity` are
+imported only when a lock is taken or inspected.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import IO, Literal
 import attrs
 
 from firstmate.errors import LockTimeout, StateError, UsageError
-from firstmate.home import open_private
+from firstmate.ownerlock import acquire_recorded, lock_failed, record_json, write_record
+from firstmate.safepaths import open_private
 
 HolderState = Literal["free", "held", "held-unverified"]
 
@@ -111,11 +114,7 @@ class OwnerRecord:
         return self.pid if self.pid > 0 else None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"pid": self.pid, "identity": self.identity, "home": self.home, "role": self.role,
-             "acquired_at": self.acquired_at},
-            sort_keys=True,
-        )
+        return record_json(self.pid, self.identity, self.home, self.role, self.acquired_at)
 
     @classmethod
     def from_json(cls, data: str | bytes) -> OwnerRecord | None:
@@ -179,6 +178,13 @@ class FileLock:
             raise UsageError(f"lock wait must be a non-negative number of seconds, got {timeout}")
         if self.held:
             raise RuntimeError(f"lock {self.role} is already held by this FileLock")
+        if timeout is None and os.name == "posix":
+            # The blocking POSIX case is exactly the fast append path's: one implementation.
+            fd, (pid, identity, at) = acquire_recorded(self.path, self.role, self.home)
+            self._record = OwnerRecord(pid=pid, identity=identity, home=str(self.home),
+                                       role=self.role, acquired_at=at, verified=True)
+            self._fh, self._owner_pid = os.fdopen(fd, "r+b", buffering=0), os.getpid()
+            return
         pl = _portalocker()
         fh = self._open(os.O_RDWR | os.O_CREAT)
         try:
@@ -242,9 +248,7 @@ class FileLock:
         except pl.AlreadyLocked:
             raise
         except pl.LockException as exc:
-            raise StateError(
-                f"cannot lock {self.path}: {exc}; keep the state directory on a local filesystem"
-            ) from exc
+            raise lock_failed(self.path, exc) from exc
 
     def _wait_bounded(self, pl: ModuleType, fh: IO[bytes], timeout: float) -> None:
         start = time.monotonic()
@@ -280,25 +284,9 @@ class FileLock:
         )
 
     def _write_record(self, fh: IO[bytes]) -> OwnerRecord:
-        from firstmate.identity import current
-
-        me = current()
-        rec = OwnerRecord(
-            pid=me.pid, identity=me.token(), home=str(self.home), role=self.role,
-            acquired_at=time.time(), verified=True,
-        )
-        try:
-            fh.seek(0)
-            fh.truncate()
-            # No fsync: the record is advice for messages and dies with the kernel lock anyway;
-            # syncing it would double the cost of every durable append.
-            fh.write(rec.to_json().encode())
-        except OSError as exc:
-            raise StateError(
-                f"cannot write the owner record of {self.path}: {exc.strerror}; "
-                "check free space and permissions of the state directory"
-            ) from exc
-        return rec
+        pid, identity, at = write_record(fh.fileno(), self.path, self.role, self.home)
+        return OwnerRecord(pid=pid, identity=identity, home=str(self.home), role=self.role,
+                           acquired_at=at, verified=True)
 
     def _probe(self) -> tuple[bool, bytes] | None:
         """(held, record bytes); None when the lock file does not exist (so nobody holds it)."""

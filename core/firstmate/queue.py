@@ -13,6 +13,9 @@ whole step or none of it. Appends and acknowledgements wait for the lock as long
 drain bounds its wait with ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the
 bound runs out, changes nothing and says so in one line.
 
+Appending is :mod:`firstmate.appendpath` (attrs-free, shared with the ``fm wake append`` fast
+path); the input rules are :mod:`firstmate.wakeinput`. Both are re-exported here.
+
 Text hygiene: keys and payloads are stored on one line. TAB, CR, LF and other line breaks become
 spaces, terminal escape sequences and other control characters are removed, and a payload longer
 than :data:`PAYLOAD_MAX` characters is cut and ends with :data:`TRUNCATION_MARKER`.
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,19 +33,13 @@ import attrs
 
 from firstmate import episodes
 from firstmate.errors import FirstmateError, LockTimeout, UsageError
-from firstmate.store import SET_ASIDE_KEEP, Store, advance_seq, last_seq, next_seq
+from firstmate.store import SET_ASIDE_KEEP, Store, advance_seq, last_seq
+from firstmate.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
 
-KINDS = ("signal", "stale", "check", "heartbeat")
 ACTORS = ("main", "branch")
 ACTOR_ENV = "FM_SUPERVISION_ACTOR"
 LOCK_TIMEOUT_ENV = "FM_STATUS_PRESENTATION_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 10
-#: Longest stored payload, in characters, marker included.
-PAYLOAD_MAX = 4096
-#: Longest stored key, in characters, marker included.
-KEY_MAX = 512
-#: What a cut key or payload ends with.
-TRUNCATION_MARKER = "...[truncated]"
 #: Unusable rows quoted verbatim in a retirement report before the remainder is only counted.
 REPORT_SHOWN = 20
 
@@ -55,30 +51,6 @@ VALID_SQL = (
     " AND typeof(key) = 'text' AND length(trim(key)) > 0 AND typeof(payload) = 'text')"
 )
 _UNCLAIMED_SQL = "(claim IS NULL OR claim NOT IN ('main', 'branch'))"
-
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI … final byte (colours, cursor moves)
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC … BEL / ST (titles, hyperlinks)
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"       # DCS / SOS / PM / APC … ST
-    r"|\x1b[ -/]*[0-~]?"                    # two-byte and nF escapes, or a lone ESC
-    r"|\x9b[0-?]*[ -/]*[@-~]"               # 8-bit CSI
-)
-_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
-#: Lone surrogates: bytes that were not UTF-8 (argv decoded with surrogateescape) cannot be
-#: stored or printed as text, so each becomes U+FFFD.
-_SURROGATES = re.compile(r"[\ud800-\udfff]")
-
-
-def clean(text: str, limit: int | None = None) -> str:
-    """*text* made safe for one line: breaks become spaces, escapes and controls are removed,
-    undecodable bytes become U+FFFD."""
-    text = _SURROGATES.sub("\ufffd", text)
-    text = _CONTROLS.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text)))
-    if limit is not None and len(text) > limit:
-        text = text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
-    return text
-
 
 @attrs.frozen
 class WakeRow:
@@ -154,18 +126,6 @@ class AckResult:
 # --- inputs ----------------------------------------------------------------------------------
 
 
-def validate(kind: str, key: str, payload: str) -> tuple[str, str, str]:
-    """The cleaned ``(kind, key, payload)``, or :class:`UsageError` (nothing is written)."""
-    if kind not in KINDS:
-        raise UsageError(
-            f"wake append: invalid wake kind {clean(kind)[:40]!r} (expected signal, stale, check or heartbeat)"
-        )
-    key = clean(key, KEY_MAX)
-    if not key.strip():
-        raise UsageError("wake append: empty wake key; pass a non-empty KEY")
-    return kind, key, clean(payload, PAYLOAD_MAX)
-
-
 def resolve_actor(actor: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """*actor*, else ``FM_SUPERVISION_ACTOR``, else ``main``; anything else is a UsageError."""
     if actor is None:
@@ -227,12 +187,14 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
 
     Returns the new row's sequence number. Rings the watcher's doorbell after the commit.
     """
-    kind, key, payload = validate(kind, key, payload)
-    with locked(db) as conn:
-        seq = _insert(conn, kind, key, payload, at)
-    from firstmate import doorbell
+    from firstmate import appendpath
 
-    doorbell.ring(db.home)
+    kind, key, payload = validate(kind, key, payload)
+    seq = appendpath.commit(db.connection(), db.path, db.home.lock_path("queue"), db.home.root,
+                            kind, key, payload, at=at)
+    from firstmate import bell
+
+    bell.ring(db.home)
     return seq
 
 
@@ -245,14 +207,9 @@ def append_locked(
 
 
 def _insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: float | None) -> int:
-    # Recovery evidence first: a queued row never exists without its episode.
-    episodes.publish_downtime(conn, append=True)
-    seq = next_seq(conn)
-    conn.execute(
-        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)",
-        (seq, time.time() if at is None else float(at), kind, key, payload),
-    )
-    return seq
+    from firstmate import appendpath
+
+    return appendpath.insert(conn, kind, key, payload, at)
 
 
 # --- reading rows ----------------------------------------------------------------------------
@@ -722,6 +679,7 @@ def query(db: Store) -> QueueStatus:
 
 __all__ = [
     "ACTORS",
+    "KEY_MAX",
     "KINDS",
     "PAYLOAD_MAX",
     "TRUNCATION_MARKER",

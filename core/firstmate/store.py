@@ -5,7 +5,7 @@ claims, the branch grant, the recovery episode, the delivery ledger, small facts
 records set aside for inspection. Process-lifetime facts (who holds the watcher singleton, the
 queue writer lock) are kernel locks instead; see :mod:`firstmate.locks`.
 
-Connection rules
+Connection rules (implemented as plain functions in :mod:`firstmate.dbconn`, re-exported here)
     The database file is created 0600 and is never opened through a symlink (nor are its ``-wal``
     and ``-shm`` companions). Every connection runs in WAL mode with ``synchronous=FULL`` (an
     append or acknowledgement that returned is on disk), a busy timeout and foreign keys on.
@@ -17,7 +17,8 @@ all) is never deleted or rewritten: opening it raises :class:`~firstmate.errors.
 naming the file and asking the user to move it aside.
 
 Extending the schema
-    :data:`MIGRATIONS` is an ordered, append-only list. ``PRAGMA user_version`` records how many
+    :data:`MIGRATIONS` is an ordered, append-only list (bump ``dbconn.SCHEMA_VERSION`` with it:
+    the ``fm wake append`` fast path hands any other version to the store). ``PRAGMA user_version`` records how many
     of them a database has applied. To change the schema, append a new :class:`Migration` to the
     end of the tuple (a name and the SQL statements, or a callable taking the connection) and
     describe the new tables in ``docs/state.md``. Never edit, reorder or remove a migration that
@@ -33,24 +34,37 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import stat
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
 
-from firstmate.errors import LockTimeout, StateError
-from firstmate.home import Home, open_private, refuse_symlink
+from firstmate.dbconn import (
+    BUSY_SLICE_MS,
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    SET_ASIDE_KEEP,
+    abort,
+    about_the_file,
+    begin,
+    check_paths,
+    commit,
+    has_foreign_tables,
+    last_seq,
+    next_seq,
+    not_ours,
+    open_connection,
+    prepare_file,
+    schema_version,
+    set_aside,
+    start,
+    translate,
+)
+from firstmate.errors import StateError
+from firstmate.home import Home
 
-#: Milliseconds one ``BEGIN IMMEDIATE`` waits inside SQLite before we look again.
-BUSY_SLICE_MS = 1000
-#: Busy timeout for everything else on a connection (opening, WAL set-up, reads), in ms.
-BUSY_TIMEOUT_MS = 30_000
 #: How many delivery-ledger rows are kept (the newest).
 DELIVERIES_KEEP = 64
-#: How many set-aside records are kept (the newest).
-SET_ASIDE_KEEP = 256
 
 Apply = Callable[[sqlite3.Connection], None]
 
@@ -169,43 +183,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
 )
 
-_CORRUPT_MARKERS = ("not a database", "malformed", "no such table", "no such column",
-                    "file is encrypted", "database corrupt")
-
-
-def not_ours(path: Path, why: str) -> StateError:
-    return StateError(f"{path} is not a Firstmate database ({why}); move it aside and run fm again")
-
-
-def translate(path: Path, exc: BaseException) -> StateError:
-    """The one-line StateError for an SQLite failure that is about the file, not our code."""
-    text = str(exc) or type(exc).__name__
-    lowered = text.lower()
-    if any(marker in lowered for marker in _CORRUPT_MARKERS) or not isinstance(
-        exc, sqlite3.OperationalError
-    ):
-        return not_ours(path, text)
-    if "disk is full" in lowered or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
-        return StateError(f"no space left to write {path} ({text}); free space on its filesystem and retry")
-    if "readonly" in lowered or "read-only" in lowered:
-        return StateError(f"cannot write {path} ({text}); make it and state/ writable by you")
-    if "unable to open" in lowered or "disk i/o" in lowered:
-        return StateError(f"cannot open {path} ({text}); check that state/ exists and is writable")
-    return StateError(f"{path}: {text}; retry, and move the file aside if this persists")
-
-
-def _about_the_file(exc: BaseException) -> bool:
-    # OperationalError and bare DatabaseError describe the file (corrupt, unreadable, locked);
-    # IntegrityError / ProgrammingError are bugs in our SQL and must surface as such.
-    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return True
-    text = str(exc).lower()
-    return "database is locked" in text or "database is busy" in text
+if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - caught by any test run
+    raise RuntimeError("store.MIGRATIONS and dbconn.SCHEMA_VERSION disagree; bump SCHEMA_VERSION")
 
 
 @attrs.define(eq=False)
@@ -235,23 +214,13 @@ class Store:
         :class:`LockTimeout` (holder unknown) is raised after *timeout* seconds.
         """
         conn = self.connection()
-        if conn.in_transaction:
-            raise RuntimeError("Store.transaction() does not nest")
-        begin(conn, self.path, timeout)
+        start(conn, self.path, timeout)
         try:
             yield conn
         except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if _about_the_file(exc):
-                raise translate(self.path, exc) from exc
+            abort(conn, self.path, exc)
             raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise translate(self.path, exc) from exc
+        commit(conn, self.path)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -263,7 +232,7 @@ class Store:
             conn.execute("BEGIN DEFERRED")
             yield conn
         except BaseException as exc:
-            if _about_the_file(exc):
+            if about_the_file(exc):
                 raise translate(self.path, exc) from exc
             raise
         finally:
@@ -288,86 +257,12 @@ def open_store(home: Home) -> Store:
     return store
 
 
-def begin(conn: sqlite3.Connection, path: Path, timeout: float | None) -> None:
-    """Take the database write lock (``BEGIN IMMEDIATE``), waiting as *timeout* allows."""
-    try:
-        _begin(conn, path, timeout)
-    finally:
-        # The wait used short busy slices; everything after it gets the ordinary timeout.
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-
-def _begin(conn: sqlite3.Connection, path: Path, timeout: float | None) -> None:
-    started = time.monotonic()
-    deadline = None if timeout is None else started + timeout
-    while True:
-        left = None if deadline is None else deadline - time.monotonic()
-        slice_ms = BUSY_SLICE_MS if left is None else max(0, min(BUSY_SLICE_MS, int(left * 1000)))
-        conn.execute(f"PRAGMA busy_timeout = {slice_ms}")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise translate(path, exc) from exc
-            if deadline is not None and time.monotonic() >= deadline:
-                waited = time.monotonic() - started
-                raise LockTimeout(
-                    f"{path} stayed locked by another writer for {waited:.1f}s; retry",
-                    holder_pid=None, waited=waited,
-                ) from exc
-        except sqlite3.DatabaseError as exc:
-            raise translate(path, exc) from exc
-
-
-def _check_path(home: Home) -> None:
-    if not home.state.is_dir():
-        refuse_symlink(home.state)
-        raise StateError(f"{home.state} does not exist; run fm from a prepared home or set FM_HOME")
-    refuse_symlink(home.state)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        refuse_symlink(Path(f"{home.db}{suffix}"))
-
-
-def _prepare_file(path: Path) -> None:
-    """Create the database file 0600 without following a symlink; tighten a looser mode."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        os.close(open_private(path, os.O_RDWR | os.O_CREAT))
-        return
-    if stat.S_ISDIR(st.st_mode):
-        raise not_ours(path, "it is a directory")
-    if not stat.S_ISREG(st.st_mode):
-        raise not_ours(path, "it is not a regular file")
-    if st.st_mode & 0o077 and st.st_uid == os.getuid():
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o600)
-    if not os.access(path, os.R_OK | os.W_OK):
-        raise StateError(f"cannot read and write {path}; make it owned by you with mode 0600")
-
-
 def _connect(home: Home) -> sqlite3.Connection:
     path = home.db
-    _check_path(home)
-    _prepare_file(path)
+    check_paths(home.state, path)
+    prepare_file(path)
+    conn = open_connection(path)
     try:
-        conn = sqlite3.connect(
-            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-    except sqlite3.Error as exc:
-        raise translate(path, exc) from exc
-    try:
-        # Refuse another program's database before anything writes to it: switching its journal
-        # to WAL would already rewrite its header.
-        if schema_version(conn) == 0 and _has_foreign_tables(conn):
-            raise not_ours(path, "an SQLite database of another program")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode is None or str(mode[0]).lower() != "wal":
-            raise StateError(f"cannot put {path} in WAL mode (got {mode}); check the filesystem supports it")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn, path)
     except sqlite3.Error as exc:
         conn.close()
@@ -376,11 +271,6 @@ def _connect(home: Home) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute("PRAGMA user_version").fetchone()
-    return int(row[0]) if row else 0
 
 
 def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] = MIGRATIONS) -> None:
@@ -397,7 +287,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migratio
         begin(conn, path, None)
         try:
             version = schema_version(conn)
-            if version == 0 and _has_foreign_tables(conn):
+            if version == 0 and has_foreign_tables(conn):
                 raise not_ours(path, "an SQLite database of another program")
             if version >= latest:
                 conn.execute("ROLLBACK")
@@ -411,47 +301,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migratio
             raise
 
 
-def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type IN ('table', 'view') "
-        "AND name NOT LIKE 'sqlite_%'"
-    ).fetchone()
-    return bool(row and row[0])
-
-
 # --- small shared helpers (all called inside a transaction) ---------------------------------
-
-
-def next_seq(conn: sqlite3.Connection) -> int:
-    """Allocate the next wake sequence number: past the counter *and* every queued row.
-
-    Numbering past the queued rows means a lost or damaged counter can never hand out a number an
-    outstanding acknowledgement already covers; the counter means numbers are never reused after
-    rows are deleted.
-    """
-    row = conn.execute(
-        "SELECT (SELECT CASE WHEN typeof(value) = 'integer' THEN value ELSE 0 END "
-        "        FROM counters WHERE name = 'wake_seq'), "
-        "       (SELECT coalesce(max(seq), 0) FROM wakes)"
-    ).fetchone()
-    counter, top = (int(row[0]) if row and row[0] is not None else 0), int(row[1] if row else 0)
-    seq = max(counter, top) + 1
-    conn.execute(
-        "INSERT INTO counters (name, value) VALUES ('wake_seq', ?) "
-        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        (seq,),
-    )
-    return seq
-
-
-def last_seq(conn: sqlite3.Connection) -> int:
-    """The highest sequence number ever allocated (or queued, if the counter was lost)."""
-    row = conn.execute(
-        "SELECT max(coalesce((SELECT CASE WHEN typeof(value) = 'integer' THEN value ELSE 0 END "
-        "                     FROM counters WHERE name = 'wake_seq'), 0), "
-        "           coalesce((SELECT max(seq) FROM wakes), 0))"
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def advance_seq(conn: sqlite3.Connection, floor: int) -> int:
@@ -470,16 +320,6 @@ def max_queued_seq(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def set_aside(conn: sqlite3.Connection, what: str, record: str) -> None:
-    """Keep a record taken out of service for inspection (bounded to the newest few hundred)."""
-    conn.execute(
-        "INSERT INTO set_aside (at, what, record) VALUES (?, ?, ?)", (time.time(), what, record)
-    )
-    conn.execute(
-        "DELETE FROM set_aside WHERE id <= (SELECT max(id) FROM set_aside) - ?", (SET_ASIDE_KEEP,)
-    )
-
-
 def kv_get(conn: sqlite3.Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
     return None if row is None else str(row[0])
@@ -493,8 +333,12 @@ def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
 
 
 __all__ = [
+    "BUSY_SLICE_MS",
+    "BUSY_TIMEOUT_MS",
     "DELIVERIES_KEEP",
     "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SET_ASIDE_KEEP",
     "Migration",
     "Store",
     "advance_seq",

@@ -153,14 +153,20 @@ Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | No
 
 
 def install_stop_handlers(
-    handler: Callable[[int, FrameType | None], None] = _raise_stopped,
+    handler: Callable[[int, FrameType | None], None] = _raise_stopped, *, unblock: bool = True,
 ) -> dict[int, Handler]:
     """Route HUP/TERM/INT to *handler* (and unblock them: a mask inherited from a parent that
-    held them while it spawned us must not silence our cleanup). Returns the old handlers."""
+    held them while it spawned us must not silence our cleanup). Returns the old handlers.
+
+    With *unblock* False the caller unblocks them itself, inside the ``try`` that handles what
+    *handler* raises: a signal already pending (sent while the parent held it) runs the handler
+    the moment the mask drops.
+    """
     previous: dict[int, Handler] = {}
     for sig in STOP_SIGNALS:
         previous[int(sig)] = signal.signal(sig, handler)
-    unblock_stop_signals()
+    if unblock:
+        unblock_stop_signals()
     return previous
 
 
@@ -334,7 +340,9 @@ class Watcher:
             gone = missing_ground(home, code)
             if gone is not None:
                 self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
-                return self._finish(ExitCode.STATE, publish=True)
+                # Downtime is published only where it can land: with state/ gone there is no
+                # store left to record it in (only this code directory may have gone).
+                return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon)
@@ -552,13 +560,15 @@ def run(env: Mapping[str, str] | None = None, out: TextIO | None = None,
     """Run one watcher cycle in this process; returns its exit status."""
     watcher = Watcher(dict(os.environ if env is None else env),
                       sys.stdout if out is None else out, sys.stderr if err is None else err)
-    previous = install_stop_handlers()
+    previous = install_stop_handlers(unblock=False)
     try:
         try:
+            unblock_stop_signals()  # a TERM pending since our spawn is handled right here
             return watcher.run()
         except Stopped as stop:
             return watcher.stopped(stop.signum)
         except FirstmateError as exc:
+            block_stop_signals()  # this end is already under way: a late stop waits for it
             # On stdout, as a FAILED line, so the arm relays it at once.
             watcher._say(f"watcher: FAILED - {' '.join(exc.message.split())}")
             return watcher._finish(int(exc.exit_code), publish=True)

@@ -105,11 +105,13 @@ class Proc:
         with self._lock:
             if self.popen.poll() is not None:
                 return False
+            # Recorded first: whoever reaps the process may look before this call returns.
+            self.signals.append(sig.name)
             try:
                 self.popen.send_signal(sig)
             except OSError:
+                self.signals.pop()
                 return False
-            self.signals.append(sig.name)
             return True
 
     def wait(self, deadline: float = DEADLINE) -> int:
@@ -122,7 +124,8 @@ class Proc:
         return _read(self.err_path)
 
     def killed_by_test(self) -> bool:
-        return bool(self.signals)
+        with self._lock:
+            return bool(self.signals)
 
     def describe(self) -> str:
         return (f"{self.role} pid={self.pid} argv={list(self.argv)} rc={self.popen.returncode} "

@@ -16,7 +16,7 @@ import pytest
 from firstmate import away, episodes, host, queue, session_lock
 from firstmate.home import Home
 from firstmate.identity import identity_of
-from firstmate.store import Store, open_store
+from firstmate.store import Store, kv_get, kv_set, open_store
 from watch_support import Proc, Rig, alive, attached_pid, make_rig, started_pid, wait_for
 
 #: The fake engine: the mode file says how this turn goes.
@@ -319,25 +319,158 @@ def test_a_row_left_for_main_becomes_a_recoverable_episode(hrig: HostRig) -> Non
     assert park.popen.poll() is None
 
 
+#: The retry is never due on its own during a test: the test makes it due (time passing).
+SLOW_RETRY = {host.RETRY_ENV: "3600"}
+
+
+def handback_record(home: Home) -> dict[str, Any] | None:
+    db = Store(home)
+    try:
+        with db.reading() as conn:
+            raw = kv_get(conn, host.HANDBACK_KEY)
+    finally:
+        db.close()
+    return None if raw is None else dict(json.loads(raw))
+
+
+def make_retry_due(home: Home) -> None:
+    """Stand-in for the backoff running out: the durable next delivery time is now."""
+    db = Store(home)
+    try:
+        with db.transaction(timeout=10.0) as conn:
+            rec = json.loads(kv_get(conn, host.HANDBACK_KEY) or "null")
+            assert isinstance(rec, dict), rec
+            rec["next_at"] = 0
+            kv_set(conn, host.HANDBACK_KEY, json.dumps(rec))
+    finally:
+        db.close()
+
+
+def queued(home: Home) -> list[int]:
+    db = Store(home)
+    try:
+        with db.reading() as conn:
+            return [int(r[0]) for r in conn.execute("SELECT seq FROM wakes ORDER BY seq")]
+    finally:
+        db.close()
+
+
+def test_retry_delay_backs_off_to_its_cap() -> None:
+    assert [host.retry_delay(n, 10, 45) for n in (0, 1, 2, 3, 4, 99)] == [10, 10, 20, 40, 45, 45]
+    assert host.retry_delay(5, 30, 1) == 30  # a cap below the base is the base
+    config = host.HostConfig()
+    assert (config.retries, config.retry, config.retry_max) == (0, 120.0, 1800.0)
+
+
+def test_retry_knobs_come_from_the_environment(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home").ensure()
+    host.config_path(home).write_text("handback = acknowledged\n")
+    config = host.load_config(home, {host.RETRY_ENV: "2.5", host.RETRY_MAX_ENV: "9",
+                                     host.RETRIES_ENV: "4"})
+    assert (config.retry, config.retry_max, config.retries) == (2.5, 9.0, 4)
+    junk = host.load_config(home, {host.RETRY_ENV: "-1", host.RETRY_MAX_ENV: "x"})
+    assert (junk.retry, junk.retry_max) == (host.DEFAULT_RETRY, host.DEFAULT_RETRY_MAX)
+
+
 def test_an_acknowledged_hand_back_is_redelivered_until_main_acknowledges(
         hrig: HostRig) -> None:
     hrig.enable(handback="acknowledged")
     hrig.mode("fail")
-    park = hrig.park()
+    park = hrig.park(**SLOW_RETRY)
     started_pid(park.line())
-    hrig.rig.append("check", "ci", "check: ci red")
+    seq = hrig.rig.append("check", "ci", "check: ci red")
     assert park.line() == "check: ci red"
     assert park.line() == "supervision-host: engine turn failed (exit 3)"
     assert park.wait() == 0
     successor = wait_for(hrig.rig.healthy_pid, "the successor left running")
-    again = hrig.park()
+    record = handback_record(hrig.home)
+    assert record is not None and (record["seqs"], record["deliveries"]) == ([seq], 1)
+    # The harness parks again at once and the continuation is lost: the retry is not due, so
+    # this park watches the fleet (on the kept successor) and re-delivers when it falls due.
+    waiting = hrig.park(**SLOW_RETRY)
+    assert attached_pid(waiting.line()) == successor
+    make_retry_due(hrig.home)
+    assert waiting.line() == "check: ci red"
+    assert waiting.line().startswith(
+        f"supervision-host: handed-back wake still unacknowledged (rows {seq}, delivery 2)")
+    assert waiting.wait() == 0
+    assert waiting.rest() == []
+    assert hrig.rig.healthy_pid() == successor
+    # A park that starts with a delivery already due re-delivers at once and starts no cycle.
+    make_retry_due(hrig.home)
+    quick = {host.RETRY_ENV: "1", host.RETRY_MAX_ENV: "1"}
+    again = hrig.park(**quick)
     assert again.line() == "check: ci red"
-    assert again.line().startswith("supervision-host: handed-back wake still unacknowledged")
+    assert again.line().startswith(
+        f"supervision-host: handed-back wake still unacknowledged (rows {seq}, delivery 3)")
     assert again.wait() == 0
     assert hrig.rig.healthy_pid() == successor
+    # The backoff for real (1 s): the next delivery comes by itself, whether this park starts
+    # before it falls due (it parks first) or after (at once).
+    timed = hrig.park(**quick)
+    first = timed.line()
+    if first.startswith("watcher: attached"):
+        assert attached_pid(first) == successor
+        first = timed.line()
+    assert first == "check: ci red"
+    assert timed.line().startswith(
+        f"supervision-host: handed-back wake still unacknowledged (rows {seq}, delivery 4)")
+    assert timed.wait() == 0
+    retries = [e for e in host.events(hrig.home) if e.get("type") == "handback-retry"]
+    assert [(e["rows"], e["delivery"]) for e in retries] == [([seq], n) for n in (2, 3, 4)]
     drained = json.loads(hrig.rig.fm("wake", "drain", "--json").stdout)
     acked = hrig.rig.fm("wake", "drain", "--ack-through", str(drained["ack_through"]),
                         "--recovery-generation", drained["generation"])
     assert acked.returncode == 0, acked.stderr
-    third = hrig.park()
+    third = hrig.park(**SLOW_RETRY)
     assert attached_pid(third.line()) == successor
+    assert handback_record(hrig.home) is None
+    assert any("retry stopped" in x for x in host.host_log(hrig.home).lines())
+
+
+def test_only_main_acknowledging_the_handed_back_row_stops_the_retry(hrig: HostRig) -> None:
+    hrig.enable(handback="acknowledged")
+    # An older row main holds: acknowledging it is not acknowledging the hand-back.
+    older = hrig.rig.append("signal", "t0.status", "signal: t0 done")
+    drained = json.loads(hrig.rig.fm("wake", "drain", "--json").stdout)
+    assert drained["ack_through"] == older
+    hrig.mode("fail")
+    park = hrig.park(**SLOW_RETRY)
+    started_pid(park.line())
+    seq = hrig.rig.append("check", "ci", "check: ci red")
+    assert park.line() == "check: ci red"
+    assert park.line() == "supervision-host: engine turn failed (exit 3)"
+    assert park.wait() == 0
+    successor = wait_for(hrig.rig.healthy_pid, "the successor left running")
+    record = handback_record(hrig.home)
+    assert record is not None and record["seqs"] == [seq]
+    waiting = hrig.park(**SLOW_RETRY)
+    assert attached_pid(waiting.line()) == successor
+    # The unrelated acknowledgement consumes main's older row only.
+    hrig.rig.fm("wake", "drain", "--ack-through", str(older), "--recovery-generation",
+                drained["generation"])
+    assert queued(hrig.home) == [seq]
+    make_retry_due(hrig.home)
+    assert waiting.line() == "check: ci red"
+    assert waiting.line().startswith(
+        f"supervision-host: handed-back wake still unacknowledged (rows {seq}, delivery 2)")
+    assert waiting.wait() == 0
+    # Parked again; main acknowledges that row while the host waits: the retry stops and the
+    # park goes on watching.
+    parked = hrig.park(**SLOW_RETRY)
+    assert attached_pid(parked.line()) == successor
+    mine = json.loads(hrig.rig.fm("wake", "drain", "--json").stdout)
+    assert [row["seq"] for row in mine["rows"]] == [seq]
+    acked = hrig.rig.fm("wake", "drain", "--ack-through", str(mine["ack_through"]),
+                        "--recovery-generation", mine["generation"])
+    assert acked.returncode == 0, acked.stderr
+    wait_for(lambda: handback_record(hrig.home) is None, "the parked host to stop retrying")
+    wait_for(lambda: any("retry stopped" in x for x in host.host_log(hrig.home).lines()),
+             "the log line")
+    assert parked.popen.poll() is None
+    # A new close while parked is handled as usual.
+    hrig.mode("ok")
+    new = hrig.rig.append("signal", "t1.status", "signal: t1 done")
+    wait_for(lambda: any(t["rows"] == [new] and t["handled"] for t in hrig.turns()),
+             "the new close to be handled")
+    assert parked.popen.poll() is None

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
+# Not typing / collections.abc at run time: the append path pays for every import here (type
+# checkers read a module-level TYPE_CHECKING = False like typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable, Mapping, Sequence
+
     from firstmate.home import Home
     from firstmate.queue import DrainResult
     from firstmate.store import Store
+
+    DrainContextHook = Callable[[Home, DrainResult], Sequence[str]]
 
 USAGE = (
     "usage: fm wake append KIND KEY PAYLOAD | drain [--actor main|branch] [--json] "
@@ -31,8 +36,22 @@ QUERY_USAGE = "usage: fm wake query [--json]"
 #: lines for stdout (they land under ``"context"`` with ``--json``). A hook that fails is
 #: reported on stderr and never changes the drain's outcome. The core's crew-status presentation
 #: (firstmate.drain_context) runs first, under its own lock, and is not one of these hooks.
-DrainContextHook = Callable[["Home", "DrainResult"], Sequence[str]]
 DRAIN_CONTEXT: list[DrainContextHook] = []
+
+
+def __getattr__(name: str) -> object:
+    # The DrainContextHook alias is built on first use, so importing this module for an append
+    # does not import collections.abc.
+    if name == "DrainContextHook":
+        from collections.abc import Callable, Sequence
+
+        from firstmate.home import Home
+        from firstmate.queue import DrainResult
+
+        alias = Callable[[Home, DrainResult], Sequence[str]]
+        globals()[name] = alias
+        return alias
+    raise AttributeError(name)
 
 
 def _usage(message: str) -> Exception:
@@ -85,11 +104,11 @@ def main(argv: list[str]) -> int:
 def _append(args: list[str], env: Mapping[str, str]) -> int:
     if len(args) != 3:
         raise _usage(APPEND_USAGE)
-    from firstmate import queue
+    # The attrs-free implementation queue.append shares: validation first (nothing written on
+    # bad input), then the home, the lock, one transaction and the doorbell.
+    from firstmate.appendpath import append
 
-    kind, key, payload = queue.validate(*args)  # before touching the home: nothing written
-    seq = queue.append(_open(env), kind, key, payload)
-    _out(str(seq))
+    _out(str(append(args[0], args[1], args[2], env)))
     return 0
 
 

@@ -56,6 +56,8 @@ class ResurfaceSource:
     #: Seconds the queue lock is waited for (FM_WATCHER_STARTUP_LOCK_BOUND).
     bound: float = DEFAULT_STARTUP_BOUND
     name: str = "resurface"
+    #: A Codex checkpoint (``FM_WATCH_CHECKPOINT``): an announced episode stays announced.
+    skip_reopen: bool = False
     _done: bool = attrs.field(default=False, init=False)
     _covered: int = attrs.field(default=0, init=False)
     #: The generation this watcher resurfaced (it preserves that episode when it closes).
@@ -73,7 +75,8 @@ class ResurfaceSource:
         db = Store(self.home)
         try:
             with queue.locked(db, timeout=self.bound) as conn:
-                episodes.reopen_announced(conn)
+                if not self.skip_reopen:
+                    episodes.reopen_announced(conn)
                 queued = queue.depth(conn) > 0
                 action = episodes.arm_check(conn, queued)
                 if action is not episodes.Action.RECOVER:
@@ -107,7 +110,8 @@ class ResurfaceSource:
 def from_env(home: Home, env: Mapping[str, str]) -> ResurfaceSource:
     """A resurface source bounded by ``FM_WATCHER_STARTUP_LOCK_BOUND`` (default 10 s)."""
     return ResurfaceSource(
-        home, bound=env_float(env, "FM_WATCHER_STARTUP_LOCK_BOUND", DEFAULT_STARTUP_BOUND)
+        home, bound=env_float(env, "FM_WATCHER_STARTUP_LOCK_BOUND", DEFAULT_STARTUP_BOUND),
+        skip_reopen=env.get("FM_WATCH_CHECKPOINT", "") == "1",
     )
 
 

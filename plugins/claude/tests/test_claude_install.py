@@ -55,26 +55,31 @@ def test_gate_and_hook_agree(tmp_path: Path) -> None:
     home.ensure()
     for event in ("session-start", "stop", "stop-failure"):
         assert quick_gate(event, STOP, {}, root) is True
+    # Set up but outside a primary (a crew environment): every hook stands down silently.
+    for event in ("session-start", "stop", "stop-failure"):
         assert plugin.firstmate_hook(harness="claude", event=event, payload=json.loads(STOP),
-                                     env={}) == HookOutcome.silent()
+                                     home=home, env={"FM_CREW": "c"}) == HookOutcome.silent()
     # Async hooks sometimes get no stdin: that is not a reason to stand down.
     assert quick_gate("stop", b"", {}, root) is True
     assert quick_gate("bogus", STOP, {}, root) is False
-    assert plugin.firstmate_hook(harness="claude", event="bogus", payload={}, env={}) is None
+    assert plugin.firstmate_hook(harness="claude", event="bogus", payload={}, home=home,
+                                 env={}) is None
 
 
 def test_other_harnesses_loading_claude_settings_get_no_answer(tmp_path: Path) -> None:
-    root = str(Home(tmp_path / "home").ensure().root)
+    home = Home(tmp_path / "home").ensure()
+    root = str(home.root)
     cursor = {"conversation_id": "c", "hook_event_name": "stop", "cursor_version": "2.0"}
     codex = {"session_id": "s", "turn_id": "t", "hook_event_name": "Stop"}
     grok = {"hookEventName": "Stop", "sessionId": "s"}
     for payload in (cursor, codex, grok):
         assert quick_gate("stop", json.dumps(payload).encode(), {}, root) is False
-        assert plugin.firstmate_hook(harness="claude", event="stop", payload=payload, env={}) is None
+        assert plugin.firstmate_hook(harness="claude", event="stop", payload=payload, home=home,
+                                     env={}) is None
     for env in ({"GROK_AGENT": "1"}, {"GROK_HOOK_EVENT": "Stop"}):
         assert quick_gate("stop", STOP, env, root) is False
         assert plugin.firstmate_hook(harness="claude", event="stop", payload=json.loads(STOP),
-                                     env=env) is None
+                                     home=home, env=env) is None
     # GROK_SESSION_ID leaks into children of Grok: alone it proves nothing.
     assert quick_gate("stop", STOP, {"GROK_SESSION_ID": "x"}, root) is True
     # The foreign key's name inside a text value is not a foreign payload.
@@ -89,3 +94,35 @@ def test_away_stands_down_turn_end_hooks_only(tmp_path: Path) -> None:
     assert quick_gate("stop", STOP, {}, root) is False
     assert quick_gate("stop-failure", STOP, {}, root) is False
     assert quick_gate("session-start", STOP, {}, root) is True
+
+
+def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"permissions": {"allow": ["Bash(ls:*)"]},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+                      "PreToolUse": [{"matcher": "Bash",
+                                      "hooks": [{"type": "command", "command": "audit.sh"}]}]}}
+    settings.write_text(json.dumps(mine, indent=2) + "\n")
+
+    def fm(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "firstmate", *args, "--project",
+                               str(tmp_path)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "FM_HOME": str(tmp_path / "home")}, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    fm("install", "claude")
+    once = settings.read_bytes()
+    assert "unchanged" in fm("install", "claude") and settings.read_bytes() == once
+    doc = json.loads(once)
+    assert doc["permissions"] == mine["permissions"]
+    assert doc["hooks"]["PreToolUse"] == mine["hooks"]["PreToolUse"]
+    stop_commands = [h["command"] for g in doc["hooks"]["Stop"] for h in g["hooks"]]
+    assert "notify-send done" in stop_commands and "fm hook claude stop" in stop_commands
+    fm("uninstall", "claude")
+    assert json.loads(settings.read_text()) == mine

@@ -34,8 +34,9 @@ def test_gate_and_hook(tmp_path: Path) -> None:
     root = str(home.root)
     assert quick_gate("stop", json.dumps(STOP).encode(), {}, root) is True
     assert plugin.firstmate_hook(harness="codex", event="stop", payload=STOP,
-                                 env={}) == HookOutcome.silent()
+                                 home=home, env={}) == HookOutcome.silent()
     claude = {"session_id": "s", "hook_event_name": "Stop"}
     assert quick_gate("stop", json.dumps(claude).encode(), {}, root) is False
-    assert plugin.firstmate_hook(harness="codex", event="stop", payload=claude, env={}) is None
+    assert plugin.firstmate_hook(harness="codex", event="stop", payload=claude, home=home,
+                                 env={}) is None
     assert quick_gate("session-start", json.dumps(STOP).encode(), {}, root) is False

@@ -45,23 +45,30 @@ def test_gate_and_hook_agree(tmp_path: Path) -> None:
     root = str(home.root)
     for event in ("session-start", "stop"):
         assert quick_gate(event, data, {}, root) is True
-        assert plugin.firstmate_hook(harness="cursor", event=event, payload=STOP,
-                                     env={}) == HookOutcome.silent()
+    assert plugin.firstmate_hook(harness="cursor", event="session-start", payload=STOP,
+                                 home=home, env={}) == HookOutcome.silent()
+    # No supervision need: the stop is let through with Cursor's empty answer.
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, home=home,
+                                 env={}) == HookOutcome(0, "{}\n")
     assert quick_gate("stop-failure", data, {}, root) is False
 
 
 def test_foreign_callers_of_cursors_hooks_get_no_answer(tmp_path: Path) -> None:
-    root = str(Home(tmp_path / "home").ensure().root)
+    home = Home(tmp_path / "home").ensure()
+    root = str(home.root)
     claude = {"session_id": "s", "hook_event_name": "Stop"}
     grok = {"hookEventName": "Stop", "cursor_version": "x"}
     for payload in (claude, grok):
         assert quick_gate("stop", json.dumps(payload).encode(), {}, root) is False
-        assert plugin.firstmate_hook(harness="cursor", event="stop", payload=payload, env={}) is None
+        assert plugin.firstmate_hook(harness="cursor", event="stop", payload=payload, home=home,
+                                     env={}) is None
     pi_host = {"PI_CODING_AGENT": "true"}
     assert quick_gate("stop", json.dumps(STOP).encode(), pi_host, root) is False
-    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, env=pi_host) is None
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, home=home,
+                                 env=pi_host) is None
     # Pi with Cursor's own agent running is Cursor.
     both = {"PI_CODING_AGENT": "true", "CURSOR_AGENT": "1"}
-    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, env=both) is not None
+    assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, home=home,
+                                 env=both) is not None
     assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP,
-                                 env={"GROK_HOOK_EVENT": "Stop"}) is None
+                                 home=home, env={"GROK_HOOK_EVENT": "Stop"}) is None

@@ -25,14 +25,16 @@ def test_install_writes_hook_and_rules_and_uninstall_removes_them(tmp_path: Path
 
 
 def test_gate_and_hook(tmp_path: Path) -> None:
-    root = str(Home(tmp_path / "home").ensure().root)
+    home = Home(tmp_path / "home").ensure()
+    root = str(home.root)
     data = json.dumps(STOP).encode()
     assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop"}, root) is True
-    assert plugin.firstmate_hook(harness="grok", event="stop", payload=STOP,
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=STOP, home=home,
                                  env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()
     claude = {"session_id": "s", "hook_event_name": "Stop"}
     assert quick_gate("stop", json.dumps(claude).encode(), {}, root) is False
-    assert plugin.firstmate_hook(harness="grok", event="stop", payload=claude, env={}) is None
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=claude, home=home,
+                                 env={}) is None
     # Grok's environment marks its own hook calls even when stdin came through empty.
-    assert plugin.firstmate_hook(harness="grok", event="stop", payload=None,
+    assert plugin.firstmate_hook(harness="grok", event="stop", payload=None, home=home,
                                  env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()

@@ -17,7 +17,9 @@ from firstmate.configfiles import (
     update_json,
     upsert_grouped_hook,
 )
+from firstmate.handoff import DeliveryReceipt, RearmOwner, Session, WakeDelivery
 from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.home import Home
 
 from firstmate_plugin_claude.gate import EVENTS, foreign
 
@@ -37,6 +39,12 @@ TURN_END_TIMEOUT = 28800
 SESSION_START_TIMEOUT = 30
 #: Claude event name → our kebab-case event.
 EVENT_NAMES = {"SessionStart": "session-start", "Stop": "stop", "StopFailure": "stop-failure"}
+
+
+def plugin_dir() -> Path:
+    """The Claude Code plugin directory shipped in this distribution (``.claude-plugin/plugin.json``
+    and ``hooks/hooks.json``): ``claude --plugin-dir`` or a marketplace entry can point at it."""
+    return Path(__file__).resolve().parent / "claude_plugin"
 
 
 def settings_path(options: InstallOptions) -> Path:
@@ -101,13 +109,34 @@ class ClaudePlugin:
         return install_result(NAME, [change], (), options.dry_run)
 
     @hookimpl
+    def firstmate_rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:
+        if session.harness != NAME:
+            return None
+        return RearmOwner("hook", "Stop/StopFailure asyncRewake hook (fm hook claude stop)")
+
+    @hookimpl
+    def firstmate_deliver_wake(self, wake: WakeDelivery, session: Session) -> \
+            DeliveryReceipt | None:
+        if wake.harness != NAME:
+            return None
+        # The hook process itself delivers: it exits 2 with this text on stderr, and Claude
+        # wakes the idle session with it.
+        return DeliveryReceipt(True, "rewake: the Stop hook exits 2 with the wake on stderr")
+
+    @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       env: Mapping[str, str]) -> HookOutcome | None:
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
         if harness != NAME or event not in EVENTS or foreign(payload, env):
             return None
-        # Re-arm on Stop/StopFailure and the session-start context arrive with the Claude hook
-        # behaviour; until then every Claude hook call is a silent no-op.
-        return HookOutcome.silent()
+        if not home.state.is_dir():
+            return HookOutcome.silent()  # no home was ever set up: nothing is supervised
+        if event == "session-start":
+            from firstmate_plugin_claude.sessionstart import session_start
+
+            return session_start(payload, home, env)
+        from firstmate_plugin_claude.stophook import turn_end
+
+        return turn_end(event, payload, home, env)
 
 
 plugin = ClaudePlugin()

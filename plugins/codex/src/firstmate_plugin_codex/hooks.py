@@ -24,9 +24,12 @@ from firstmate.configfiles import (
     upsert_block,
     upsert_grouped_hook,
 )
+from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.home import Home
 
 from firstmate_plugin_codex.gate import EVENTS, foreign
+from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
 NAME = "codex"
 INFO = HarnessInfo(
@@ -34,13 +37,15 @@ INFO = HarnessInfo(
     display_name="Codex",
     family="protocol",
     rearm_owner="checkpoint",
-    wake_channel="bounded fm checkpoint; Stop hook {decision: block}",
+    wake_channel="bounded fm checkpoint; Stop hook {decision: block} (opt-in: parked Stop)",
     config_files=(".codex/hooks.json", "AGENTS.md"),
     hook_events=EVENTS,
 )
 
-#: The Stop hook is a guard (it decides and returns), not a parked watcher.
+#: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.
 STOP_TIMEOUT = 60
+#: ``fm install codex --parked``: the installed command selects the parked Stop mode.
+PARK_ENV = "FM_CODEX_STOP_MODE=park"
 BLOCK_NAME = "firstmate-codex"
 
 PROTOCOL = """\
@@ -57,7 +62,23 @@ so supervision runs as a bounded foreground checkpoint that you run yourself:
     command it printed.
 - A `watcher: FAILED - …` line is an alarm: report it and repair supervision before going on.
 - The Stop hook (`fm hook codex stop`) may block the end of a turn while supervision needs you;
-  follow its reason.
+  follow its reason. In parked mode it waits for the next wake itself and hands it to you as
+  the continuation: handle it the same way (drain, handle, acknowledge). Continuity is
+  automatic there: never arm the watcher by hand.
+- Never start `fm arm` or `fm watch` yourself, with `&` or as a background task.
+"""
+
+
+APP_SERVER_PROTOCOL = """\
+## Firstmate supervision (Codex app-server)
+
+This thread is served by `fm codex-serve`, which runs `codex app-server` and supervises a fleet
+through Firstmate. Wakes arrive as new turns that start with `FIRSTMATE_OP:`:
+
+- On such a turn: run `fm wake drain`, handle what it shows, then run the exact
+  `fm wake drain --ack-through … --recovery-generation …` command it printed.
+- Continuity is automatic: never run `fm arm`, `fm watch` or `fm checkpoint` yourself.
+- A `watcher: FAILED - …` line is an alarm: report it and repair supervision before going on.
 """
 
 
@@ -83,19 +104,29 @@ class CodexPlugin:
             return None
         require_project(options)
         owned = command_owner(NAME)
-        handler = {"type": "command", "command": hook_command(options, "stop"),
-                   "timeout": STOP_TIMEOUT}
+        parked = options.flag("parked")
+        if parked and options.flag("app-server"):
+            from firstmate.errors import UsageError
+
+            raise UsageError("fm install codex takes --parked or --app-server, not both")
+        command = hook_command(options, "stop")
+        handler = {"type": "command",
+                   "command": f"env {PARK_ENV} {command}" if parked else command,
+                   "timeout": PARK_TIMEOUT + 60 if parked else STOP_TIMEOUT}
         hooks = update_json(hooks_path(options),
                             lambda doc: upsert_grouped_hook(doc, "Stop", handler, owned),
                             remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
                             dry_run=options.dry_run)
+        protocol = APP_SERVER_PROTOCOL if options.flag("app-server") else PROTOCOL
         agents = update_text(agents_path(options),
-                             lambda text: upsert_block(text, PROTOCOL, BLOCK_NAME),
+                             lambda text: upsert_block(text, protocol, BLOCK_NAME),
                              remove_ours=lambda text: remove_block(text, BLOCK_NAME),
                              dry_run=options.dry_run)
         notes: tuple[str, ...] = ()
         if hooks.action != "unchanged":
             notes = ("Codex runs a new or changed hook only after you trust it in /hooks.",)
+        if options.flag("app-server"):
+            notes += (f"Start the served thread with: fm codex-serve --cwd {options.project}",)
         return install_result(NAME, [hooks, agents], notes, options.dry_run)
 
     @hookimpl
@@ -115,12 +146,29 @@ class CodexPlugin:
 
     @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       env: Mapping[str, str]) -> HookOutcome | None:
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
         if harness != NAME or event not in EVENTS or foreign(payload, env):
             return None
-        # The Stop guard ({"decision": "block"} with its own block cap) arrives with the Codex
-        # hook behaviour; until then every Codex hook call is a silent no-op.
-        return HookOutcome.silent()
+        return codex_stop(payload, home, env)
+
+    @hookimpl
+    def firstmate_deliver_wake(self, wake: WakeDelivery,
+                               session: Session) -> DeliveryReceipt | None:
+        if session.harness != NAME:
+            return None
+        from firstmate_plugin_codex import appserver
+
+        served = appserver.deliver(wake.text, session.owner_pid)
+        if served is not None:
+            return DeliveryReceipt(*served)
+        # A parked Stop hook prints the wake as its block reason once restoration is done.
+        return DeliveryReceipt(True, "returned by the parked Stop hook as its block reason")
+
+    @hookimpl
+    def firstmate_cli_commands(self, registry: dict[str, Any]) -> None:
+        from firstmate_plugin_codex import appserver
+
+        registry["codex-serve"] = appserver.main
 
 
 plugin = CodexPlugin()

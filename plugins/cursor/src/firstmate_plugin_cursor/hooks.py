@@ -17,7 +17,9 @@ from firstmate.configfiles import (
     update_json,
     upsert_flat_hook,
 )
+from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.home import Home
 
 from firstmate_plugin_cursor.gate import EVENTS, foreign
 
@@ -105,12 +107,22 @@ class CursorPlugin:
 
     @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       env: Mapping[str, str]) -> HookOutcome | None:
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
         if harness != NAME or event not in EVENTS or foreign(payload, env):
             return None
-        # The parked stop hook (followup_message) and the session-start context arrive with the
-        # Cursor hook behaviour; until then every Cursor hook call is a silent no-op.
+        if event == "stop":
+            from firstmate_plugin_cursor.stop import cursor_stop
+
+            return cursor_stop(payload, home, env)
         return HookOutcome.silent()
+
+    @hookimpl
+    def firstmate_deliver_wake(self, wake: WakeDelivery,
+                               session: Session) -> DeliveryReceipt | None:
+        if session.harness != NAME:
+            return None
+        # The parked stop hook prints the wake as its followup_message once restoration is done.
+        return DeliveryReceipt(True, "returned by the parked stop hook as its followup_message")
 
 
 plugin = CursorPlugin()

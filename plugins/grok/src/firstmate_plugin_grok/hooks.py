@@ -26,6 +26,7 @@ from firstmate.configfiles import (
     upsert_grouped_hook,
 )
 from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.home import Home
 
 from firstmate_plugin_grok.gate import EVENTS, foreign
 
@@ -48,15 +49,20 @@ STOP_TIMEOUT = 30
 RULES = """\
 # Firstmate supervision (Grok)
 
-This session supervises a fleet through Firstmate. Grok wakes you through background-task
-notifications, so you own the watcher task:
+This session supervises a fleet through Firstmate. Grok wakes you through the completion of a
+tracked background task, so the watcher runs as your own background task:
 
-- At session start, start one tracked background task running `fm arm`. Keep exactly one.
-- When that task prints a reason line (`signal:`, `stale:`, `check:` or `heartbeat`) and ends:
-  first start a new `fm arm` background task, then run `fm wake drain`, handle what it shows,
-  and run the exact `fm wake drain --ack-through … --recovery-generation …` command it printed.
-- A `watcher: FAILED - …` line is an alarm: report it, then start `fm arm` again.
-- The Stop hook may block the end of a turn while supervision needs you; follow its reason.
+- Arm with a tracked background task, as its own tool call (`run_terminal_command` with
+  `background: true`) running exactly `fm arm`. Never use `&`, `nohup` or a shell job, and never
+  run `fm watch` directly. Keep at most one such task.
+- Trust only the one status line it prints first:
+  - `watcher: started …` or `watcher: attached …`: supervision is live; end the turn.
+  - `watcher: FAILED - …`: supervision is broken; fix what it names, then arm again.
+- When the task completes (a `task_completed` notification), its last line is the reason
+  (`signal:`, `stale:`, `check:` or `heartbeat`). Run `fm wake drain`, handle what it shows, run
+  the exact acknowledgement command it printed, then start `fm arm` again as a new background
+  task while supervision is still needed.
+- The Stop hook may block the end of a turn while supervision is missing; follow its reason.
 """
 
 
@@ -112,12 +118,12 @@ class GrokPlugin:
 
     @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       env: Mapping[str, str]) -> HookOutcome | None:
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
         if harness != NAME or event not in EVENTS or foreign(payload, env):
             return None
-        # The Stop guard (stopHookActive-aware block) arrives with the Grok hook behaviour; until
-        # then every Grok hook call is a silent no-op.
-        return HookOutcome.silent()
+        from firstmate_plugin_grok.stop import grok_stop
+
+        return grok_stop(payload, home, env)
 
 
 plugin = GrokPlugin()

@@ -1,0 +1,162 @@
+"""``fm checkpoint [--seconds N]``: one bounded foreground supervision window (Codex's protocol).
+
+Runs ``fm arm`` (which starts a watcher or attaches to a live one) for at most N seconds
+(``--seconds``, else ``FM_CODEX_WATCH_CHECKPOINT``, else 180):
+
+* a reason line → print it and the next step (``fm wake drain`` …), exit 0;
+* nothing within N seconds → the arm (and the watcher it started) is stopped,
+  ``checkpoint: no actionable wake within <N>s``, exit 124;
+* a ``watcher: FAILED - …`` line, or an arm that ends without a reason → that line, exit 1
+  (a watcher that was merely live is never success);
+* bad arguments → one line, exit 2.
+
+The arm runs with ``FM_WATCH_CHECKPOINT=1``: its watcher's start skips the announced-episode
+reopen, so an episode announced before stays announced across checkpoints, while a
+never-announced (pending) one is still announced and recovered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+USAGE = "usage: fm checkpoint [--seconds N]   (N: positive whole seconds, default 180)"
+DEFAULT_SECONDS = 180
+MAX_SECONDS = 86400
+CHECKPOINT_ENV = "FM_WATCH_CHECKPOINT"
+
+
+def _seconds(text: str) -> int:
+    from firstmate.errors import UsageError
+
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text, 10) <= MAX_SECONDS:
+        raise UsageError(f"--seconds must be a positive integer (at most {MAX_SECONDS}); {USAGE}")
+    return int(text, 10)
+
+
+def parse_args(argv: Sequence[str], env: dict[str, str] | os._Environ[str]) -> int:
+    from firstmate.errors import UsageError
+
+    words = list(argv)
+    seconds: int | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--seconds":
+            if i + 1 >= len(words):
+                raise UsageError(f"--seconds needs a value; {USAGE}")
+            seconds = _seconds(words[i + 1])
+            i += 2
+            continue
+        if word.startswith("--seconds="):
+            seconds = _seconds(word.split("=", 1)[1])
+        else:
+            raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
+        i += 1
+    if seconds is None:
+        raw = env.get("FM_CODEX_WATCH_CHECKPOINT", "").strip()
+        seconds = _seconds(raw) if raw else DEFAULT_SECONDS
+    return seconds
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _Interrupted(signum)
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE + "\n")
+        return 0
+    seconds = parse_args(argv, os.environ)
+    from firstmate.arm import REASON_RE, child_env
+    from firstmate.exitcodes import ExitCode
+    from firstmate.waketext import compose, one_line
+
+    env = child_env(os.environ)
+    env[CHECKPOINT_ENV] = "1"
+    env.pop("FM_WATCH_PREDECESSOR_ARM_PID", None)
+    arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, env=env, start_new_session=True)
+    assert arm.stdout is not None
+    fd = arm.stdout.fileno()
+    reasons: list[str] = []
+    failure: str | None = None
+    buf = b""
+    deadline = time.monotonic() + seconds
+    quiet = False
+    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                        signal.SIGHUP)}
+    try:
+        import select
+
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 and not quiet:
+                quiet = True
+                _terminate(arm)
+                deadline = time.monotonic() + 30.0  # drain what the stopping arm still says
+                continue
+            if left <= 0:
+                break
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                raw, _, buf = buf.partition(b"\n")
+                line = raw.decode(errors="replace").strip()
+                if REASON_RE.match(line):
+                    reasons.append(line)
+                elif line.startswith("watcher: FAILED"):
+                    failure = line
+                elif line:
+                    sys.stderr.write(one_line(line) + "\n")  # started/attached: not the answer
+    except _Interrupted as exc:
+        _terminate(arm)
+        _reap(arm)
+        return 128 + exc.signum
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    _reap(arm)
+    if reasons:
+        sys.stdout.write(compose(reasons, None, "Codex checkpoint") + "\n")
+        return int(ExitCode.OK)
+    if failure is not None and not quiet:
+        sys.stdout.write(one_line(failure) + "\n")
+        return int(ExitCode.FAILED)
+    if quiet:
+        sys.stdout.write(f"checkpoint: no actionable wake within {seconds}s\n")
+        return int(ExitCode.QUIET)
+    sys.stdout.write("watcher: FAILED - cycle ended without an actionable reason\n")
+    return int(ExitCode.FAILED)
+
+
+def _terminate(arm: subprocess.Popen[bytes]) -> None:
+    if arm.poll() is None:
+        with contextlib.suppress(OSError):
+            arm.send_signal(signal.SIGTERM)
+
+
+def _reap(arm: subprocess.Popen[bytes]) -> None:
+    try:
+        arm.wait(timeout=30.0)
+    except subprocess.TimeoutExpired:
+        arm.kill()
+        arm.wait(timeout=10.0)
+    if arm.stdout is not None:
+        arm.stdout.close()

@@ -1,0 +1,321 @@
+"""``fm codex-serve``: wake an idle Codex thread through ``codex app-server`` (opt-in mode).
+
+Codex's hooks can only continue a turn that is ending; ``codex app-server`` can start a new turn
+in an idle thread at any time (``turn/start``). In this mode Firstmate runs the app-server as its
+child (JSON-RPC lines over stdio), starts or resumes one thread, and is the long-lived re-arm
+owner for it: the continuity engine keeps an arm running, and every wake it delivers becomes a
+new turn in that thread (after the running turn completes, if one is running).
+
+    fm codex-serve [--cwd DIR] [--thread ID] [--prompt TEXT] [--codex CMD]
+
+Prints ``codex-serve: thread <id>`` once the thread is ready, then one line per event. Ends
+(exit 0) when the app-server exits, or on HUP/INT/TERM (128+n), stopping every arm it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+USAGE = ("usage: fm codex-serve [--cwd DIR] [--thread ID] [--prompt TEXT] [--codex CMD]   "
+         "(runs codex app-server and wakes its thread with new turns)")
+#: Seconds one JSON-RPC request may take.
+REQUEST_TIMEOUT = 60.0
+#: Seconds a wake waits for a running turn to complete before it is started anyway.
+DEFAULT_TURN_WAIT = 600
+
+#: Live clients by owner pid: the plugin's deliver-wake hook sends through the one registered
+#: for the session that owns re-arm.
+CLIENTS: dict[int, AppServerClient] = {}
+
+
+class AppServerError(Exception):
+    pass
+
+
+@attrs.define(eq=False)
+class AppServerClient:
+    """A JSON-RPC client for one ``codex app-server`` child over stdio."""
+
+    proc: subprocess.Popen[bytes]
+    thread_id: str = ""
+    turn_wait: float = DEFAULT_TURN_WAIT
+    _next: int = 0
+    _pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = attrs.Factory(dict)
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
+    _send_lock: threading.Lock = attrs.Factory(threading.Lock)
+    _idle: threading.Event = attrs.Factory(threading.Event)
+    _closed: threading.Event = attrs.Factory(threading.Event)
+    turns_started: int = 0
+
+    @classmethod
+    def spawn(cls, command: Sequence[str], cwd: str, env: Mapping[str, str]) -> AppServerClient:
+        proc = subprocess.Popen([*command, "app-server"], cwd=cwd, env=dict(env),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        client = cls(proc)
+        client._idle.set()
+        threading.Thread(target=client._read, name="fm-codex-appserver", daemon=True).start()
+        return client
+
+    # --- wire --------------------------------------------------------------------------------
+
+    def _write(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        with self._send_lock:
+            stdin = self.proc.stdin
+            if stdin is None or self._closed.is_set():
+                raise AppServerError("codex app-server has exited")
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError) as exc:
+                raise AppServerError(f"codex app-server did not take a message ({exc})") from exc
+
+    def request(self, method: str, params: dict[str, Any],
+                timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
+        with self._lock:
+            self._next += 1
+            ident = self._next
+            done: tuple[threading.Event, list[dict[str, Any]]] = (threading.Event(), [])
+            self._pending[ident] = done
+        self._write({"id": ident, "method": method, "params": params})
+        if not done[0].wait(timeout):
+            raise AppServerError(f"codex app-server did not answer {method} within {timeout:g}s")
+        reply = done[1][0]
+        if "error" in reply:
+            raise AppServerError(f"{method} failed: {json.dumps(reply['error'])[:300]}")
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = params
+        self._write(message)
+
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            for raw in stdout:
+                try:
+                    message = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(message, dict):
+                    self._dispatch(message)
+        finally:
+            self._closed.set()
+            with self._lock:
+                for event, box in self._pending.values():
+                    box.append({"error": "codex app-server exited"})
+                    event.set()
+            self._idle.set()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        ident = message.get("id")
+        method = message.get("method")
+        if method is None and type(ident) is int:
+            with self._lock:
+                waiting = self._pending.pop(ident, None)
+            if waiting is not None:
+                waiting[1].append(message)
+                waiting[0].set()
+            return
+        if method is not None and ident is not None:
+            # A request from the server (an approval): decline rather than leave it hanging.
+            with contextlib.suppress(AppServerError):
+                self._write({"id": ident, "error": {"code": -32601,
+                                                    "message": "firstmate does not answer this"}})
+            return
+        if method == "turn/started":
+            self._idle.clear()
+        elif method == "turn/completed":
+            self._idle.set()
+
+    # --- session -----------------------------------------------------------------------------
+
+    def open(self, cwd: str, thread: str | None) -> str:
+        self.request("initialize", {"clientInfo": {"name": "firstmate", "version": "0.1"}})
+        self.notify("initialized")
+        if thread:
+            result = self.request("thread/resume", {"threadId": thread})
+        else:
+            result = self.request("thread/start", {"cwd": cwd})
+        found = result.get("thread")
+        ident = found.get("id") if isinstance(found, dict) else None
+        if not isinstance(ident, str) or not ident:
+            raise AppServerError("codex app-server returned no thread id")
+        self.thread_id = ident
+        return ident
+
+    def start_turn(self, text: str) -> None:
+        """Start a new turn with *text*, after the running turn (if any) completes (bounded)."""
+        self._idle.wait(self.turn_wait)
+        if self._closed.is_set():
+            raise AppServerError("codex app-server has exited")
+        self._idle.clear()
+        try:
+            self.request("turn/start", {"threadId": self.thread_id,
+                                        "input": [{"type": "text", "text": text}]})
+        except AppServerError:
+            self._idle.set()
+            raise
+        self.turns_started += 1
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed.is_set() and self.proc.poll() is None
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self._closed.wait(timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+def _args(argv: Sequence[str]) -> dict[str, str]:
+    from firstmate.errors import UsageError
+
+    known = ("--cwd", "--thread", "--prompt", "--codex")
+    values: dict[str, str] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, value = word.partition("=")
+        if name not in known:
+            raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
+        if not eq:
+            if i + 1 >= len(words):
+                raise UsageError(f"{name} needs a value; {USAGE}")
+            i += 1
+            value = words[i]
+        if not value:
+            raise UsageError(f"{name} needs a value; {USAGE}")
+        values[name[2:]] = value
+        i += 1
+    return values
+
+
+def serve_lock_check(home: Any) -> str | None:
+    """The serve process owns re-arm unless another live session holds the session lock (the
+    app-server is our child, so the usual "harness above me" holder rule cannot apply)."""
+    from firstmate import session_lock
+
+    ins = session_lock.inspect(home)
+    if ins.state in ("free", "stale"):
+        return None
+    if ins.record is not None and session_lock.owned_by_self(ins.record):
+        return None
+    return f"session lock is {ins.state} (pid {ins.pid}); not re-arming"
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        _say(USAGE)
+        return 0
+    args = _args(argv)
+    from pathlib import Path
+
+    from firstmate.continuity import Continuity
+    from firstmate.envnum import env_int
+    from firstmate.handoff import Session
+    from firstmate.home import open_home
+
+    env = dict(os.environ)
+    home = open_home(env)
+    cwd = os.path.abspath(args.get("cwd", os.getcwd()))
+    if not Path(cwd).is_dir():
+        from firstmate.errors import UsageError
+
+        raise UsageError(f"--cwd {cwd} is not a directory; {USAGE}")
+    command = shlex.split(args.get("codex") or env.get("FM_CODEX_COMMAND", "") or "codex")
+    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                        signal.SIGHUP)}
+    client: AppServerClient | None = None
+    engine: Continuity | None = None
+    try:
+        try:
+            client = AppServerClient.spawn(command, cwd, env)
+        except OSError as exc:
+            _say(f"codex-serve: FAILED - codex app-server could not start ({exc})")
+            return 1
+        client.turn_wait = float(env_int(env, "FM_CODEX_SERVE_TURN_WAIT", DEFAULT_TURN_WAIT))
+        try:
+            thread = client.open(cwd, args.get("thread"))
+        except AppServerError as exc:
+            _say(f"codex-serve: FAILED - {exc}")
+            return 1
+        _say(f"codex-serve: thread {thread}")
+        CLIENTS[os.getpid()] = client
+        engine = Continuity.for_session(Session(home, "codex", env), display_name="Codex",
+                                        lock_check=lambda: serve_lock_check(home),
+                                        observer=lambda text: _say(f"codex-serve: {text}"))
+        refused = engine.start()
+        if refused is not None:
+            _say(refused)
+        if "prompt" in args:
+            client.start_turn(args["prompt"])
+        client.wait_closed()
+        _say("codex-serve: codex app-server exited")
+        return 0
+    except _Stop as exc:
+        return 128 + exc.signum
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        CLIENTS.pop(os.getpid(), None)
+        if engine is not None:
+            engine.close(stop_arm=True, detached_too=True)
+        if client is not None:
+            client.close()
+
+
+def deliver(text: str, owner_pid: int) -> tuple[bool, str] | None:
+    """Start a turn with *text* in the thread served for *owner_pid*; None when none is served."""
+    client = CLIENTS.get(owner_pid)
+    if client is None:
+        return None
+    try:
+        client.start_turn(text)
+    except AppServerError as exc:
+        return False, str(exc)
+    return True, f"turn/start into thread {client.thread_id}"
+
+
+__all__ = ["CLIENTS", "AppServerClient", "AppServerError", "deliver", "main", "serve_lock_check"]

@@ -1,0 +1,108 @@
+"""The opt-in app-server mode: install text, arguments, and the JSON-RPC client against a
+stand-in ``codex app-server`` (the real one runs in tests/e2e/test_codex_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from firstmate.errors import UsageError
+from firstmate.harness import InstallOptions
+from firstmate_plugin_codex import appserver, plugin
+
+FAKE = r'''
+import json, os, sys, threading, time
+log = open(os.environ["FAKE_LOG"], "a")
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n"); sys.stdout.flush()
+def finish_turn():
+    time.sleep(0.3)
+    log.write(json.dumps({"event": "completed"}) + "\n"); log.flush()
+    send({"method": "turn/completed", "params": {}})
+for line in sys.stdin:
+    msg = json.loads(line)
+    log.write(json.dumps({"event": "got", "msg": msg}) + "\n"); log.flush()
+    method, ident = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"id": ident, "result": {"userAgent": "fake"}})
+    elif method in ("thread/start", "thread/resume"):
+        send({"id": ident, "result": {"thread": {"id": msg["params"].get("threadId", "th-1")}}})
+    elif method == "turn/start":
+        send({"id": ident, "result": {"turn": {"id": "t"}}})
+        send({"method": "turn/started", "params": {}})
+        threading.Thread(target=finish_turn).start()
+    elif ident is not None:
+        send({"id": ident, "error": {"code": 1, "message": "nope"}})
+'''
+
+
+def fake_server(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    script = tmp_path / "fake_app_server.py"
+    script.write_text(FAKE)
+    return [sys.executable, str(script)], {**os.environ, "FAKE_LOG": str(tmp_path / "log.jsonl")}
+
+
+def events(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_turns_go_into_the_thread_one_after_another(tmp_path: Path) -> None:
+    command, env = fake_server(tmp_path)
+    log = Path(env["FAKE_LOG"])
+    client = appserver.AppServerClient.spawn(command, str(tmp_path), env)
+    try:
+        assert client.open(str(tmp_path), None) == "th-1"
+        client.start_turn("first")
+        client.start_turn("second")  # waits for the first turn to complete
+        client.start_turn("third")
+    finally:
+        client.close()
+    seen = events(log)
+    order = [e["msg"]["params"]["input"][0]["text"] if e["event"] == "got"  # type: ignore[index]
+             and e["msg"].get("method") == "turn/start" else e["event"]  # type: ignore[union-attr]
+             for e in seen if e["event"] == "completed" or (
+                 e["event"] == "got" and e["msg"].get("method") == "turn/start")]  # type: ignore[union-attr]
+    assert order[:5] == ["first", "completed", "second", "completed", "third"]
+    starts = [e["msg"] for e in seen if e["event"] == "got"
+              and e["msg"].get("method") == "turn/start"]  # type: ignore[union-attr]
+    assert all(m["params"]["threadId"] == "th-1" for m in starts)  # type: ignore[index]
+    assert client.turns_started == 3
+
+
+def test_a_dead_app_server_is_a_failed_delivery(tmp_path: Path) -> None:
+    client = appserver.AppServerClient.spawn([sys.executable, "-c", "pass"], str(tmp_path), {})
+    assert client.wait_closed(30)
+    appserver.CLIENTS[4242] = client
+    try:
+        delivered, detail = appserver.deliver("wake", 4242) or (None, "")
+        assert delivered is False and "exited" in detail
+    finally:
+        appserver.CLIENTS.pop(4242)
+    assert appserver.deliver("wake", 4242) is None
+
+
+def test_arguments() -> None:
+    assert appserver._args(["--cwd", "/x", "--prompt=hi"]) == {"cwd": "/x", "prompt": "hi"}
+    for bad in (["--nope"], ["--cwd"], ["--thread="]):
+        with pytest.raises(UsageError):
+            appserver._args(bad)
+
+
+def test_install_app_server_mode(tmp_path: Path) -> None:
+    result = plugin.firstmate_install(options=InstallOptions("codex", tmp_path,
+                                                             flags={"app-server": "true"}))
+    assert result is not None and any("fm codex-serve" in note for note in result.notes)
+    agents = (tmp_path / "AGENTS.md").read_text()
+    assert "codex-serve" in agents and "fm checkpoint --seconds" not in agents
+    with pytest.raises(UsageError):
+        plugin.firstmate_install(options=InstallOptions(
+            "codex", tmp_path, flags={"app-server": "true", "parked": "true"}))
+
+
+def test_the_plugin_contributes_the_command() -> None:
+    registry: dict[str, object] = {}
+    plugin.firstmate_cli_commands(registry=registry)
+    assert registry["codex-serve"] is appserver.main

@@ -1,0 +1,148 @@
+"""``fm checkpoint``: exits 0 on a wake, 124 when quiet, 2 on bad arguments, never 0 for a live
+watcher alone; an announced episode stays announced across checkpoints. Real arms and watchers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from firstmate import episodes, queue
+from firstmate.health import watcher_health
+from firstmate.home import Home
+from firstmate.store import Store
+from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home, spawn_arm  # noqa: F401
+
+
+@pytest.fixture
+def env(fm_home: Home, tmp_path: Path) -> Iterator[dict[str, str]]:  # noqa: F811
+    run_env = arm_env(fm_home, tmp_path)
+    yield run_env
+    subprocess.run(fm_command("arm", "--stop"), env=run_env, capture_output=True,
+                   timeout=DEADLINE, check=False)
+
+
+def checkpoint(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(fm_command("checkpoint", *args), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=DEADLINE * 2)
+    return proc.returncode, out, err
+
+
+def wait_healthy(home: Home, env: dict[str, str]) -> int:
+    import time
+
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        health = watcher_health(home, env)
+        if health.healthy and health.pid:
+            return int(health.pid)
+        time.sleep(0.05)
+    raise AssertionError("no healthy watcher appeared")
+
+
+def state(home: Home) -> episodes.EpisodeState:
+    db = Store(home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn)
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("args", [["--seconds", "0"], ["--seconds", "abc"], ["--seconds"],
+                                  ["--seconds=-3"], ["--nope"], ["--seconds", "99999999"]])
+def test_bad_arguments_exit_2(env: dict[str, str], args: list[str]) -> None:
+    code, out, err = finish(checkpoint(env, *args))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_quiet_checkpoint_exits_124_and_stops_its_watcher(fm_home: Home,  # noqa: F811
+                                                          env: dict[str, str]) -> None:
+    code, out, _ = finish(checkpoint(env, "--seconds", "2"))
+    assert code == 124
+    assert out == "checkpoint: no actionable wake within 2s\n"
+    assert not watcher_health(fm_home, env).healthy
+
+
+def test_a_wake_prints_the_reason_and_exits_0(fm_home: Home, env: dict[str, str]) -> None:  # noqa: F811
+    proc = checkpoint(env, "--seconds", "120")
+    try:
+        wait_healthy(fm_home, env)
+        done = subprocess.run(fm_command("wake", "append", "signal", "ci", "build broke"),
+                              env=env, capture_output=True, text=True, timeout=DEADLINE)
+        assert done.returncode == 0, done.stderr
+        code, out, _ = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0
+    assert "signal:" in out and "fm wake drain" in out and out.startswith("FIRSTMATE_OP:")
+
+
+def test_an_existing_live_watcher_is_never_success(fm_home: Home, tmp_path: Path,  # noqa: F811
+                                                   env: dict[str, str]) -> None:
+    arm = spawn_arm(fm_home, tmp_path, env=env)
+    try:
+        assert arm.status.startswith("watcher: started")
+        code, out, err = finish(checkpoint(env, "--seconds", "2"))
+        assert code == 124, (out, err)
+        assert "attached" in err
+        assert watcher_health(fm_home, env).healthy  # the foreign watcher is left alone
+    finally:
+        arm.stop()
+
+
+def test_default_seconds_come_from_the_environment(env: dict[str, str]) -> None:
+    code, out, _ = finish(checkpoint({**env, "FM_CODEX_WATCH_CHECKPOINT": "1"}))
+    assert code == 124 and "within 1s" in out
+
+
+def test_an_announced_episode_stays_announced(fm_home: Home, env: dict[str, str]) -> None:  # noqa: F811
+    db = Store(fm_home)
+    try:
+        queue.append(db, "signal", "a", "first")
+        with db.transaction() as conn:
+            assert episodes.arm_check(conn, True) is episodes.Action.RECOVER
+            # A row behind the append path's back: only the announced-episode reopen sees it.
+            conn.execute("INSERT INTO wakes (seq, at, kind, key, payload, claim) "
+                         "VALUES (99, 1.0, 'signal', 'late', 'late row', NULL)")
+    finally:
+        db.close()
+    announced = state(fm_home)
+    assert isinstance(announced, episodes.Episode) and announced.status == "announced"
+    for _ in range(2):
+        _code, out, _ = finish(checkpoint(env, "--seconds", "2"))
+        assert "rearm-resurface" not in out
+        after = state(fm_home)
+        assert isinstance(after, episodes.Episode)
+        assert (after.status, after.generation) == ("announced", announced.generation)
+
+
+def test_a_never_announced_episode_is_still_announced(fm_home: Home,  # noqa: F811
+                                                       env: dict[str, str]) -> None:
+    db = Store(fm_home)
+    try:
+        queue.append(db, "signal", "a", "waiting work")
+    finally:
+        db.close()
+    pending = state(fm_home)
+    assert isinstance(pending, episodes.Episode) and pending.status == "pending"
+    code, out, _ = finish(checkpoint(env, "--seconds", "60"))
+    assert code == 0 and "check: rearm-resurface" in out
+    after = state(fm_home)
+    assert isinstance(after, episodes.Episode) and after.status == "announced"
+
+
+def test_status_json_is_readable_after_a_checkpoint(fm_home: Home,  # noqa: F811
+                                                    env: dict[str, str]) -> None:
+    finish(checkpoint(env, "--seconds", "1"))
+    done = subprocess.run(fm_command("status", "--json"), env=env, capture_output=True,
+                          text=True, timeout=DEADLINE)
+    assert json.loads(done.stdout)["watcher"]["healthy"] is False
