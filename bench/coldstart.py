@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _common import emit  # the script's own folder is first on sys.path
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 GOAL_RATIO = 1.6
@@ -129,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['label']:<32} {r['median_ms']:>7.1f} ms | baseline {r['baseline_median_ms']:.1f} ms "
               f"-> ratio {r['ratio']:.2f}x (per-pair median {r['pair_ratio']:.2f}x) "
               f"goal <= {GOAL_RATIO}x: {verdict}")
-    print(json.dumps({"bench": "coldstart", "command": how, "goal_ratio": GOAL_RATIO,
-                      "goal_met": ok, "results": results}, sort_keys=True))
+    emit("coldstart", {"bench": "coldstart", "command": how, "goal_ratio": GOAL_RATIO,
+                       "goal_met": ok, "results": results})
     return 1 if args.check and not ok else 0
 
 

@@ -9,7 +9,6 @@ JSON object.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -24,6 +23,8 @@ import psutil
 HERE = Path(__file__).resolve().parent
 CORE = HERE.parent / "core"
 sys.path.insert(0, str(CORE))
+
+from _common import emit  # noqa: E402  (the script's own folder is first on sys.path)
 
 SECONDS = float(os.environ.get("FM_BENCH_IDLE_SECONDS", "60"))
 GOAL_CPU_PCT, GOAL_RSS_MB = 0.5, 40.0
@@ -92,7 +93,7 @@ def main() -> int:
           f"resolution {result['cpu_resolution_pct']}%)")
     print(f"baseline sleep process: CPU {result['baseline_sleep_cpu_pct']:.3f}%, RSS "
           f"{result['baseline_sleep_rss_mb']:.1f} MB (watcher RSS is {result['rss_ratio']}x)")
-    print(json.dumps(result, sort_keys=True))
+    emit("idle", result)
     return 0
 
 

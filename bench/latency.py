@@ -13,7 +13,6 @@ Knobs: ``FM_BENCH_WAKES`` (default 200), ``FM_BENCH_BASELINE_INTERVAL`` (seconds
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import selectors
@@ -28,6 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CORE = HERE.parent / "core"
 sys.path.insert(0, str(CORE))
+
+from _common import emit  # noqa: E402  (the script's own folder is first on sys.path)
 
 WAKES = int(os.environ.get("FM_BENCH_WAKES", "200"))
 INTERVAL = float(os.environ.get("FM_BENCH_BASELINE_INTERVAL", "0.2"))
@@ -162,7 +163,7 @@ def main() -> int:
           f"p99 {result['baseline_p99_ms']:.1f} ms -> event-driven is {result['ratio_p50']}x "
           f"faster at p50, {result['ratio_p99']}x at p99 (the original's {ORIGINAL_POLL_S:g}s "
           f"poll: ~{ORIGINAL_POLL_S / 2:g} s expected p50)")
-    print(json.dumps(result, sort_keys=True))
+    emit("latency", result)
     return 0
 
 

@@ -8,7 +8,6 @@ object. Goal: acknowledging 10,000 rows takes at most 0.5 s.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CORE = HERE.parent / "core"
 sys.path.insert(0, str(CORE))
+
+from _common import emit  # noqa: E402  (the script's own folder is first on sys.path)
 
 PROCS = int(os.environ.get("FM_BENCH_PROCS", "8"))
 APPENDS = int(os.environ.get("FM_BENCH_APPENDS", "1000"))
@@ -171,7 +172,7 @@ def main() -> int:
         print(f"goal: ack of {ROWS} rows <= {ACK_GOAL_S} s: {'met' if ok else 'MISSED'}")
         summary = {"bench": "queue", "append": append, "drain": da["drain"], "ack": da["ack"],
                    "ack_goal_seconds": ACK_GOAL_S, "ack_goal_met": ok}
-        print(json.dumps(summary, sort_keys=True))
+        emit("queue", summary)
     return 0
 
 

@@ -447,7 +447,11 @@ class Continuity:
         restoration = self._restore(close)
         if restoration.stopped:
             return
-        if restoration.failure is not None and not (restoration.retained or restoration.superseded):
+        # A repair (the confirmed successor's watcher died) restarts restoration below, so it
+        # must not stand the owner down: only that bounded restoration may.
+        if restoration.failure is not None and not (
+            restoration.retained or restoration.superseded or restoration.repair
+        ):
             self._standing_down = restoration.failure
         self._queue(self._wake(close, restoration))
         if restoration.repair:

@@ -9,7 +9,12 @@ the live watcher, appends a wake while nothing watches, and shows the downtime a
 recovered. Everything is driven through the same ``fm`` commands a user or a harness runs.
 
 The demo exits non-zero when an invariant broke: a wake acknowledged twice or never, an arm that
-exited 0 without a reason line, a downtime announced more than once, or anything left running.
+exited 0 without a reason line, a downtime announced more than once, or anything left running
+(after the teardown no process may name the demo home or its tmux socket in its command line or
+environment, and the demo's tmux server must be gone).
+
+On a terminal (and ``TERM`` is not ``dumb``) the events feed a live panel redrawn in place
+(:mod:`firstmate.demo_panel`); otherwise each event is printed as one plain line.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -35,8 +41,12 @@ import attrs
 
 from firstmate import hookimpl
 from firstmate.continuity import Continuity
+from firstmate.demo_panel import LivePanel, Snapshot, WakeRow, sample, wants_live_view
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 
+SAMPLE_EVERY_S = 1.0
+#: How long a crew lingers after its script (the demo itself ends well before).
+CREW_LIFETIME_S = 180
 ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-generation (\S+)")
 
 
@@ -47,7 +57,10 @@ def fm(*args: str) -> list[str]:
 @attrs.frozen
 class Wake:
     reason: str
+    #: Crew status stamp → the reason line read by the primary (status wakes only).
     latency_ms: float | None
+    #: The queue row's append → the reason line read by the primary.
+    append_ms: float | None
     rows: tuple[str, ...]
     generation: str | None
 
@@ -70,17 +83,27 @@ class DemoHarness:
 
 @attrs.define(eq=False)
 class View:
-    """Prints the live view: one line per event, plain text (works on a TTY and in a log)."""
+    """The event feed: plain lines, or (``live``) the recent events shown in the live panel."""
 
     out: IO[str]
+    live: bool = False
     t0: float = attrs.Factory(time.monotonic)
+    events: deque[str] = attrs.Factory(lambda: deque(maxlen=50))
     _lock: threading.Lock = attrs.Factory(threading.Lock)
 
     def say(self, text: str) -> None:
         # The engine reports from its own threads: one whole line at a time.
+        line = f"[{time.monotonic() - self.t0:6.2f}s] {text}"
         with self._lock:
-            self.out.write(f"[{time.monotonic() - self.t0:6.2f}s] {text}\n")
+            if self.live:
+                self.events.append(line)
+                return
+            self.out.write(line + "\n")
             self.out.flush()
+
+    def recent(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self.events)
 
 
 @attrs.define(eq=False)
@@ -96,6 +119,8 @@ class Demo:
     resurfaced: int = 0
     acked_rows: list[int] = attrs.Factory(list)
     appended: int = 0
+    appended_at: dict[str, float] = attrs.Factory(dict)
+    sampled: tuple[float, Snapshot] | None = None
 
     # --- plumbing -----------------------------------------------------------------------------
 
@@ -134,8 +159,11 @@ class Demo:
             lines.append(f"sleep {delay}")
             lines.append(f"echo '{name}: {status}'")
             lines.append(f"{fm_cmd} crew status {name} {shlex.quote(status)}")
-        lines.append("clear; echo 'idle'; sleep 600" if quiet_after
-                     else "while :; do date +%s.%N; echo '(esc to interrupt)'; sleep 0.3; done")
+        # Bounded, so a demo killed before its teardown (SIGKILL) cannot leave a fleet behind
+        # for long: the last window closing ends the tmux server too.
+        lines.append(f"clear; echo 'idle'; sleep {CREW_LIFETIME_S}" if quiet_after
+                     else f"end=$(($(date +%s) + {CREW_LIFETIME_S})); while [ $(date +%s) -lt $end ]; "
+                          "do date +%s.%N; echo '(esc to interrupt)'; sleep 0.3; done")
         return "\n".join(lines)
 
     def start_crews(self) -> None:
@@ -192,7 +220,14 @@ class Demo:
         stamp = self.event_stamp(reason)
         if stamp is not None and reason_at:
             latency = max(0.0, (reason_at - stamp) * 1000)
-        self.view.say(f"wake: {reason}" + (f"   (event → reason {latency:.0f} ms)" if latency is not None else ""))
+        # A reason's row is often drained (and acknowledged) with an earlier wake: remember when
+        # every drained row was appended, before the acknowledgement deletes it.
+        self.appended_at.update(self.append_stamps(rows))
+        appended = self.appended_at.get(reason)
+        append_ms = None if appended is None else max(0.0, (reason_at - appended) * 1000)
+        figures = [f"event → reason {latency:.0f} ms"] if latency is not None else []
+        figures += [f"append → reason {append_ms:.0f} ms"] if append_ms is not None else []
+        self.view.say(f"wake: {reason}" + (f"   ({', '.join(figures)})" if figures else ""))
         for row in rows:
             self.view.say(f"  drained row {row.split(chr(9))[0]}: {row.split(chr(9))[-1]}")
         generation = None
@@ -204,8 +239,42 @@ class Demo:
             self.view.say(f"  acknowledged through {through} (generation {generation})")
         if reason.startswith("check: rearm-resurface"):
             self.resurfaced += 1
-        self.wakes.append(Wake(reason, latency, rows, generation))
-        self.show_status()
+        self.wakes.append(Wake(reason, latency, append_ms, rows, generation))
+        if not self.view.live:  # the panel shows this continuously
+            self.show_status()
+
+    def append_stamps(self, rows: Sequence[str]) -> dict[str, float]:
+        """When each drained row was appended, by its payload (the reason line it carries)."""
+        seqs = {int(row.split("\t")[0]): row.split("\t")[-1] for row in rows}
+        if not seqs:
+            return {}
+        import sqlite3
+
+        from firstmate.home import Home
+
+        stamps: dict[str, float] = {}
+        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
+            conn = sqlite3.connect(f"file:{Home(self.home).db}?mode=ro", uri=True, timeout=5)
+            try:
+                for seq, at in conn.execute(
+                        f"SELECT seq, at FROM wakes WHERE seq IN ({','.join('?' * len(seqs))})",
+                        tuple(seqs)):
+                    stamps[seqs[int(seq)]] = float(at)
+            finally:
+                conn.close()
+        return stamps
+
+    def snapshot(self) -> Snapshot:
+        """The panel's view. The home (tmux panes, lock, beacon, queue) is read at most once a
+        second so the panel stays cheap next to the fleet; the rest is fresh at every redraw."""
+        now = time.monotonic()
+        rows = tuple(WakeRow(w.reason, w.latency_ms, w.append_ms) for w in self.wakes[-5:])
+        if self.sampled is None or now - self.sampled[0] >= SAMPLE_EVERY_S:
+            self.sampled = (now, sample(self.home, self.env, 0.0, (), ()))
+        taken, snap = self.sampled
+        age = None if snap.beacon_age is None else snap.beacon_age + (now - taken)
+        return attrs.evolve(snap, elapsed=now - self.view.t0, beacon_age=age, wakes=rows,
+                            events=self.view.recent())
 
     def event_stamp(self, reason: str) -> float | None:
         """When the crew stamped the status line this reason carries (for the latency figure)."""
@@ -266,6 +335,12 @@ class Demo:
                 except queue.Empty:
                     continue
                 self.take(wake)
+                if wake.restoration_failure:
+                    # The owner stands down after a failed restoration (e.g. the SIGKILL landed
+                    # mid-handoff) until it is repaired, as a harness does at the primary's next
+                    # turn: without this nothing would watch for the rest of the demo.
+                    self.view.say("primary: restoration failed; repairing (engine.rearm())")
+                    engine.rearm()
                 if killed and any(r.startswith("check: deploy") for r in wake.reasons):
                     # The kill raced a close and a successor took the append: try again.
                     killed = False
@@ -298,7 +373,55 @@ class Demo:
             self.problems.append(f"downtime was announced {self.resurfaced} times (expected exactly once)")
 
 
-def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool = False) -> int:
+def leftovers(home: Path, socket: str) -> list[tuple[int, str]]:
+    """Processes still running that name the demo home or its tmux socket (not this one)."""
+    import psutil
+
+    me = psutil.Process()
+    spare = {me.pid, *(parent.pid for parent in me.parents())}
+    found: list[tuple[int, str]] = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        if proc.pid in spare:
+            continue
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or ())
+            hit = str(home) in cmdline or socket in cmdline
+            if not hit:
+                environ = proc.environ()
+                hit = (environ.get("FM_HOME") == str(home)
+                       or environ.get("FM_TMUX_SOCKET") == socket)
+            if hit and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append((proc.pid, cmdline or str(proc.info["name"])))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def tmux_server_alive(tmux: str, socket: str) -> bool:
+    probe = subprocess.run([tmux, "-L", socket, "list-sessions"], capture_output=True,
+                           check=False, timeout=30)
+    return probe.returncode == 0
+
+
+def check_nothing_left(demo: Demo, *, within: float = 15.0) -> None:
+    """The teardown left nothing running; whatever survived is reported, then killed."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = leftovers(demo.home, demo.socket)
+        server = demo.tmux is not None and tmux_server_alive(demo.tmux, demo.socket)
+        if (not alive and not server) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # processes on their way out: poll until the deadline
+    if server:
+        demo.problems.append(f"the demo's tmux server (socket {demo.socket}) is still running")
+    for pid, what in alive:
+        demo.problems.append(f"left running after the demo: pid {pid}: {what[:120]}")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool = False,
+             live: bool | None = None) -> int:
     base_env = dict(os.environ if env is None else env)
     home = Path(tempfile.mkdtemp(prefix="firstmate-demo-"))
     socket_name = f"firstmate-demo-{os.getpid()}"
@@ -314,9 +437,13 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
         "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                     base_env.get("PYTHONPATH", "")])),
     }
-    view = View(out)
+    live = wants_live_view(out, base_env) if live is None else live
+    view = View(out, live=live)
     demo = Demo(home, demo_env, view, tmux, socket_name)
     view.say(f"home {home} ({'tmux' if tmux else 'no tmux: crews run as plain processes'})")
+    panel = LivePanel(out, demo.snapshot, lambda: shutil.get_terminal_size().columns) if live else None
+    if panel is not None:
+        panel.start()
     try:
         flag = home / "release.flag"
         demo.run("check", "add", "release", "--", "sh", "-c",
@@ -329,6 +456,9 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
     except Exception as exc:  # the demo reports, it does not crash
         demo.problems.append(f"{type(exc).__name__}: {exc}")
     finally:
+        if panel is not None:
+            panel.stop()
+            demo.problems.extend(f"the live panel failed: {err}" for err in panel.errors)
         with contextlib.suppress(Exception):
             demo.run("arm", "--stop", check=False)
         if tmux:
@@ -338,19 +468,38 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        try:
+            check_nothing_left(demo)
+        except Exception as exc:  # (reported as a broken invariant)
+            demo.problems.append(f"could not check for leftover processes: {exc}")
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
-    latencies = sorted(w.latency_ms for w in demo.wakes if w.latency_ms is not None)
-    out.write("\nsummary\n")
-    out.write(f"  wakes handled: {len(demo.wakes)}; rows acknowledged: {len(demo.acked_rows)}; "
-              f"downtime announcements: {demo.resurfaced}\n")
-    if latencies:
-        p50 = latencies[len(latencies) // 2]
-        out.write(f"  event → reason latency: p50 {p50:.0f} ms, max {latencies[-1]:.0f} ms "
-                  f"over {len(latencies)} status wakes (the original polls every 15 s)\n")
-    if demo.problems:
-        for problem in demo.problems:
-            out.write(f"  INVARIANT BROKEN: {problem}\n")
-        return 1
-    out.write("  all invariants held\n")
-    return 0
+    out.write(summary(demo))
+    out.flush()
+    return 1 if demo.problems else 0
+
+
+def _p50(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def summary(demo: Demo) -> str:
+    lines = ["", "summary",
+             f"  wakes handled: {len(demo.wakes)}; rows acknowledged: {len(demo.acked_rows)}; "
+             f"downtime announcements: {demo.resurfaced}"]
+    event = [w.latency_ms for w in demo.wakes if w.latency_ms is not None]
+    if event:
+        lines.append(f"  event → reason latency (crew status stamp → reason read by the primary): "
+                     f"p50 {_p50(event):.0f} ms, max {max(event):.0f} ms over {len(event)} status "
+                     f"wakes (the original polls every 15 s)")
+    appended = [w.append_ms for w in demo.wakes if w.append_ms is not None]
+    if appended:
+        lines.append(f"  append → reason latency (queue row appended → reason read by the primary): "
+                     f"p50 {_p50(appended):.0f} ms, max {max(appended):.0f} ms over "
+                     f"{len(appended)} wakes")
+    lines.append("  leftover processes checked: none may name the demo home or its tmux socket")
+    lines += [f"  INVARIANT BROKEN: {problem}" for problem in demo.problems]
+    if not demo.problems:
+        lines.append("  all invariants held")
+    return "\n".join(lines) + "\n"

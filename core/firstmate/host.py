@@ -400,6 +400,8 @@ class Host:
     retrying: bool = False
     #: The lines of a re-delivery that fell due while parked.
     due: list[str] = attrs.Factory(list)
+    #: The last store error met while checking the hand-back (logged once).
+    check_error: str | None = None
 
     # --- output and bookkeeping ------------------------------------------------------------
 
@@ -775,8 +777,9 @@ class Host:
         if not self.home.db.exists():
             return None
         now = time.time() if now is None else now
-        db = self.store()
+        db = None
         try:
+            db = self.store()
             with db.transaction(timeout=10.0) as conn:
                 rec = _read_handback(conn)
                 if rec is None:
@@ -809,12 +812,17 @@ class Host:
                 rec.update(seqs=left, deliveries=delivered, last_at=now, next_at=now + delay)
                 kv_set(conn, HANDBACK_KEY, json.dumps(rec))
         except FirstmateError as exc:
-            # A busy or broken store must not stop the park: try again at the next tick.
+            # A busy or broken store must not stop the park: try again at the next tick (and
+            # log the trouble once, not every second).
             self.retrying = True
-            self.note(f"could not check the hand-back: {exc.message}")
+            if exc.message != self.check_error:
+                self.check_error = exc.message
+                self.note(f"could not check the hand-back: {exc.message}")
             return None
         finally:
-            db.close()
+            if db is not None:
+                db.close()
+        self.check_error = None
         reasons = _reasons_of(rec)
         bound = f" of {self.config.retries}" if self.config.retries > 0 else ""
         self.note(f"re-delivering the hand-back of rows {left} (delivery {delivered}{bound}); "

@@ -409,6 +409,8 @@ class Chaos:
             proc = Proc("api", popen, err, err, time.monotonic(), ("api", prefix))
             with self.api_lock:
                 self.api = proc
+                if self.stop_producers.is_set():  # halted while this one was starting
+                    proc.send(signal.SIGKILL)
             assert popen.stdout is not None
             trying: str | None = None
             for raw in popen.stdout:
@@ -479,8 +481,15 @@ class Chaos:
     def step_watcher_fault(self) -> None:
         ident = watcher_identity(self.home)
         if ident is None:
-            self.step_arm()
-            return
+            if not any(arm.alive() for arm in self.arms):
+                self.step_arm()
+            end = time.monotonic() + 3.0  # a watcher is usually starting: catch it
+            while ident is None and time.monotonic() < end:
+                time.sleep(0.05)
+                ident = watcher_identity(self.home)
+            if ident is None:
+                return
+        time.sleep(self.rng.uniform(0.0, 0.3))  # early, mid-poll or while closing
         sig = self.rng.choice([signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM])
         self.faults.hit("watcher", identity_sender(ident), sig)
         time.sleep(self.rng.uniform(0.05, 0.3))
@@ -500,7 +509,7 @@ class Chaos:
         env = {"FM_STATUS_PRESENTATION_LOCK_TIMEOUT": bound or self.rng.choice(["1", "10"])}
         args = ["wake", "drain", "--json"] + (["--actor", "branch"] if actor == "branch" else [])
         proc = self.spawner.fm(f"drain-{actor}", *args, env=env)
-        rc, hit = self.timed(f"drain-{actor}", proc, 0.35)
+        rc, hit = self.timed(f"drain-{actor}", proc, fault)
         self.sync()
         if hit and rc != 0:
             return None
@@ -531,7 +540,7 @@ class Chaos:
         self.ledger.presented[actor] |= seqs
         return result
 
-    def ack(self, actor: str, result: dict[str, object]) -> None:
+    def ack(self, actor: str, result: dict[str, object], fault: float = 0.35) -> None:
         through, gen = result.get("ack_through"), result.get("generation")
         if through is None or gen is None:
             return
@@ -541,7 +550,7 @@ class Chaos:
         args = ["wake", "drain", "--ack-through", str(through), "--recovery-generation", str(gen),
                 "--json"] + (["--actor", "branch"] if actor == "branch" else [])
         proc = self.spawner.fm(f"ack-{actor}", *args)
-        rc, hit = self.timed(f"ack-{actor}", proc, 0.35)
+        rc, hit = self.timed(f"ack-{actor}", proc, fault)
         entries = self.sync()
         consumed = {e.seq for e in entries if e.what == "delete" and e.claim == actor}
         if rc != 0:
@@ -636,13 +645,13 @@ class Chaos:
             if grant and grant.get("rows"):
                 result = self.drain("branch", 0.0, "30")
                 assert result is not None, f"the branch could not drain: {self.last_skip}"
-                self.ack("branch", result)
+                self.ack("branch", result, 0.0)
                 continue
             if status["depth"] == 0:
                 break
             result = self.drain("main", 0.0, "30")
             if result is not None:
-                self.ack("main", result)
+                self.ack("main", result, 0.0)
         if grant:
             assert self.owner is not None
             done = self.spawner_run("wake", "grant", "deactivate", str(self.owner.pid),

@@ -33,12 +33,12 @@ from firstmate.store import open_store
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.slow
-
 WAKE_CODES = {0, 1, 2, 3, 4}
 ARM_CODES = {0, 1, 2, 3, 4, 129, 130, 143}
 #: Process-spawning tests run a quarter of the profile's examples (at least 5).
 SPAWN_EXAMPLES = max(5, settings.default.max_examples // 4)
+# A deep profile outlasts the suite-wide 300 s timeout; a process-spawning example takes ~1 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(300, 4 * settings.default.max_examples))]
 #: Any control character but TAB, and the Unicode line/paragraph separators.
 FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 FORBIDDEN_BYTES = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]")
@@ -307,7 +307,8 @@ def test_bytes_argv_that_is_not_utf8_never_crashes_append_or_drain(
 @settings(max_examples=SPAWN_EXAMPLES, suppress_health_check=[HealthCheck.too_slow],
           deadline=None)
 @given(args=st.lists(st.one_of(ARM_TOKENS.map(lambda s: s.encode("utf-8", "surrogatepass")),
-                               BYTES), max_size=4))
+                               BYTES).map(lambda b: b.replace(b"\0", b"")),  # argv has no NUL
+                     max_size=4))
 def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
     """Garbage (including bytes that are not UTF-8) is one usage line and exit 2."""
     try:
@@ -367,8 +368,8 @@ def test_every_arm_mode_ends_with_a_reason_or_a_failed_line(home: Home, args: li
     except UsageError:
         assume(False)
     env = base_env(home.root, FM_ARM_CONFIRM_TIMEOUT="20")
-    queued = run_fm(env, "wake", "append", "signal", "fuzz",
-                    ("signal: " + payload).encode("utf-8", "surrogatepass"))
+    queued = run_fm(env, "wake", "append", "signal", "fuzz",  # argv cannot carry NUL
+                    ("signal: " + payload.replace("\0", "")).encode("utf-8", "surrogatepass"))
     assert queued.returncode in (0, 2), queued.stderr
     proc = subprocess.run(fm_argv("arm", *args), capture_output=True, env=env,
                           timeout=DEADLINE, check=False)

@@ -379,7 +379,7 @@ def test_the_home_removed_while_an_arm_follows_its_watcher(rig: Rig) -> None:
         first = arm.stdout.readline().decode()
         assert first.startswith("watcher: started pid="), first
         watcher_pid = int(first.split("pid=", 1)[1].split()[0])
-        shutil.rmtree(rig.root)
+        remove_home(rig.root)
         out, err = arm.communicate(timeout=DEADLINE)
     finally:
         if arm.poll() is None:
@@ -399,10 +399,10 @@ def test_the_home_removed_while_an_arm_follows_its_watcher(rig: Rig) -> None:
 
 def test_the_home_removed_under_a_bare_watcher(rig: Rig) -> None:
     watch = subprocess.Popen(fm_argv("watch"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env={**rig.env, "FM_POLL": "0.2"})
+                             stderr=subprocess.PIPE, env={**rig.env, "FM_POLL": "1"})
     try:
         assert _wait(lambda: rig.home.beacon.exists())
-        shutil.rmtree(rig.root)
+        remove_home(rig.root)
         out, err = watch.communicate(timeout=DEADLINE)
     finally:
         if watch.poll() is None:
@@ -410,8 +410,18 @@ def test_the_home_removed_under_a_bare_watcher(rig: Rig) -> None:
             watch.wait()
     assert watch.returncode == 4, (out, err)
     assert out == b""
-    assert err.decode().splitlines() == [
-        f"watcher: {rig.root} no longer exists; ending this cycle"]
+    lines = err.decode().splitlines()
+    assert lines[-1] == f"watcher: {rig.root} no longer exists; ending this cycle", lines
+    # A removal that lands in the middle of a poll may first fail a source, which the watcher
+    # reports once per source (docs/watcher.md) before its next ground check ends the cycle.
+    assert all(line.startswith("watcher: source ") for line in lines[:-1]), lines
+
+
+def remove_home(root: Path) -> None:
+    """Remove the home in one step (a rename; the watcher may be writing into it meanwhile)."""
+    gone = root.with_name(root.name + ".removed")
+    root.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _wait(condition: Callable[[], bool], deadline: float = DEADLINE) -> bool:

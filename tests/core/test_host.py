@@ -312,6 +312,9 @@ def test_a_row_left_for_main_becomes_a_recoverable_episode(hrig: HostRig) -> Non
     seq = hrig.rig.append("check", "ci", "check: ci red")
     wait_for(lambda: hrig.turns(), "the engine turn")
     assert hrig.turns()[0]["handled"] is True and hrig.turns()[0]["rows"] == [seq]
+    # The turn is recorded before the host settles the handoff: wait for the settlement.
+    wait_for(lambda: any("settled handoff" in line for line in host.host_log(hrig.home).lines()),
+             "the host to settle the handoff")
     state = hrig.episode()
     assert isinstance(state, episodes.Episode), state
     assert (state.status, state.kind) == ("pending", "downtime")

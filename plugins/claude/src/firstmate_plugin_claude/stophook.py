@@ -365,7 +365,8 @@ class TurnEnd:
     entry: Any = None
     arm: Any = None
     reasons: tuple[str, ...] = ()
-    delivered: bool = False
+    #: The wake banner once the wake is committed (a late signal must not lose it).
+    delivered: str = ""
 
     def run(self) -> HookOutcome:
         outcome: HookOutcome | None = None
@@ -460,8 +461,8 @@ class TurnEnd:
         restored = wake.restoration_failure is None
         if not commit(self.home, self.entry, "rewake", recovered=restored):
             return HookOutcome.silent()
-        self.delivered = True
-        return HookOutcome(2, "", wake_banner(wake.text))
+        self.delivered = wake_banner(wake.text)
+        return HookOutcome(2, "", self.delivered)
 
     def _failed(self, attempts: int, evidence: list[str]) -> HookOutcome:
         from firstmate.health import watcher_health
@@ -489,7 +490,7 @@ class TurnEnd:
                 self.arm.terminate()
                 self.arm.wait_exit(2.0)
         if self.delivered:
-            return HookOutcome(2, "", "")
+            return HookOutcome(2, "", self.delivered)
         if self.entry is not None:
             with contextlib.suppress(Exception):
                 if not commit(self.home, self.entry, "failed"):
