@@ -501,7 +501,7 @@ class Arm:
                 started = self.started_line(child.pid)
                 return started if started is not None else self.follow_owned(health)
             if child.exited():
-                return self.child_closed()
+                return self.child_closed(announce=True)
             left = deadline - time.monotonic()
             if left <= 0:
                 return self.confirmation_timeout()
@@ -598,8 +598,10 @@ class Arm:
             if now.state == "stale-beacon" and now.pid == child.pid:
                 return self.stale(now, origin="started", started_at=child.started_at)
 
-    def child_closed(self, lock_before: str = "none") -> int:
-        """Our child exited: resolve its cycle."""
+    def child_closed(self, lock_before: str = "none", *, announce: bool = False) -> int:
+        """Our child exited: resolve its cycle. With *announce* no status line was printed yet
+        (it closed before confirmation could look): a reason it printed still gets its
+        ``started`` line first, so the status line always precedes the reason."""
         child = self.child
         assert child is not None
         rc = child.proc.wait()
@@ -609,6 +611,10 @@ class Arm:
             if child.out_fd is not None:
                 _readable([child.out_fd], deadline - time.monotonic())
         child.read()
+        if announce and any(REASON_RE.match(line) for line in child.lines):
+            failed = self.started_line(child.pid)
+            if failed is not None:
+                return failed
         self.handle_lines()
         child.close()
 
