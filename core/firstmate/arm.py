@@ -45,7 +45,7 @@ import attrs
 
 from firstmate import cyclelog
 from firstmate.cyclelog import CycleRow, lock_text
-from firstmate.envnum import env_float
+from firstmate.envnum import PID_MAX, decimal, env_float
 from firstmate.errors import FirstmateError, UsageError
 from firstmate.exitcodes import ExitCode
 from firstmate.health import LOCK_NAME, WatcherHealth, watcher_health
@@ -102,9 +102,10 @@ class Mode:
 
 
 def _pid(text: str, what: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+    pid = decimal(text, minimum=1, maximum=PID_MAX)
+    if pid is None:
         raise UsageError(f"watcher: invalid {what}")
-    return int(text)
+    return pid
 
 
 def parse_args(argv: Sequence[str]) -> Mode:

@@ -24,6 +24,24 @@ def env_float(env: Mapping[str, str], name: str, default: float, *, allow_zero: 
     return value
 
 
+#: The largest value SQLite stores in an INTEGER column (queue sequences, epochs).
+INT64_MAX = 2**63 - 1
+#: The largest process id any kernel hands out (pid_t is a signed 32-bit integer).
+PID_MAX = 2**31 - 1
+
+
+def decimal(text: str, *, minimum: int = 0, maximum: int = INT64_MAX) -> int | None:
+    """*text* as a plain ASCII decimal in ``[minimum, maximum]``, else None.
+
+    The upper bound matters: a sequence or pid beyond what SQLite or the kernel can hold must be
+    refused as bad input, not reach them and fail with an overflow."""
+    raw = text.strip()
+    if not raw or not raw.isascii() or not raw.isdigit() or len(raw) > 32:
+        return None
+    value = int(raw, 10)
+    return value if minimum <= value <= maximum else None
+
+
 def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
     """A decimal integer of at least *minimum* (leading zeros allowed: ``08`` is 8), else *default*."""
     raw = env.get(name, "").strip()

@@ -256,18 +256,21 @@ def arm_check(conn: sqlite3.Connection, queue_nonempty: bool) -> Action:
     return Action.WAIT
 
 
-def reopen_announced(conn: sqlite3.Connection) -> EpisodeState:
+def reopen_announced(conn: sqlite3.Connection, through: int | None = None) -> EpisodeState:
     """At a non-successor watcher start: reopen an announced episode only for newer rows.
 
     An announced generation stays announced while nothing was queued after its announcement
     (repeated empty-queue arms are idempotent); a row queued after it opens a fresh pending
-    downtime generation, so that buried work resurfaces exactly once.
+    downtime generation, so that buried work resurfaces exactly once. Rows above *through* (the
+    watcher's startup safe point) arrived while it was live: they are not buried work.
     """
     state = read(conn)
     if not isinstance(state, Episode) or state.status != "announced":
         return state
     since = _announced_seq(conn)
     newest = store.max_queued_seq(conn)
+    if through is not None:
+        newest = min(newest, through)
     if newest == 0 or (since is not None and newest <= since):
         return state
     return _fresh(conn, "pending", "downtime", state)

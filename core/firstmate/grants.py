@@ -25,6 +25,7 @@ from typing import Literal
 import attrs
 
 from firstmate import episodes
+from firstmate.envnum import PID_MAX, decimal
 from firstmate.errors import ConflictError, FirstmateError, UsageError
 from firstmate.store import Store, kv_get, kv_set
 
@@ -138,10 +139,11 @@ def withhold_locked(conn: sqlite3.Connection) -> bool:
 
 
 def _pid(value: int | str) -> int:
-    text = str(value).strip()
-    if not text.isascii() or not text.isdigit() or int(text) <= 1:
+    pid = decimal(str(value), minimum=2, maximum=PID_MAX)
+    if pid is None:
+        text = str(value).strip()
         raise UsageError(f"wake grant: invalid owner pid {text[:40]!r}; pass the branch process pid")
-    return int(text)
+    return pid
 
 
 def _generation(value: str) -> str:
@@ -185,10 +187,10 @@ def activate(db: Store, pid: int | str, generation: str) -> Grant:
 
 
 def _seqs(values: Sequence[int | str]) -> tuple[int, ...]:
-    texts = [str(v).strip() for v in values]
-    if not texts or any(not (t.isascii() and t.isdigit()) or int(t) <= 0 for t in texts):
+    parsed = [decimal(str(v), minimum=1) for v in values]
+    if not parsed or any(seq is None for seq in parsed):
         raise UsageError("wake grant: publish needs one or more positive decimal sequence numbers")
-    seqs = tuple(int(t) for t in texts)
+    seqs = tuple(seq for seq in parsed if seq is not None)
     if len(set(seqs)) != len(seqs):
         raise UsageError("wake grant: publish needs distinct sequence numbers")
     return seqs

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import attrs
 
 from firstmate import episodes
+from firstmate.envnum import decimal
 from firstmate.errors import FirstmateError, LockTimeout, UsageError
 from firstmate.store import SET_ASIDE_KEEP, Store, advance_seq, last_seq
 from firstmate.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
@@ -493,10 +494,11 @@ def _refuse_empty_grant(conn: sqlite3.Connection) -> None:
 
 
 def parse_through(value: str | int) -> int:
-    text = str(value).strip()
-    if not (text.isascii() and text.isdigit()):
-        raise UsageError("wake drain: invalid acknowledgement sequence (expected a decimal number)")
-    return int(text)
+    through = decimal(str(value))
+    if through is None:
+        raise UsageError("wake drain: invalid acknowledgement sequence (expected a decimal number "
+                         "below 2^63)")
+    return through
 
 
 def acknowledge(
@@ -595,9 +597,11 @@ def acknowledge_locked(
 # --- queries (read-only; call inside Store.reading() or a transaction) ----------------------
 
 
-def depth(conn: sqlite3.Connection) -> int:
-    """Every queued row, usable or not."""
-    return int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
+def depth(conn: sqlite3.Connection, through: int | None = None) -> int:
+    """Every queued row, usable or not (only those with a sequence up to *through* if given)."""
+    if through is None:
+        return int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
+    return int(conn.execute("SELECT count(*) FROM wakes WHERE seq <= ?", (through,)).fetchone()[0])
 
 
 def unusable_count(conn: sqlite3.Connection) -> int:

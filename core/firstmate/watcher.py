@@ -198,6 +198,8 @@ class Watcher:
     bell: Doorbell | None = None
     sources: list[Source] = attrs.Factory(list)
     identity: str = ""
+    #: The newest queue sequence at the startup safe point (see PollContext.startup_seq).
+    startup_seq: int | None = None
     #: Set once the close of an actionable event begins (signals are blocked from then on).
     closing: bool = False
     _triage: BoundedLog | None = None
@@ -287,7 +289,7 @@ class Watcher:
         """Publish the downtime a killed predecessor left unpublished; mark this cycle open."""
         from firstmate import episodes, queue
         from firstmate.sources.resurface import StartupLockHeld
-        from firstmate.store import kv_get, kv_set, open_store
+        from firstmate.store import kv_get, kv_set, max_queued_seq, open_store
 
         assert self.home is not None
         self.db = open_store(self.home)
@@ -298,6 +300,7 @@ class Watcher:
                 if prior and prior != self.identity:
                     episodes.publish_downtime(conn)
                 kv_set(conn, OPEN_KEY, self.identity)
+                self.startup_seq = max_queued_seq(conn)
         except LockTimeout as exc:
             self._say(StartupLockHeld(exc.holder_pid).message)
             return ExitCode.FAILED
@@ -345,7 +348,7 @@ class Watcher:
                 return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
-                              beat=self._touch_beacon)
+                              beat=self._touch_beacon, startup_seq=self.startup_seq)
             for source in self.sources:
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):

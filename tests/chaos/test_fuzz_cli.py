@@ -30,7 +30,7 @@ from firstmate.cli.main import main as fm_main
 from firstmate.errors import UsageError
 from firstmate.home import Home
 from firstmate.store import open_store
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 WAKE_CODES = {0, 1, 2, 3, 4}
@@ -164,6 +164,9 @@ def check_drain_json(text: str) -> None:
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(argv=wake_argv())
+# Numbers beyond SQLite's 64-bit INTEGER are bad input, not an overflow inside the store.
+@example(argv=["drain", "--ack-through", str(2**63), "--recovery-generation", "0"])
+@example(argv=["grant", "publish", "x", str(2**64)])
 def test_fm_wake_arguments_never_crash(home: Home, argv: list[str]) -> None:
     rc, out, err = run_inline(home, ["wake", *argv])
     check_output(rc, out, err, WAKE_CODES)

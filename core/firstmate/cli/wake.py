@@ -195,18 +195,20 @@ def _context(home: Home, result: DrainResult) -> list[str]:
 
 def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
     from firstmate import episodes, queue
+    from firstmate.envnum import decimal
 
     if "--ack-through" not in opts:
         raise _usage("wake drain: --recovery-generation needs --ack-through; " + DRAIN_USAGE)
-    through = opts["--ack-through"].strip()
-    if not (through.isascii() and through.isdigit()):
-        raise _usage("wake drain: invalid acknowledgement sequence (expected a decimal number)")
+    through = decimal(opts["--ack-through"])
+    if through is None:
+        raise _usage("wake drain: invalid acknowledgement sequence (expected a decimal number "
+                     "below 2^63)")
     generation = opts.get("--recovery-generation", "")
     if not generation:
         raise _usage("wake drain: acknowledgement requires its recovery generation")
     if not episodes.valid_generation(generation):
         raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
-    result = queue.acknowledge(_open(env), actor, int(through), generation, env=env)
+    result = queue.acknowledge(_open(env), actor, through, generation, env=env)
     if as_json:
         _json(result.to_json())
         return 0

@@ -48,6 +48,9 @@ class PollContext:
     #: Touches the watcher's beacon. A source that may block for long (several checks, each
     #: bounded by FM_CHECK_TIMEOUT) calls it between steps so a busy watcher never looks hung.
     beat: Callable[[], None] = lambda: None
+    #: The newest queue sequence when this watcher claimed the singleton (its startup safe
+    #: point); None when unknown. Rows above it arrived while this watcher was live.
+    startup_seq: int | None = None
 
 
 @runtime_checkable

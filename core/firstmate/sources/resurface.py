@@ -75,9 +75,11 @@ class ResurfaceSource:
         db = Store(self.home)
         try:
             with queue.locked(db, timeout=self.bound) as conn:
+                # Only rows that were waiting when this watcher claimed count: a row appended
+                # since is a live event, and the queued source wakes for it under its own reason.
                 if not self.skip_reopen:
-                    episodes.reopen_announced(conn)
-                queued = queue.depth(conn) > 0
+                    episodes.reopen_announced(conn, ctx.startup_seq)
+                queued = queue.depth(conn, ctx.startup_seq) > 0
                 action = episodes.arm_check(conn, queued)
                 if action is not episodes.Action.RECOVER:
                     return None

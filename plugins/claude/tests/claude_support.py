@@ -6,6 +6,7 @@ names it as the session-lock holder, exactly as a Claude process above the hook 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -113,12 +114,32 @@ class Rig:
         return attrs.asdict(entry) if entry is not None else {}
 
     def parked(self, after: int = 0) -> int | None:
-        """The epoch of an ``arming`` claim newer than *after* while a watcher is healthy."""
+        """The epoch of an ``arming`` claim newer than *after* once the newest hook's arm is
+        linked to the healthy watcher (started it, or attached to it). Before that link a wake
+        could close the watcher with nobody following it, and come back as a resurface."""
         entry = self.ledger()
-        if entry.get("outcome") == "arming" and entry.get("epoch", 0) > after and \
-                self.healthy_watcher() is not None:
-            return int(entry["epoch"])
-        return None
+        watcher = self.healthy_watcher()
+        if entry.get("outcome") != "arming" or entry.get("epoch", 0) <= after or watcher is None:
+            return None
+        return int(entry["epoch"]) if self.hook_linked(watcher) else None
+
+    def hook_linked(self, watcher: int) -> bool:
+        """Whether an arm under a live hook process started or attached to *watcher*."""
+        import psutil
+        from firstmate.arm import links
+        from firstmate.store import open_store
+
+        arms: set[int] = set()
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(psutil.Error):
+                    arms |= {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+        db = open_store(self.home)
+        try:
+            return any(link.watcher_pid == watcher and link.arm_pid in arms
+                       for link in links(db))
+        finally:
+            db.close()
 
     def close(self) -> None:
         for proc in self.procs:

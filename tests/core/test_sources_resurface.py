@@ -1,0 +1,55 @@
+"""The resurface source counts only work that waited before the watcher's startup safe point."""
+
+from __future__ import annotations
+
+from firstmate import episodes, queue
+from firstmate.home import Home
+from firstmate.sources.base import PollContext
+from firstmate.sources.queued import QueuedSource
+from firstmate.sources.resurface import REASON, ResurfaceSource
+from firstmate.store import open_store
+
+
+def _ctx(home: Home, startup_seq: int | None) -> PollContext:
+    return PollContext(home=home, env={}, now=0.0, poll=1, triage=lambda _line: None,
+                       startup_seq=startup_seq)
+
+
+def _episode(home: Home) -> episodes.EpisodeState:
+    db = open_store(home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn)
+    finally:
+        db.close()
+
+
+def _append(home: Home, payload: str) -> int:
+    db = open_store(home)
+    try:
+        return queue.append(db, "signal", "builder", payload)
+    finally:
+        db.close()
+
+
+def test_a_row_that_waited_before_the_claim_resurfaces(fm_home: Home) -> None:
+    seq = _append(fm_home, "signal: builder done: WAITED")
+    wake = ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=seq))
+    assert wake is not None and wake.reason == REASON
+
+
+def test_a_row_appended_after_the_claim_wakes_under_its_own_reason(fm_home: Home) -> None:
+    # The watcher claimed an empty queue (startup_seq 0); the row landed before its first poll.
+    _append(fm_home, "signal: builder done: LIVE")
+    assert ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=0)) is None
+    # Nothing was buried: any downtime evidence the append published is retired, not announced.
+    state = _episode(fm_home)
+    assert not isinstance(state, episodes.Episode) or state.status == "acked"
+    wake = QueuedSource(fm_home).poll(_ctx(fm_home, startup_seq=0))
+    assert wake is not None and wake.reason == "signal: builder done: LIVE"
+
+
+def test_without_a_known_safe_point_every_queued_row_counts(fm_home: Home) -> None:
+    _append(fm_home, "signal: builder done: UNKNOWN-START")
+    wake = ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=None))
+    assert wake is not None and wake.reason == REASON
