@@ -244,6 +244,9 @@ class Continuity:
     _streak: int = 0
     _standing_down: str | None = None
     _log: BoundedLog | None = None
+    #: Set by :meth:`suspend`: no arm is launched and actionable closes wait in ``_deferred``.
+    _suspended: bool = False
+    _deferred: list[ArmChild] = attrs.Factory(list)
 
     @classmethod
     def for_session(
@@ -297,6 +300,20 @@ class Continuity:
         """Repair: start an arm when the slot is empty (a dead child counts as empty), also
         after the owner stood down. A live child or a scheduled retry makes this a no-op."""
         self._post("repair", None)
+
+    def suspend(self, timeout: float = 10.0) -> bool:
+        """Stop every arm this owner runs and launch none until :meth:`resume` (a session being
+        replaced whose harness cannot say whether a replacement follows). A close that was
+        already actionable is kept, and restored and delivered at :meth:`resume`, once. True
+        when the pump applied it within *timeout*."""
+        done = threading.Event()
+        self._post("suspend", done)
+        return done.wait(timeout)
+
+    def resume(self) -> None:
+        """Undo :meth:`suspend`: restore and deliver the closes it kept, in order, then start an
+        arm when none runs."""
+        self._post("resume", None)
 
     def close(self, *, stop_arm: bool = True, detached_too: bool = False,
               timeout: float = 10.0) -> None:
@@ -399,6 +416,8 @@ class Continuity:
             if kind == "stop":
                 return
             if isinstance(payload, threading.Event):
+                if kind == "suspend" and not self._stopping:
+                    self._suspend()
                 payload.set()
                 continue
             if self._stopping:
@@ -410,6 +429,11 @@ class Continuity:
                 self._note(f"continuity: internal error: {type(exc).__name__}: {exc}")
 
     def _dispatch(self, kind: str, arm: ArmChild | None) -> None:
+        if kind == "resume":
+            self._resume()
+            return
+        if self._suspended and kind in ("start", "repair", "restore"):
+            return
         if kind in ("start", "repair", "restore"):
             if kind == "repair":
                 self._standing_down = None
@@ -437,7 +461,39 @@ class Continuity:
         elif not arm.retired:
             self._failed(arm)
 
+    def _suspend(self) -> None:
+        self._suspended = True
+        with self._guard:
+            children = [child for child in self._children if child.alive and not child.detached]
+        for child in children:
+            child.retired = True
+            child.terminate()
+        for child in children:
+            if not child.wait_exit(self.settings.retire_timeout):
+                child.kill()
+                child.wait_exit(self.settings.retire_timeout)
+        self._slot = None
+        self._diag(f"suspended arms={[child.pid for child in children]}")
+
+    def _resume(self) -> None:
+        self._suspended = False
+        self._standing_down = None
+        self._streak = 0
+        deferred, self._deferred = self._deferred, []
+        self._diag(f"resumed deferred={[arm.pid for arm in deferred]}")
+        for arm in deferred:
+            arm.outcome = None
+            self._actionable(arm)
+        if self._live_slot() is None and not self._stopping:
+            self._after_failure_path(self._restore(None))
+
     def _actionable(self, arm: ArmChild) -> None:
+        if self._suspended:
+            # Kept for the replacement session: it restores and delivers this close once.
+            arm.outcome = "deferred"
+            self._deferred.append(arm)
+            self._diag(f"deferred close arm={arm.pid}")
+            return
         arm.outcome = "actionable"
         self._streak = 0
         close = arm.close_value()

@@ -41,6 +41,26 @@ class HarnessInfo:
             raise ValueError(f"unknown harness family {self.family!r} for {self.name}")
 
 
+#: How a bridge shim hands a wake to the model (docs/bridge.md, ``welcome.delivery``).
+BRIDGE_DELIVERIES = ("followUp", "prompt", "promptAsync")
+
+
+@attrs.frozen
+class BridgeProfile:
+    """How ``fm bridge <harness>`` runs for an in-process harness (docs/bridge.md)."""
+
+    harness: str
+    #: The harness call the shim delivers a wake with; one of :data:`BRIDGE_DELIVERIES`.
+    delivery: str = attrs.field(validator=attrs.validators.in_(BRIDGE_DELIVERIES))
+    #: Stop the arm at a non-terminal shutdown (omp) instead of keeping it across the handoff
+    #: until the replacement session starts (Pi).
+    retire_on_shutdown: bool = False
+    #: While the harness is idle, read the queue on a tick and deliver one wake for owed rows.
+    idle_queue_read: bool = False
+    #: Seconds a successor arm has to report readiness (``FM_WATCH_READINESS_TIMEOUT_MS`` wins).
+    readiness_timeout: float = 12.0
+
+
 @attrs.frozen
 class PluginFailure:
     """A plugin that could not be loaded; the others load regardless."""

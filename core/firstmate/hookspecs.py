@@ -25,7 +25,13 @@ if TYPE_CHECKING:
         Session,
         WakeDelivery,
     )
-    from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+    from firstmate.harness import (
+        BridgeProfile,
+        HarnessInfo,
+        HookOutcome,
+        InstallOptions,
+        InstallResult,
+    )
     from firstmate.home import Home
     from firstmate.sources.base import Source
 
@@ -88,6 +94,13 @@ def firstmate_confirm_handoff(handoff: Handoff) -> HandoffResult | None:
 def firstmate_deliver_wake(wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
     """Deliver *wake* (``wake.text`` is complete) to the model of *session*. Return None when
     *session* is not your harness's; a receipt with ``delivered=False`` when delivery failed."""
+
+
+@hookspec(firstresult=True)
+def firstmate_bridge_profile(harness: str) -> BridgeProfile | None:
+    """Describe how ``fm bridge <harness>`` runs for your in-process harness: which call the shim
+    delivers with, whether the arm is retired at shutdown, whether idle queue reads run. Return
+    None when *harness* is not yours; a harness with no profile has no bridge."""
 
 
 # --- install and hook entry -------------------------------------------------------------------

@@ -21,6 +21,7 @@ from firstmate import PROJECT, hookspecs
 from firstmate.errors import FirstmateError
 from firstmate.exitcodes import ExitCode
 from firstmate.harness import (
+    BridgeProfile,
     HarnessInfo,
     HookOutcome,
     InstallOptions,
@@ -124,6 +125,11 @@ class PluginHost:
         receipt: DeliveryReceipt | None = self.pm.hook.firstmate_deliver_wake(
             wake=wake, session=session)
         return receipt
+
+    def bridge_profile(self, harness: str) -> BridgeProfile | None:
+        """How ``fm bridge <harness>`` runs; None when no plugin gives *harness* a bridge."""
+        profile: BridgeProfile | None = self.pm.hook.firstmate_bridge_profile(harness=harness)
+        return profile
 
     # --- install and hook entry ---------------------------------------------------------------
 

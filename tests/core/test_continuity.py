@@ -548,3 +548,42 @@ def test_starting_without_the_session_lock_launches_nothing(bench: Bench) -> Non
     engine.rearm()
     ready(engine)
     assert engine.state().standing_down is None
+
+
+# --- suspend and resume (a session replacement that retires its arm) ---------------------------
+
+
+def test_a_suspended_owner_keeps_an_actionable_close_and_restores_it_once_on_resume(
+        bench: Bench) -> None:
+    q = shlex.quote
+    marker = bench.rig.tmp / "first-launch"
+    # The first arm closes with a reason exactly when it is stopped; later arms just watch.
+    launcher = bench.script("fake-arm", f"""
+if [ ! -e {q(str(marker))} ]; then
+  : > {q(str(marker))}
+  trap 'echo "check: closed-at-shutdown"; exit 0' TERM
+  echo "watcher: attached pid=$$ (beacon 0s)"
+  sleep 600 & wait
+  exit 0
+fi
+echo "watcher: attached pid=$$ (beacon 0s)"; exec sleep 600""")
+    confirm = ScriptedConfirm([HandoffResult(True, message="confirmed")])
+    engine, harness = bench.engine(arm_command=[launcher], extra=[confirm])
+    assert engine.start() is None
+    ready(engine)
+    first = engine.state().arm_pid
+    assert first is not None
+    assert engine.suspend()
+    wait_for(lambda: dead(first), "the suspended arm to stop")
+    wait_for(lambda: engine._deferred, "its actionable close to be kept")
+    engine.rearm()  # a repair while suspended launches nothing
+    assert engine.flush()
+    assert engine.state().launches == (first,) and harness.received == []
+    engine.resume()
+    got = received(harness, 1)[0]
+    assert got.wake.reasons == ("check: closed-at-shutdown",)
+    assert got.wake.restoration_failure is None
+    launches = engine.state().launches
+    assert len(launches) == 2 and engine.state().slot == "arm"
+    assert confirm.calls and confirm.calls[0].successor_arm_pid == launches[1]
+    assert engine.flush() and len(harness.received) == 1  # delivered once

@@ -1,0 +1,10 @@
+"""``fm bridge <harness>``: the long-lived Python side of an in-process harness shim.
+
+The shim inside Pi, omp or OpenCode forwards lifecycle events as JSON lines; the bridge runs the
+continuity engine for that harness process and asks the shim to deliver wakes (docs/bridge.md).
+
+- :mod:`firstmate.bridge.protocol`: message shapes, parsing and encoding (no policy).
+- :mod:`firstmate.bridge.channel`: the shim connection: writes, request ids, delivery round trips.
+- :mod:`firstmate.bridge.owner`: generations, the session lock, the engine's lifecycle.
+- :mod:`firstmate.bridge.idlequeue`: the idle queue tick (omp).
+"""

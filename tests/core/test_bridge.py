@@ -1,0 +1,366 @@
+"""``fm bridge``: a real bridge process, real arms and watchers, the test playing the shim.
+
+Two throwaway harness plugins give the bridge its profile: ``bridgepi`` keeps its arm across a
+session handoff (like Pi), ``bridgeomp`` retires it at shutdown (like omp). The test process is
+the harness: it spawns the bridge, so it is the session-lock holder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from firstmate.health import watcher_health
+from firstmate.home import Home
+from watch_support import CORE, wait_for
+
+PLUGIN = '''
+from firstmate import hookimpl
+from firstmate.harness import BridgeProfile, HarnessInfo
+
+class Plugin:
+    @hookimpl
+    def firstmate_harness_info(self):
+        return HarnessInfo(name={name!r}, display_name="Bridge test", family="in-process",
+                           rearm_owner="extension", wake_channel="fake shim")
+
+    @hookimpl
+    def firstmate_bridge_profile(self, harness):
+        if harness != {name!r}:
+            return None
+        return BridgeProfile(harness={name!r}, delivery="followUp", retire_on_shutdown={retire},
+                             idle_queue_read={idle}, readiness_timeout=20.0)
+
+plugin = Plugin()
+'''
+
+
+class Shim:
+    """The test's side of the protocol: send lines, collect what the bridge writes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        self.ids = 0
+        self.generation = 0
+        #: Messages a request() read past while waiting for its reply.
+        self.held: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.inbox.put(json.loads(line))
+
+    def send(self, kind: str, **fields: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps({"type": kind, **fields}) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def next(self, kind: str | None = None, deadline: float = 60.0) -> dict[str, Any]:
+        """The next message (of *kind*, others are kept in ``seen``)."""
+        for msg in list(self.held):
+            if kind is None or msg["type"] == kind:
+                self.held.remove(msg)
+                return msg
+        end = time.monotonic() + deadline
+        while True:
+            left = end - time.monotonic()
+            assert left > 0, f"no {kind or 'message'} from the bridge within {deadline}s"
+            try:
+                msg = self.inbox.get(timeout=left)
+            except queue.Empty:
+                continue
+            self.seen.append(msg)
+            if kind is None or msg["type"] == kind:
+                return msg
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Messages already written and not yet read (no waiting)."""
+        out, self.held = self.held, []
+        while True:
+            try:
+                out.append(self.inbox.get_nowait())
+            except queue.Empty:
+                return out
+
+    def request(self, kind: str, **fields: Any) -> dict[str, Any]:
+        self.ids += 1
+        ident = f"r-{self.ids}"
+        self.send(kind, id=ident, **fields)
+        while True:
+            msg = self.inbox.get(timeout=60)
+            self.seen.append(msg)
+            if msg.get("id") == ident and msg["type"] in ("reply", "error"):
+                return msg
+            self.held.append(msg)
+
+    def start(self, reason: str = "startup") -> dict[str, Any]:
+        self.generation += 1
+        return self.request("session_start", generation=self.generation, reason=reason,
+                            session="s-1")
+
+    def answer(self, deliver: dict[str, Any], ok: bool = True, detail: str = "") -> None:
+        self.send("delivered", id=deliver["id"], ok=ok, detail=detail)
+
+    def hello(self) -> dict[str, Any]:
+        self.send("hello", protocol=1, harness="x", shim="test", pid=os.getpid(),
+                  cwd=os.getcwd(), argv=[], restart=False)
+        return self.next("welcome")
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Path:
+    where = tmp_path / "plugins"
+    where.mkdir()
+    for name, retire, idle in (("bridgepi", False, False), ("bridgeomp", True, True)):
+        (where / f"firstmate_plugin_{name}.py").write_text(
+            PLUGIN.format(name=name, retire=retire, idle=idle))
+    return where
+
+
+def _env(home: Home, plugins: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(FM_HOME=str(home.root), FM_SIGNAL_GRACE="0", FM_TMUX="/nonexistent/tmux",
+               FM_SESSION_HOLDER_PID=str(os.getpid()), FM_OMP_QUEUE_TICK_MS="300",
+               PYTHONPATH=os.pathsep.join([str(plugins), str(CORE)]), **extra)
+    return env
+
+
+def _fm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "firstmate", *args], env=env, text=True,
+                          capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def bridge(fm_home: Home, plugins: Path, tmp_path: Path,
+           request: pytest.FixtureRequest) -> Iterator[tuple[Shim, dict[str, str]]]:
+    harness = getattr(request, "param", "bridgepi")
+    env = _env(fm_home, plugins)
+    proc = subprocess.Popen([sys.executable, "-m", "firstmate", "bridge", harness],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                            cwd=tmp_path)
+    shim = Shim(proc)
+    try:
+        yield shim, env
+    finally:
+        if proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _fm(env, "arm", "--stop")
+
+
+def _watcher(home: Home) -> int | None:
+    health = watcher_health(home, {})
+    return health.pid if health.healthy else None
+
+
+def _crew(env: dict[str, str]) -> None:
+    done = _fm(env, "crew", "add", "builder", "--pane", "%99999")
+    assert done.returncode == 0, done.stderr
+
+
+def _append(env: dict[str, str], text: str) -> None:
+    done = _fm(env, "wake", "append", "signal", "builder", text)
+    assert done.returncode == 0, done.stderr
+
+
+# --- protocol ---------------------------------------------------------------------------------
+
+
+def test_hello_and_bad_lines_are_answered_without_ending_the_bridge(
+        bridge: tuple[Shim, dict[str, str]]) -> None:
+    shim, _ = bridge
+    welcome = shim.hello()
+    assert welcome["protocol"] == 1 and welcome["delivery"] == "followUp"
+    assert welcome["bridge_pid"] == shim.proc.pid
+    shim.raw(b"not json\n")
+    assert "not JSON" in shim.next("error")["message"]
+    shim.raw(b"[1, 2]\n")
+    assert "not a JSON object" in shim.next("error")["message"]
+    shim.send("explode", id="x-1")
+    error = shim.next("error")
+    assert error["id"] == "x-1" and "unknown message type" in error["message"]
+    shim.send("hello", protocol=99)
+    assert "protocol 99 is not supported" in shim.next("error")["message"]
+    shim.raw(b"\x1b]0;pwned\x07\n")
+    assert "\x1b" not in json.dumps(shim.next("error"))
+    status = shim.request("status")
+    assert status["ok"] and status["engine"]["phase"] == "waiting"
+
+
+def test_unknown_harness_is_refused_with_the_plugin_exit_code(fm_home: Home, plugins: Path) -> None:
+    done = _fm(_env(fm_home, plugins), "bridge", "nosuchharness")
+    assert done.returncode == 5 and "pip install firstmate-plugin-nosuchharness" in done.stderr
+    assert _fm(_env(fm_home, plugins), "bridge").returncode == 2
+    assert _fm(_env(fm_home, plugins), "bridge", "../evil").returncode == 2
+
+
+# --- supervision --------------------------------------------------------------------------------
+
+
+def test_session_start_waits_for_need_then_wakes_with_a_successor_already_watching(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    shim.hello()
+    first = shim.start()
+    assert first["state"] == "not-needed" and _watcher(fm_home) is None
+    _crew(env)
+    shim.send("idle", generation=shim.generation, session="s-1")
+    assert "started" in shim.next("notice")["text"]
+    watcher = wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _append(env, "signal: builder done: WAKE-ONE")
+    deliver = shim.next("deliver")
+    assert "WAKE-ONE" in deliver["text"] and deliver["text"].startswith("FIRSTMATE_OP:")
+    assert deliver["generation"] == shim.generation and deliver["session"] == "s-1"
+    # Successor first: when the wake is handed over, a new watcher already holds the lock.
+    successor = _watcher(fm_home)
+    assert successor is not None and successor != watcher
+    shim.answer(deliver)
+    # The lock record names this harness process.
+    record = json.loads((fm_home.state / "bridge-bridgepi.json").read_text())
+    assert record["phase"] == "active" and record["harness_pid"] == os.getpid()
+    assert shim.request("arm", generation=shim.generation)["state"] == "unchanged"
+
+
+def test_a_close_during_handoff_is_delivered_once_to_the_replacement(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    assert shim.start()["state"] == "started"
+    watcher = wait_for(lambda: _watcher(fm_home), "the first watcher")
+    assert shim.request("session_shutdown", generation=shim.generation,
+                        reason="new")["state"] == "handoff"
+    _append(env, "signal: builder done: DURING-HANDOFF")
+    # The successor is started while the session is being replaced; the wake is held.
+    wait_for(lambda: _watcher(fm_home) not in (None, watcher), "the successor watcher")
+    assert [m for m in shim.pending() if m["type"] == "deliver"] == []
+    old = shim.generation
+    assert shim.start("new")["state"] == "unchanged"
+    deliver = shim.next("deliver")
+    assert "DURING-HANDOFF" in deliver["text"] and deliver["generation"] == old + 1
+    shim.answer(deliver)
+    # A late callback of the old generation changes nothing.
+    stale = shim.request("arm", generation=old)
+    assert stale["state"] == "stale"
+
+
+def test_a_delivery_refused_by_a_replaced_session_goes_to_the_next_one(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    shim.start()
+    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _append(env, "signal: builder done: STALE-CTX")
+    deliver = shim.next("deliver")
+    # The harness replaced the session while the follow-up was in flight: "ctx is stale".
+    shim.send("session_shutdown", id="sd", generation=shim.generation, reason="resume")
+    shim.answer(deliver, ok=False, detail="This extension ctx is stale")
+    shim.start("resume")
+    again = shim.next("deliver")
+    assert "STALE-CTX" in again["text"] and again["generation"] == shim.generation
+    shim.answer(again)
+    assert [m for m in shim.pending() if m["type"] == "deliver"] == []
+
+
+def test_quit_stops_the_arms_and_refuses_late_rearms(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    shim.start()
+    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    assert shim.request("session_shutdown", generation=shim.generation,
+                        reason="quit")["state"] == "quit"
+    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+    late = shim.request("arm", generation=shim.generation)
+    assert late["state"] == "not-armed" and "shutting down" in late["text"]
+    assert shim.proc.stdin is not None
+    shim.proc.stdin.close()
+    assert shim.proc.wait(30) == 0
+
+
+def test_end_of_input_ends_the_bridge_and_its_watcher(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    shim.start()
+    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    assert shim.proc.stdin is not None
+    shim.proc.stdin.close()
+    assert shim.proc.wait(30) == 0
+    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+
+
+@pytest.mark.parametrize("bridge", ["bridgeomp"], indirect=True)
+def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    assert shim.start()["state"] == "started"
+    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    assert shim.request("session_shutdown", generation=shim.generation,
+                        reason="unknown")["state"] == "handoff"
+    wait_for(lambda: _watcher(fm_home) is None, "the retired arm's watcher to stop")
+    _append(env, "signal: builder done: OMP-REPLAY")
+    assert shim.start("unknown")["state"] in ("started", "unchanged")
+    deliver = shim.next("deliver", deadline=90)
+    assert "OMP-REPLAY" in deliver["text"] or "rearm-resurface" in deliver["text"]
+    shim.answer(deliver)
+    assert wait_for(lambda: _watcher(fm_home), "a watcher after the replacement")
+
+
+# --- the idle queue tick (omp) --------------------------------------------------------------
+
+
+def _status(pending: int, seq: int, at: float) -> Any:
+    from firstmate import episodes
+    from firstmate.queue import QueueStatus, WakeRow
+
+    oldest = WakeRow(seq, at, "signal", "builder", "signal: builder done: OWED") if pending else None
+    return QueueStatus(depth=pending, last_seq=seq, oldest=oldest, pending_main=pending,
+                       pending_branch=0, unusable=0, episode=episodes.MISSING, grant=None)
+
+
+def test_idle_queue_names_the_oldest_owed_row_once_and_announces_read_failures_once() -> None:
+    from types import SimpleNamespace
+
+    from firstmate.bridge.idlequeue import READ_FAILED, IdleQueue
+
+    tick = IdleQueue(SimpleNamespace(display_name="omp"), tick=10.0)  # type: ignore[arg-type]
+    now = 1000.0
+    assert tick.decide(_status(0, 0, now), now) is None
+    assert tick.decide(_status(1, 5, now - 1), now) is None  # fresh: the watcher wakes for it
+    text = tick.decide(_status(3, 5, now - 60), now)
+    assert text is not None and text.startswith("FIRSTMATE_OP:")
+    assert "signal: builder done: OWED (and 2 more queued rows)" in text
+    assert tick.decide(_status(3, 5, now - 60), now) is None  # once per oldest row
+    assert tick.decide(None, now) is None and tick.decide(None, now) is None
+    failed = tick.decide(None, now)
+    assert failed is not None and READ_FAILED in failed
+    assert tick.decide(None, now) is None  # said once
+    assert tick.decide(_status(1, 9, now - 60), now) is not None  # a read works again; new row
