@@ -79,6 +79,10 @@ def owner_state(grant: Grant) -> OwnerState:
     return "unknown" if is_alive(grant.owner_pid) else "gone"
 
 
+#: The claim of a row a branch grant gave back (released, deactivated or reclaimed).
+RETURNED = "returned"
+
+
 def reserved(conn: sqlite3.Connection) -> list[int]:
     """The sequence numbers the grant currently reserves, ascending."""
     return [int(r[0]) for r in conn.execute(
@@ -86,7 +90,9 @@ def reserved(conn: sqlite3.Connection) -> list[int]:
 
 
 def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:
-    conn.execute("UPDATE wakes SET claim = NULL WHERE claim = 'branch'")
+    # Handed back, not unowned: main was never shown these rows, so its acknowledgement must not
+    # claim them unseen; its next drain presents them (see queue.acknowledge_locked).
+    conn.execute(f"UPDATE wakes SET claim = '{RETURNED}' WHERE claim = 'branch'")
     if drop_owner:
         conn.execute("DELETE FROM branch_grant")
     else:

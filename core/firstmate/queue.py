@@ -547,10 +547,11 @@ def acknowledge_locked(
     ).fetchone()
     presented_max = int(row[0])
     if actor == "main":
-        # Claim every unreserved row at or below the cutoff so none is stranded; rows above it
-        # stay unowned (a later grant may still take them).
+        # Claim every never-owned row at or below the cutoff so none is stranded; rows above it
+        # stay unowned (a later grant may still take them). Rows a branch grant handed back are
+        # not claimed here: main was never shown them, so only its next drain may take them.
         conn.execute(
-            f"UPDATE wakes SET claim = 'main' WHERE {_UNCLAIMED_SQL} AND seq <= ? AND {VALID_SQL}",
+            f"UPDATE wakes SET claim = 'main' WHERE claim IS NULL AND seq <= ? AND {VALID_SQL}",
             (cutoff,),
         )
     consumed = conn.execute(

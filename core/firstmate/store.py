@@ -93,8 +93,9 @@ _V1 = sql(
     # (no declared type = no affinity, so a key like "0123" stays text):
     # rows that fail validation (written by hand or by older code) must be representable so a
     # main drain can retire them with a verbatim report instead of the database refusing them.
-    # ``claim`` is NULL (unowned), 'main' (presented to or claimed by main) or 'branch'
-    # (reserved by the supervision branch grant when it was published).
+    # ``claim`` is NULL (unowned), 'main' (presented to or claimed by main), 'branch'
+    # (reserved by the supervision branch grant when it was published) or 'returned' (a grant
+    # gave it back unconsumed: unowned, but owed a presentation before main may acknowledge it).
     """CREATE TABLE wakes (
         seq INTEGER PRIMARY KEY,
         at,

@@ -1,12 +1,10 @@
 """Rows handed back from a supervision-branch grant must be presented before main consumes them.
 
-The chaos suite never lets a grant's owner die or hand rows back between a main drain and main's
-acknowledgement, because that path loses wakes today: main's acknowledgement "first claims every
-unreserved row at or below its cutoff" (SPEC §4, docs/cli.md), and a row the branch held — and
-gave back, or whose owner died — is unreserved by then, so the acknowledgement deletes a wake
-main was never shown. SPEC §10 requires every appended wake to be presented and acknowledged
-exactly once. These cases are marked ``xfail(strict=True)`` until the queue changes; see the
-chaos report. The last test is the safe order (the drain itself reclaims), which holds.
+Main's acknowledgement claims never-owned rows at or below its cutoff (SPEC §4), but a row a
+branch grant held and gave back (released, deactivated, or reclaimed after its owner died) was
+never shown to main: it is marked ``returned`` and only main's next drain may take it, so every
+appended wake is presented and acknowledged exactly once (SPEC §10). The last test is the order
+where the drain itself reclaims.
 """
 
 from __future__ import annotations
@@ -21,12 +19,6 @@ from chaos_support import base_env
 from firstmate import grants, queue
 from firstmate.home import Home
 from firstmate.store import Store, open_store
-
-LOST_WAKE = (
-    "bug: main's acknowledgement claims and deletes rows handed back from the branch grant "
-    "(reclaimed, released or deactivated) at or below its cutoff, although main never saw "
-    "them (queue.acknowledge_locked claims every unreserved row <= cutoff)"
-)
 
 
 @pytest.fixture
@@ -73,7 +65,6 @@ def _main_sees_it_after_ack(db: Store, held: int, second: int,
     assert [r.seq for r in again.rows] == [held], "the handed-back row was never presented"
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_WAKE)
 def test_a_gone_branch_owners_row_is_presented_to_main_not_consumed_unseen(
         db: Store, owner: subprocess.Popen[bytes]) -> None:
     held, second = _branch_holds_first_row(db, owner)
@@ -85,14 +76,12 @@ def test_a_gone_branch_owners_row_is_presented_to_main_not_consumed_unseen(
     _main_sees_it_after_ack(db, held, second, die)
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_WAKE)
 def test_a_released_row_is_presented_to_main_not_consumed_unseen(
         db: Store, owner: subprocess.Popen[bytes]) -> None:
     held, second = _branch_holds_first_row(db, owner)
     _main_sees_it_after_ack(db, held, second, lambda: grants.release(db, "g1"))
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_WAKE)
 def test_a_deactivated_grants_row_is_presented_to_main_not_consumed_unseen(
         db: Store, owner: subprocess.Popen[bytes]) -> None:
     held, second = _branch_holds_first_row(db, owner)

@@ -138,7 +138,7 @@ def test_grant_verbs_and_the_held_line(fm_home: Home) -> None:
         assert branch.stderr.startswith("WAKE_ACK_REQUIRED: after handling completes run fm wake drain --ack-through 2 ")
         rel = fm(fm_home, "wake", "grant", "release", "br.1.g")
         assert rel.returncode == 0
-        assert claims(fm_home) == {1: None, 2: None}
+        assert claims(fm_home) == {1: "returned", 2: "returned"}
         main = fm(fm_home, "wake", "drain")
         assert main.stdout.startswith("1\tsignal")
         conflict = fm(fm_home, "wake", "grant", "publish", "br.1.g", "1")

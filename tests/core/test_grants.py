@@ -203,7 +203,7 @@ def test_release_returns_rows_to_main_and_keeps_the_owner(
     with pytest.raises(FirstmateError):
         grants.release(db, "wrong.1.x")
     assert grants.release(db, GEN) == 2
-    assert claims(fm_home) == {1: None, 2: None}
+    assert claims(fm_home) == {1: "returned", 2: "returned"}
     assert [r.seq for r in drain(db, "main").rows] == [1, 2]
     with db.reading() as conn:
         grant = grants.read(conn)
@@ -255,8 +255,13 @@ def test_main_ack_reclaims_a_reused_pid_grant(db: Store, fm_home: Home) -> None:
         conn.execute("UPDATE wakes SET claim = 'branch'")
     gen = str(episode(db).token()).split(":")[2]
     result = ack(db, "main", 1, gen)
-    assert result.consumed == 1 and result.retired
     assert any("reclaimed" in n for n in result.notices)
+    # The reclaimed row was never shown to main: it waits for main's next drain.
+    assert result.consumed == 0 and not result.retired
+    shown = drain(db, "main")
+    assert [r.seq for r in shown.rows] == [1] and shown.generation is not None
+    done = ack(db, "main", 1, shown.generation)
+    assert done.consumed == 1 and done.retired
 
 
 def test_branch_drain_without_a_grant_is_refused(db: Store) -> None:

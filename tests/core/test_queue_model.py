@@ -121,7 +121,7 @@ class QueueMachine(RuleBasedStateMachine):
         if self.grant is not None and not self.grant.live:
             for r in self.rows.values():
                 if r.claim == "branch":
-                    r.claim = None
+                    r.claim = "returned"
             self.grant = None
             return True
         return False
@@ -167,7 +167,7 @@ class QueueMachine(RuleBasedStateMachine):
         had_bad = bool(self.bad)
         self.retire()
         for r in self.rows.values():
-            if r.claim is None:
+            if r.claim in (None, "returned"):
                 r.claim = "main"
         assert any("reclaimed" in n for n in result.notices) == reclaimed
         assert any("retired" in n for n in result.notices) == had_bad
@@ -266,7 +266,7 @@ class QueueMachine(RuleBasedStateMachine):
         grants.activate(self.db, os.getpid(), gen)
         for r in self.rows.values():
             if r.claim == "branch":
-                r.claim = None
+                r.claim = "returned"
         self.grant = MGrant(gen)
 
     @rule(data=st.data(), wrong_gen=st.booleans())
@@ -302,7 +302,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.m_withhold()
 
     def m_withhold(self) -> bool:
-        unclaimed = [s for s, r in self.rows.items() if r.claim is None] + list(self.bad)
+        unclaimed = [s for s, r in self.rows.items() if r.claim in (None, "returned")] + \
+            list(self.bad)
         newest = max(unclaimed, default=0)
         if newest <= self.withheld:
             return False
@@ -325,7 +326,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert grants.release(self.db, gen) == len(self.claim_of("branch"))
         for r in self.rows.values():
             if r.claim == "branch":
-                r.claim = None
+                r.claim = "returned"
         self.grant.published = False
 
     @rule()
@@ -337,7 +338,7 @@ class QueueMachine(RuleBasedStateMachine):
         grants.deactivate(self.db, os.getpid(), self.grant.gen)
         for r in self.rows.values():
             if r.claim == "branch":
-                r.claim = None
+                r.claim = "returned"
         self.grant = None
 
     @precondition(lambda self: self.grant is not None and self.grant.live)
