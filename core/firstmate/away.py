@@ -28,6 +28,7 @@ import attrs
 
 from firstmate.errors import StateError
 from firstmate.home import Home, atomic_write, refuse_symlink
+from firstmate.safepaths import refuse_non_directory
 
 RECORD_VERSION = 1
 #: The away owner's lock (``state/host.lock``): held by the parked supervision host.
@@ -83,6 +84,7 @@ def is_away(home: Home) -> bool:
 def read_record(home: Home) -> AwayRecord | None:
     """The away record, None when away mode is off. An unreadable record still means away."""
     path = home.away_record
+    refuse_non_directory(home.state)
     try:
         st = os.lstat(path)
     except FileNotFoundError:

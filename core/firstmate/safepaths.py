@@ -39,6 +39,17 @@ def refuse_symlink(path: StrPath) -> None:
         )
 
 
+def refuse_non_directory(path: StrPath) -> None:
+    """Raise :class:`StateError` when *path* exists but is not a directory (or is a symlink)."""
+    refuse_symlink(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise state_error(f"{os.fspath(path)} exists but is not a directory; move it aside and retry")
+
+
 def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> None:
     refuse_symlink(path)
     try:

@@ -18,11 +18,16 @@ from firstmate.exitcodes import ExitCode
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     from firstmate import health, session_lock
     from firstmate.home import Home, refuse_symlink, resolve_root
+    from firstmate.safepaths import refuse_non_directory
 
     env = dict(os.environ) if env is None else env
     home = Home(resolve_root(env))
-    refuse_symlink(home.root)
-    refuse_symlink(home.state)
+    refuse_non_directory(home.root)
+    refuse_non_directory(home.state)
+    if home.state.is_dir():
+        # A planted link at the singleton's lock or the beacon is unsafe state, not "no watcher".
+        refuse_symlink(home.lock_path(health.LOCK_NAME))
+        refuse_symlink(home.beacon)
     watcher = health.watcher_health(home, env)
     queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
