@@ -364,3 +364,20 @@ def test_idle_queue_names_the_oldest_owed_row_once_and_announces_read_failures_o
     assert failed is not None and READ_FAILED in failed
     assert tick.decide(None, now) is None  # said once
     assert tick.decide(_status(1, 9, now - 60), now) is not None  # a read works again; new row
+
+
+def test_a_session_started_after_quit_supervises_afresh(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _crew(env)
+    shim.hello()
+    shim.start()
+    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    shim.request("session_shutdown", generation=shim.generation, reason="quit")
+    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+    assert shim.start("new")["state"] == "started"
+    wait_for(lambda: _watcher(fm_home), "a watcher for the new session")
+    _append(env, "signal: builder done: AFTER-QUIT")
+    deliver = shim.next("deliver")
+    assert "AFTER-QUIT" in deliver["text"]
+    shim.answer(deliver)

@@ -329,9 +329,13 @@ class BridgeOwner:
             self._cond.notify_all()
         if self.idle_queue is not None:
             self.idle_queue.stop()
+            self.idle_queue = None
         self.channel.fail_all("the harness quit")
-        if self.engine is not None:
-            self.engine.close(stop_arm=True)
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.close(stop_arm=True)
+        # A session_start after this (a harness that reported quit, then started a session in
+        # the same process) builds a fresh engine.
         self._record()
 
     # --- helpers -------------------------------------------------------------------------------
