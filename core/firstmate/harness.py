@@ -29,8 +29,12 @@ class HarnessInfo:
     rearm_owner: str
     #: How a wake reaches the model, in the harness's own terms.
     wake_channel: str
-    #: Config files (relative to the project directory) this plugin writes or merges on install.
+    #: Config files (relative to the project directory) this plugin merges its entries into on
+    #: install, keeping the user's own.
     config_files: tuple[str, ...] = ()
+    #: Files (relative to the project directory) this plugin writes whole, first the one that
+    #: proves it ours (an in-process shim): a foreign file there is refused, never overwritten.
+    owned_files: tuple[str, ...] = ()
     #: Hook events this harness calls, in kebab case (``fm hook <harness> <event>``).
     hook_events: tuple[str, ...] = ()
 

@@ -532,6 +532,65 @@ class HarnessContract:
         for rel in left:
             assert f"hook {harness}" not in (project / rel).read_text(), rel
 
+    def test_a_foreign_file_where_ours_goes_is_refused_untouched(
+            self, harness: str, host: Any, info: Any, fm_home: Home, project: Path) -> None:
+        from firstmate.errors import FirstmateError
+
+        if not info.owned_files:
+            pytest.skip(f"{harness} writes no whole files")
+        host.install(fm_home, self.options(harness, project))
+        for rel in info.owned_files:
+            assert (project / rel).is_file(), f"install did not write {rel}"
+        host.uninstall(fm_home, self.options(harness, project))
+        first = project / info.owned_files[0]
+        first.parent.mkdir(parents=True, exist_ok=True)
+        foreign = b"// somebody else's file with the same name\n"
+        first.write_bytes(foreign)
+        with pytest.raises(FirstmateError) as refused:
+            host.install(fm_home, self.options(harness, project))
+        assert "\n" not in str(refused.value) and str(first) in str(refused.value)
+        with pytest.raises(FirstmateError):
+            host.uninstall(fm_home, self.options(harness, project))
+        assert first.read_bytes() == foreign
+
+    def test_an_in_process_install_launches_a_bridge_that_answers(
+            self, harness: str, host: Any, info: Any, fm_home: Home, fm_env: Mapping[str, str],
+            project: Path) -> None:
+        """The installed ``launch.json`` starts this harness's ``fm bridge``, which welcomes the
+        shim with the delivery its profile names and ends cleanly at end of input."""
+        if info.family != "in-process":
+            pytest.skip(f"{harness} is woken through hooks, not a bridge")
+        profile = host.bridge_profile(harness)
+        assert profile is not None and profile.harness == harness
+        host.install(fm_home, self.options(harness, project))
+        launch = [project / rel for rel in info.owned_files if rel.endswith("launch.json")]
+        assert launch, f"{harness} installs no launch.json"
+        argv = json.loads(launch[0].read_text())["argv"]
+        assert argv[-2:] == ["bridge", harness] or argv[-4:-2] == ["bridge", harness]
+        hello = {"type": "hello", "protocol": 1, "harness": harness, "shim": "contract",
+                 "pid": os.getpid(), "cwd": str(project), "argv": [], "restart": False}
+        done = subprocess.run(argv, input=json.dumps(hello) + "\n", capture_output=True,
+                              text=True, env=dict(fm_env), timeout=DEADLINE * 2, check=False)
+        assert done.returncode == 0, done.stderr
+        welcome = json.loads(done.stdout.splitlines()[0])
+        assert welcome["type"] == "welcome" and welcome["delivery"] == profile.delivery
+
+    def test_fm_install_and_uninstall_from_the_command_line(
+            self, harness: str, fm_env: Mapping[str, str], project: Path) -> None:
+        def fm(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(fm_command(*args, harness, "--project", str(project)),
+                                  env=dict(fm_env), text=True, capture_output=True,
+                                  timeout=DEADLINE * 2, check=False)
+
+        done = fm("install")
+        assert done.returncode == 0, done.stderr
+        installed = snapshot(project)
+        assert installed, f"fm install {harness} wrote nothing"
+        assert fm("install").returncode == 0 and snapshot(project) == installed
+        undone = fm("uninstall")
+        assert undone.returncode == 0, undone.stderr
+        assert not any(project.iterdir()), f"left behind {sorted(project.rglob('*'))}"
+
     def test_install_into_a_missing_project_is_one_line(self, harness: str, host: Any,
                                                         fm_home: Home, fm_env: Mapping[str, str],
                                                         tmp_path: Path) -> None:
