@@ -1,17 +1,31 @@
-"""opencode: the shim install is not there yet, and says so without writing anything."""
+"""The opencode plugin: its shim spec and bridge profile.
+
+The generic install behaviour (idempotence, dry runs, refusing a foreign shim, pruning, the npm
+layout, the command line) is tested once in tests/core/test_shiminstall.py and by the harness
+contract (firstmate.testing.HarnessContract).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
-from firstmate.harness import InstallOptions
-from firstmate_plugin_opencode import plugin
+from firstmate import shiminstall
+from firstmate_plugin_opencode.hooks import INFO, PROFILE, SPEC, plugin
 
 
-def test_install_writes_nothing_and_says_why(tmp_path: Path) -> None:
-    for hook in (plugin.firstmate_install, plugin.firstmate_uninstall):
-        result = hook(options=InstallOptions("opencode", tmp_path))
-        assert result is not None and not result.changes
-        assert any("arrives with the bridge" in note for note in result.notes)
-        assert hook(options=InstallOptions("claude", tmp_path)) is None
-    assert list(tmp_path.iterdir()) == []
+def test_profile_and_owned_files() -> None:
+    assert (PROFILE.delivery, PROFILE.retire_on_shutdown, PROFILE.idle_queue_read) == \
+        ("promptAsync", False, False)
+    assert plugin.firstmate_bridge_profile(harness="opencode") is PROFILE
+    assert plugin.firstmate_bridge_profile(harness="claude") is None
+    assert INFO.owned_files == SPEC.owned_files() and INFO.config_files == ()
+    assert SPEC.marker in shiminstall.resource_text(SPEC.package, SPEC.resource, "opencode")[:300]
+
+
+def test_npm_manifest_names_the_extension_for_the_harness() -> None:
+    manifest = json.loads(shiminstall.package_json(SPEC))
+    assert manifest["name"] == "firstmate-opencode"
+    for key, value in SPEC.npm_fields.items():
+        assert manifest[key] == value
+    assert manifest.get("keywords") is None
+

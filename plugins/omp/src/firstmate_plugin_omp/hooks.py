@@ -1,29 +1,45 @@
-"""omp: what the harness is, and (not yet) how its shim is installed.
+"""omp: what the harness is, where its extension shim goes, and how its bridge runs.
 
-omp runs Firstmate in-process: a small JS/TS extension shim talks to ``fm bridge omp``, and
-Python owns the policy. It has no command hooks, so it never answers ``firstmate_hook``.
+omp (oh-my-pi, a Pi fork on Bun) runs Firstmate in-process: a small TypeScript extension shim
+talks to ``fm bridge omp`` (docs/bridge.md), and Python owns the policy. It has no command hooks,
+so it never answers ``firstmate_hook``. omp auto-discovers ``<cwd>/.omp/extensions/*/index.ts``,
+so the install is one directory, ``.omp/extensions/firstmate/`` (see
+:mod:`firstmate.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import hookimpl
-from firstmate.configfiles import install_result, require_project
-from firstmate.harness import HarnessInfo, InstallOptions, InstallResult
+from firstmate import hookimpl, shiminstall
+from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
 
 NAME = "omp"
+SPEC = shiminstall.ShimSpec(
+    harness=NAME,
+    package="firstmate_plugin_omp",
+    resource="shim/index.ts",
+    marker="Firstmate's omp extension",
+    shim=".omp/extensions/firstmate/index.ts",
+    support=".omp/extensions/firstmate",
+    npm_shim="extensions/firstmate/index.ts",
+    npm_fields={"keywords": ["omp", "omp-plugin"], "omp": {"extensions": ["./extensions"]}},
+    load_note="Start omp in this project (a running omp loads the extension at its next start).",
+    npm_note=("Install {package} as an omp plugin (its package.json names the extension under "
+              "\"omp\"); the extension starts `fm bridge omp` from omp's PATH unless "
+              "FIRSTMATE_BRIDGE_ARGV holds a JSON argv."),
+)
 INFO = HarnessInfo(
     name=NAME,
     display_name="omp",
     family="in-process",
     rearm_owner="extension",
-    wake_channel="sendUserMessage through fm bridge omp",
-    config_files=(".omp/extensions/firstmate.ts",),
-    hook_events=(),
+    wake_channel="pi.sendUserMessage(…) with no deliverAs, through fm bridge omp",
+    owned_files=SPEC.owned_files(),
 )
-
-NOT_YET = ("the omp extension shim install arrives with the bridge (fm bridge omp); "
-           "nothing was written")
+# omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
+# idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).
+PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True,
+                        idle_queue_read=True)
 
 
 @attrs.define(eq=False)
@@ -35,18 +51,16 @@ class OmpPlugin:
         return INFO
 
     @hookimpl
+    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
+        return PROFILE if harness == NAME else None
+
+    @hookimpl
     def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.install(SPEC, options) if options.harness == NAME else None
 
     @hookimpl
     def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.uninstall(SPEC, options) if options.harness == NAME else None
 
 
 plugin = OmpPlugin()

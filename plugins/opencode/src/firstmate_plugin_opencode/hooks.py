@@ -1,29 +1,44 @@
-"""OpenCode: what the harness is, and (not yet) how its shim is installed.
+"""OpenCode: what the harness is, where its plugin shim goes, and how its bridge runs.
 
-OpenCode runs Firstmate in-process: a small JS/TS plugin shim talks to ``fm bridge opencode``, and
-Python owns the policy. It has no command hooks, so it never answers ``firstmate_hook``.
+OpenCode runs Firstmate in-process: a small JS plugin shim talks to ``fm bridge opencode``
+(docs/bridge.md), and Python owns the policy. It has no command hooks, so it never answers
+``firstmate_hook``. OpenCode loads every file in ``.opencode/plugins/`` as a plugin, so the shim
+is the only file we put there; the bridge client and the launch argv live in
+``.opencode/firstmate/`` (see :mod:`firstmate.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import hookimpl
-from firstmate.configfiles import install_result, require_project
-from firstmate.harness import HarnessInfo, InstallOptions, InstallResult
+from firstmate import hookimpl, shiminstall
+from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
 
 NAME = "opencode"
+SPEC = shiminstall.ShimSpec(
+    harness=NAME,
+    package="firstmate_plugin_opencode",
+    resource="shim/firstmate.js",
+    marker="Firstmate OpenCode shim",
+    shim=".opencode/plugins/firstmate.js",
+    support=".opencode/firstmate",
+    npm_shim="firstmate.js",
+    npm_fields={"main": "./firstmate.js",
+                "exports": {".": "./firstmate.js", "./server": "./firstmate.js"}},
+    load_note=("Restart OpenCode (the TUI or `opencode serve`) to load the plugin; "
+               "`opencode run` is not supervised."),
+    npm_note=('Add "{package}" to the "plugin" list in opencode.json; the shim starts '
+              "`fm bridge opencode` (fm must be on OpenCode's PATH, or set "
+              "FIRSTMATE_BRIDGE_ARGV to a JSON argv)."),
+)
 INFO = HarnessInfo(
     name=NAME,
     display_name="OpenCode",
     family="in-process",
     rearm_owner="extension",
     wake_channel="client.session.promptAsync through fm bridge opencode",
-    config_files=(".opencode/plugins/firstmate.js",),
-    hook_events=(),
+    owned_files=SPEC.owned_files(),
 )
-
-NOT_YET = ("the OpenCode plugin shim install arrives with the bridge (fm bridge opencode); "
-           "nothing was written")
+PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 
 
 @attrs.define(eq=False)
@@ -35,18 +50,16 @@ class OpencodePlugin:
         return INFO
 
     @hookimpl
+    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
+        return PROFILE if harness == NAME else None
+
+    @hookimpl
     def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.install(SPEC, options) if options.harness == NAME else None
 
     @hookimpl
     def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.uninstall(SPEC, options) if options.harness == NAME else None
 
 
 plugin = OpencodePlugin()

@@ -1,29 +1,41 @@
-"""Pi: what the harness is, and (not yet) how its shim is installed.
+"""Pi: what the harness is, where its extension shim goes, and how its bridge runs.
 
-Pi runs Firstmate in-process: a small TypeScript extension shim talks to ``fm bridge pi``, and
-Python owns the policy. It has no command hooks, so it never answers ``firstmate_hook``.
+Pi runs Firstmate in-process: a small TypeScript extension shim talks to ``fm bridge pi``
+(docs/bridge.md), and Python owns the policy. It has no command hooks, so it never answers
+``firstmate_hook``. Pi auto-discovers ``.pi/extensions/*/index.ts``, so the install is one
+directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import hookimpl
-from firstmate.configfiles import install_result, require_project
-from firstmate.harness import HarnessInfo, InstallOptions, InstallResult
+from firstmate import hookimpl, shiminstall
+from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
 
 NAME = "pi"
+SPEC = shiminstall.ShimSpec(
+    harness=NAME,
+    package="firstmate_plugin_pi",
+    resource="shim/index.ts",
+    marker="Firstmate's Pi extension",
+    shim=".pi/extensions/firstmate/index.ts",
+    support=".pi/extensions/firstmate",
+    npm_shim="extensions/firstmate/index.ts",
+    npm_fields={"keywords": ["pi-package"], "pi": {"extensions": ["./extensions"]}},
+    load_note="Start Pi in this project (or run /reload in a running Pi) to load the extension.",
+    npm_note=("Install it with: pi install {package} (add -l for this project only); the "
+              "extension starts `fm bridge pi` from Pi's PATH unless FIRSTMATE_BRIDGE_ARGV holds "
+              "a JSON argv."),
+)
 INFO = HarnessInfo(
     name=NAME,
     display_name="Pi",
     family="in-process",
     rearm_owner="extension",
     wake_channel="pi.sendUserMessage(…, {deliverAs: 'followUp'}) through fm bridge pi",
-    config_files=(".pi/extensions/firstmate.ts",),
-    hook_events=(),
+    owned_files=SPEC.owned_files(),
 )
-
-NOT_YET = ("the Pi extension shim install arrives with the bridge (fm bridge pi); "
-           "nothing was written")
+PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
 
 @attrs.define(eq=False)
@@ -35,18 +47,16 @@ class PiPlugin:
         return INFO
 
     @hookimpl
+    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
+        return PROFILE if harness == NAME else None
+
+    @hookimpl
     def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.install(SPEC, options) if options.harness == NAME else None
 
     @hookimpl
     def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        return install_result(NAME, [], [NOT_YET], options.dry_run)
+        return shiminstall.uninstall(SPEC, options) if options.harness == NAME else None
 
 
 plugin = PiPlugin()
