@@ -216,13 +216,14 @@ def _nothing(_text: str) -> str:
     return ""  # every planned file is wholly ours
 
 
+def _replace_with(text: str) -> Callable[[str], str]:
+    return lambda _old: text
+
+
 def _write(planned: Sequence[Planned], dry_run: bool) -> list[FileChange]:
-    changes = []
-    for item in planned:
-        text = item.text()
-        changes.append(update_text(item.path, lambda _old, new=text: new, remove_ours=_nothing,
-                                   dry_run=dry_run))
-    return changes
+    return [update_text(item.path, _replace_with(item.text()), remove_ours=_nothing,
+                        dry_run=dry_run)
+            for item in planned]
 
 
 def _remove(planned: Sequence[Planned], dry_run: bool, prune_upto: Path) -> list[FileChange]:
