@@ -116,9 +116,7 @@ class BridgeOwner:
         cwd = msg.fields.get("cwd")
         if isinstance(cwd, str) and cwd and "\0" not in cwd:
             self.cwd = cwd
-        if msg.fields.get("restart") is True:
-            self._say("info", f"{self.display_name}: Firstmate bridge restarted (pid "
-                              f"{os.getpid()})")
+        # A restart (``restart: true``) was announced by the shim already: one notice, not two.
         self.channel.send("welcome", protocol=PROTOCOL, bridge_pid=os.getpid(),
                           harness=self.harness, delivery=self.profile.delivery)
 

@@ -319,7 +319,9 @@ export function createClient(options = {}) {
     stableTimer = null;
     failPending(`fm bridge ${harness} ended (${detail})`);
     if (closed || gaveUp) return;
-    const why = lastStderr ? `${detail}: ${lastStderr}` : detail;
+    // The bridge's last stderr line explains a failed exit ("fm: no installed plugin …"); after a
+    // signal it is only whatever the bridge last logged, so it is not quoted as the cause.
+    const why = lastStderr && /^exit [1-9]/.test(detail) ? `${detail}: ${lastStderr}` : detail;
     lastStderr = "";
     const now = Date.now();
     while (restartTimes.length && now - restartTimes[0] > backoff.windowMs) restartTimes.shift();

@@ -47,6 +47,25 @@ test("session_shutdown is always unknown and never closes the client", async () 
     [["sessionShutdown", "unknown"], ["sessionShutdown", "unknown"]]);
 });
 
+test("an in-place session switch is a handoff: shutdown, then start, with omp's reason", async () => {
+  const client = installFakeClient("omp");
+  const { pi, emit } = fakePi();
+  shim().default(pi);
+  await emit("session_start", {}, fakeCtx("s-a"));
+  for (const reason of ["new", "resume", "fork", "sideways"]) {
+    const answer = await emit("session_before_switch", { reason }, fakeCtx("s-a"));
+    assert.equal(answer, undefined); // the switch is never cancelled
+    await emit("session_switch", { reason, previousSessionFile: "/x" }, fakeCtx(`s-${reason}`));
+  }
+  const calls = client.calls.filter((c) => c[0] === "sessionShutdown" || c[0] === "sessionStart");
+  assert.deepEqual(calls.slice(1), [
+    ["sessionShutdown", "new"], ["sessionStart", "new", "s-new"],
+    ["sessionShutdown", "resume"], ["sessionStart", "resume", "s-resume"],
+    ["sessionShutdown", "fork"], ["sessionStart", "fork", "s-fork"],
+    ["sessionShutdown", "unknown"], ["sessionStart", "unknown", "s-sideways"],
+  ]);
+});
+
 test("a subagent's events are not the session's", async () => {
   const client = installFakeClient("omp");
   const { pi, emit } = fakePi();

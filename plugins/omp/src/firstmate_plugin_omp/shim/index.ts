@@ -55,6 +55,12 @@ export function startReason(argv: string[], earlier: boolean): string {
   return argv.slice(2).some((word) => RESUME_FLAGS.includes(word)) ? "resume" : "startup";
 }
 
+/** The reason of a session_before_switch / session_switch event: new, resume or fork. */
+export function switchReason(event: any): string {
+  const reason = event?.reason;
+  return reason === "new" || reason === "resume" || reason === "fork" ? reason : "unknown";
+}
+
 /** A subagent's session runs this extension too; only the main agent speaks for omp. */
 function isSub(ctx: Ctx): boolean {
   try {
@@ -103,6 +109,18 @@ export default function firstmate(pi: OmpApi): void {
     // end of its stdin when omp exits as the quit.
     const failed: Reply = { ok: false, state: "failed", text: "no answer" };
     await bridge.within(client.sessionShutdown("unknown"), SHUTDOWN_WAIT_MS, failed, c);
+  });
+
+  // omp replaces a session in place (/new, /resume, /fork) with session_before_switch and
+  // session_switch, never with session_shutdown and session_start: report them as a handoff.
+  listen("session_before_switch", async (event, c) => {
+    const failed: Reply = { ok: false, state: "failed", text: "no answer" };
+    await bridge.within(client.sessionShutdown(switchReason(event)), SHUTDOWN_WAIT_MS, failed, c);
+    return undefined; // never cancel the switch
+  });
+
+  listen("session_switch", (event, c) => {
+    void client.sessionStart(switchReason(event), bridge.sessionOf(c));
   });
 
   listen("agent_start", (_event, c) => {

@@ -1,0 +1,121 @@
+"""End to end: the real omp (npm ``@oh-my-pi/pi-coding-agent``, run by Bun from npm ``bun``) in
+RPC mode against a loopback mock of the OpenAI chat-completions API, supervised through the shim
+``fm install omp`` writes and the ``fm bridge omp`` process it starts.
+
+1. After the first turn a watcher is healthy; a wake appended from outside reaches the model, and
+   at the moment the harness sends it, a successor watcher already holds the watcher lock.
+2. A session replacement (RPC ``new_session``, omp's ``/new``) issued while a close is pending
+   delivers that wake to the model exactly once, and the bridge hears of the replacement.
+
+Skipped only when node/npm are absent. The npm install is cached under ``.e2e-cache/``.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_api import MockApi, start
+from rig import (
+    Rig,
+    Rpc,
+    assert_successor_held,
+    needs_node,
+    npm_install,
+    replace_while_close_pending,
+    rig,
+    wait_for,
+)
+
+OMP_VERSION = "18.2.3"
+BUN_VERSION = "1.4.5"
+pytestmark = [needs_node, pytest.mark.timeout(900)]
+
+
+def omp_bin() -> Path:
+    # 18.2.3 is the newest omp whose sibling packages all resolve from the registry here.
+    return npm_install("omp", OMP_VERSION, [f"bun@{BUN_VERSION}",
+                                            f"@oh-my-pi/pi-coding-agent@{OMP_VERSION}"], "omp")
+
+
+@pytest.fixture
+def mock() -> Iterator[MockApi]:
+    server = start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def start_omp(r: Rig, mock: MockApi) -> Rpc:
+    binary = omp_bin()
+    # omp is `#!/usr/bin/env bun`: Bun from the same install must be on PATH.
+    r.setup(extra_path=[binary.parent])
+    agent = r.user / ".omp" / "agent"
+    agent.mkdir(parents=True)
+    (agent / "models.yml").write_text(f"""\
+providers:
+  mock:
+    baseUrl: {mock.openai_url}
+    api: openai-completions
+    apiKey: sk-dummy
+    auth: apiKey
+    models: [{{id: mock-model, name: Mock, reasoning: false, input: [text], contextWindow: 200000, maxTokens: 4096}}]
+""")
+    # Without setupWizard: false a first interactive start asks for a provider login.
+    (agent / "config.yml").write_text(
+        "startup: {setupWizard: false, showSplash: false, checkUpdate: false, quiet: true}\n")
+    mock.probe = r.health_now
+    omp = r.rpc([str(binary), "--mode", "rpc", "--model", "mock/mock-model", "--no-session"],
+                "omp")
+    wait_for(lambda: omp.count("ready"), "omp's ready event", diag=r.diag)
+    return omp
+
+
+def first_turn(r: Rig, omp: Rpc, mock: MockApi) -> int:
+    """Run one prompt; return the pid of the watcher the bridge armed."""
+    omp.send({"id": "p1", "type": "prompt", "message": "say hi"})
+    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
+    wait_for(lambda: omp.count("agent_end"), "the first turn to end", diag=r.diag)
+    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
+    assert r.session_lock_pid() == omp.proc.pid, (
+        f"session lock: {r.status().get('session_lock')}")
+    assert r.bridges(), "no fm bridge omp process is running"
+    return first
+
+
+def test_wake_reaches_omp_with_a_successor_holding_the_lock(tmp_path: Path,
+                                                             mock: MockApi) -> None:
+    with rig(tmp_path, "omp") as r:
+        omp = start_omp(r, mock)
+        first = first_turn(r, omp, mock)
+        text = f"WAKE-OMP-{uuid.uuid4().hex[:8]}"
+        r.wake(f"signal: builder done: {text}")
+        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+        request = mock.first(text)
+        assert request is not None
+        assert_successor_held(request, first, "omp")
+        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+        assert omp.proc.poll() is None, omp.diag()
+
+
+def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
+                                                             mock: MockApi) -> None:
+    with rig(tmp_path, "omp") as r:
+        omp = start_omp(r, mock)
+        first = first_turn(r, omp, mock)
+        replace_while_close_pending(r, omp, mock, first, "OMP")
+        # docs/harnesses/omp.md ("Session replacement") says a replacement reaches the bridge as
+        # session_shutdown + session_start with the next generation. omp 18.2.3 replaces a
+        # session in place: /new emits session_before_switch and session_switch (reason "new");
+        # it emits session_start/session_shutdown only at process start and exit.
+        state = r.bridge_state()
+        assert state.get("generation", 0) > 1 and state.get("phase") == "active", (
+            "the bridge never heard of omp's session replacement (omp 18.2.3 emits "
+            f"session_switch, not session_shutdown/session_start, for /new): {state}")

@@ -1,0 +1,175 @@
+"""End to end: the real OpenCode (npm ``opencode-ai``) against a loopback mock of the OpenAI
+chat-completions API, supervised through the plugin ``fm install opencode`` writes and the
+``fm bridge opencode`` process it starts.
+
+1. ``opencode serve`` driven over HTTP: after the first turn a watcher is healthy; a wake
+   appended from outside reaches the model, and at the moment OpenCode sends it a successor
+   watcher already holds the watcher lock.
+2. ``opencode run`` (headless, disposed after its first idle) starts no bridge and so no
+   watcher, and prints the note saying why.
+
+Skipped only when node/npm (or git) are absent. The npm install is cached under ``.e2e-cache/``; the first
+start in each project also installs ``@opencode-ai/plugin`` from the npm registry (OpenCode's own
+doing, into the project's ``.opencode/``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_api import MockApi, start
+from rig import Rig, assert_successor_held, needs_node, npm_install, rig, tail, wait_for
+
+OPENCODE_VERSION = "1.18.33"
+pytestmark = [needs_node, pytest.mark.timeout(900),
+              pytest.mark.skipif(shutil.which("git") is None,
+                                 reason="git is needed: the OpenCode project is a git checkout")]
+
+
+def opencode_bin() -> Path:
+    return npm_install("opencode", OPENCODE_VERSION, [f"opencode-ai@{OPENCODE_VERSION}"],
+                       "opencode")
+
+
+@pytest.fixture
+def mock() -> Iterator[MockApi]:
+    server = start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def prepare(r: Rig, mock: MockApi, logged_fm: bool = False) -> None:
+    r.setup(extra_env={"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
+            logged_fm=logged_fm)
+    (r.project / "opencode.json").write_text(json.dumps({
+        "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                              "options": {"baseURL": mock.openai_url, "apiKey": "sk-dummy"},
+                              "models": {"mock-model": {"name": "Mock Model"}}}},
+        # Title generation uses small_model: point it at the mock too.
+        "model": "mock/mock-model", "small_model": "mock/mock-model",
+        "autoupdate": False, "share": "disabled"}))
+    subprocess.run(["git", "init", "-q"], cwd=r.project, check=True, env=r.env)
+    mock.probe = r.health_now
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+#: No proxy for the loopback server, whatever the environment says.
+LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http(base: str, method: str, path: str, body: object | None = None,
+         timeout: float = 120.0) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with LOOPBACK.open(request, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+def answers_doc(base: str) -> bool:
+    # GET /session can hang on a fresh server; /doc answers as soon as it listens.
+    try:
+        # A short timeout: a request that lands while the server is still starting can stall.
+        return http(base, "GET", "/doc", timeout=5.0)[0] == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def turn_done(base: str, session: str) -> bool:
+    """The session is idle and its newest message is a completed assistant reply (the mock's
+    first request is the title request, sent before the turn's own)."""
+    statuses = json.loads(http(base, "GET", "/session/status", timeout=30)[1])
+    if (statuses.get(session) or {}).get("type", "idle") != "idle":
+        return False
+    messages = json.loads(http(base, "GET", f"/session/{session}/message", timeout=30)[1])
+    info = messages[-1]["info"] if messages else {}
+    return info.get("role") == "assistant" and bool((info.get("time") or {}).get("completed"))
+
+
+def family(pid: int) -> set[int]:
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(child.pid for child in root.children(recursive=True))}
+    except psutil.Error:
+        return {pid}
+
+
+def test_serve_wake_reaches_opencode_with_a_successor_holding_the_lock(
+        tmp_path: Path, mock: MockApi) -> None:
+    binary = opencode_bin()
+    with rig(tmp_path, "opencode") as r:
+        prepare(r, mock)
+        port = free_port()
+        log = tmp_path / "serve.log"
+        serve = r.spawn([str(binary), "serve", "--hostname", "127.0.0.1", "--port", str(port)],
+                        log)
+        base = f"http://127.0.0.1:{port}"
+
+        def diag() -> str:
+            return f"rc={serve.poll()} serve log:\n{tail(log)}\n{r.diag()}"
+
+        wait_for(lambda: answers_doc(base), "opencode serve to answer GET /doc", diag=diag)
+        # The first request for the project directory loads the plugin (and the shim with it).
+        _, created = http(base, "POST", "/session", {})
+        session: dict[str, Any] = json.loads(created)
+        status, _ = http(base, "POST", f"/session/{session['id']}/prompt_async",
+                         {"parts": [{"type": "text", "text": "say hi"}]})
+        assert status == 204, status
+        wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=diag)
+        wait_for(lambda: turn_done(base, session["id"]), "the first turn to end", diag=diag)
+        first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=diag)
+        holder = r.session_lock_pid()
+        assert holder in family(serve.pid), f"session lock: {r.status().get('session_lock')}"
+        assert r.bridges(), "no fm bridge opencode process is running"
+
+        text = f"WAKE-OC-{uuid.uuid4().hex[:8]}"
+        r.wake(f"signal: builder done: {text}")
+        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=diag)
+        request = mock.first(text)
+        assert request is not None
+        assert_successor_held(request, first, "OpenCode")
+        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+        assert serve.poll() is None, diag()
+
+
+def test_run_mode_starts_no_bridge_and_says_so(tmp_path: Path, mock: MockApi) -> None:
+    binary = opencode_bin()
+    with rig(tmp_path, "opencode") as r:
+        # The logging `fm` wrapper is the bridge command, so any start of the bridge is on record.
+        prepare(r, mock, logged_fm=True)
+        log = tmp_path / "run.log"
+        run = r.spawn([str(binary), "run", "say hi"], log)
+        try:
+            code = run.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"opencode run did not finish:\n{tail(log)}")
+        output = log.read_text(errors="replace")
+        assert code == 0, output[-3000:]
+        assert mock.seen("say hi"), "opencode run never reached the mock"
+        assert not r.bridge_calls(), f"opencode run started a bridge: {r.bridge_calls()}"
+        assert not r.bridge_state(), f"a bridge recorded state: {r.bridge_state()}"
+        assert (r.status().get("watcher") or {}).get("state") == "none", r.status()
+        assert "opencode serve" in output, f"no note about supervision in:\n{output[-3000:]}"

@@ -1,0 +1,135 @@
+"""End to end: the real Pi (npm ``@mariozechner/pi-coding-agent``) in RPC mode against a loopback
+mock of the Anthropic Messages API, supervised through the shim ``fm install pi`` writes and the
+``fm bridge pi`` process it starts.
+
+1. After the first turn a watcher is healthy; a wake appended from outside reaches the model, and
+   at the moment the harness sends it, a successor watcher already holds the watcher lock.
+2. A session replacement (RPC ``new_session``, Pi's ``/new``) issued while a close is pending
+   delivers that wake to the model exactly once; a later wake proves supervision went on.
+3. A bridge killed while Pi runs is restarted by the shim (one notice), and the next wake still
+   reaches the model (as itself, or resurfaced from the queue) with a successor holding the lock.
+
+Skipped only when node/npm are absent. The npm install is cached under ``.e2e-cache/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_api import MockApi, newest_user_text, start
+from rig import (
+    Rig,
+    Rpc,
+    assert_successor_held,
+    needs_node,
+    npm_install,
+    replace_while_close_pending,
+    rig,
+    wait_for,
+)
+
+PI_VERSION = "0.73.1"
+RESURFACE = "check: rearm-resurface"
+pytestmark = [needs_node, pytest.mark.timeout(900)]
+
+
+def pi_bin() -> Path:
+    return npm_install("pi", PI_VERSION, [f"@mariozechner/pi-coding-agent@{PI_VERSION}"], "pi")
+
+
+@pytest.fixture
+def mock() -> Iterator[MockApi]:
+    server = start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def start_pi(r: Rig, mock: MockApi) -> Rpc:
+    binary = pi_bin()
+    r.setup(extra_env={"PI_OFFLINE": "1"})
+    agent = r.user / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    (agent / "models.json").write_text(json.dumps({"providers": {"mock": {
+        "baseUrl": mock.root, "api": "anthropic-messages", "apiKey": "sk-dummy",
+        "models": [{"id": "mock-model", "reasoning": False, "input": ["text"],
+                    "contextWindow": 200000, "maxTokens": 4096}]}}}))
+    mock.probe = r.health_now
+    return r.rpc([str(binary), "--mode", "rpc", "--provider", "mock", "--model", "mock-model",
+                  "--no-session"], "pi")
+
+
+def first_turn(r: Rig, pi: Rpc, mock: MockApi) -> int:
+    """Run one prompt; return the pid of the watcher the bridge armed after it."""
+    pi.send({"id": "p1", "type": "prompt", "message": "say hi"})
+    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
+    wait_for(lambda: pi.count("agent_end"), "the first turn to end", diag=r.diag)
+    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
+    assert r.session_lock_pid() == pi.proc.pid, f"session lock: {r.status().get('session_lock')}"
+    assert r.bridges(), "no fm bridge pi process is running"
+    return first
+
+
+def test_wake_reaches_pi_with_a_successor_holding_the_lock(tmp_path: Path, mock: MockApi) -> None:
+    with rig(tmp_path, "pi") as r:
+        pi = start_pi(r, mock)
+        first = first_turn(r, pi, mock)
+        text = f"WAKE-PI-{uuid.uuid4().hex[:8]}"
+        r.wake(f"signal: builder done: {text}")
+        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+        request = mock.first(text)
+        assert request is not None
+        assert_successor_held(request, first, "Pi")
+        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+        assert pi.proc.poll() is None, pi.diag()
+
+
+def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
+                                                             mock: MockApi) -> None:
+    with rig(tmp_path, "pi") as r:
+        pi = start_pi(r, mock)
+        first = first_turn(r, pi, mock)
+        replace_while_close_pending(r, pi, mock, first, "PI")
+        state = r.bridge_state()
+        assert state.get("generation", 0) > 1 and state.get("phase") == "active", (
+            f"the bridge did not see Pi's session replacement: {state}")
+
+
+def test_a_killed_bridge_is_restarted_and_the_next_wake_arrives(tmp_path: Path,
+                                                                 mock: MockApi) -> None:
+    with rig(tmp_path, "pi") as r:
+        pi = start_pi(r, mock)
+        first_turn(r, pi, mock)
+        [bridge] = r.bridges()
+        os.kill(bridge, signal.SIGKILL)
+        wait_for(lambda: [pid for pid in r.bridges() if pid != bridge],
+                 "the shim to restart fm bridge pi", diag=r.diag)
+        # The restarted bridge adopts (or replaces) the watcher the dead one left behind.
+        before = wait_for(r.watcher, "a healthy watcher after the restart", diag=r.diag)
+        text = f"WAKE-PI-RESTART-{uuid.uuid4().hex[:8]}"
+        r.wake(f"signal: builder done: {text}")
+        # The dead bridge's watcher may take the wake and close to an arm nobody reads; then the
+        # row stays queued and the restarted bridge's watcher resurfaces it (docs/bridge.md,
+        # Restarts): the model gets `check: rearm-resurface`, and drain presents the row.
+        request = wait_for(lambda: mock.first(text) or mock.first(RESURFACE),
+                           f"the mock to receive {text} or {RESURFACE}", diag=r.diag)
+        assert_successor_held(request, before, "Pi")
+        if text not in newest_user_text(request.body):
+            drained = r.fm("wake", "drain")
+            assert text in drained.stdout, f"drain did not present the row: {drained}"
+        notices = [e.get("message", "") for e in pi.events()
+                   if e.get("type") == "extension_ui_request" and e.get("method") == "notify"]
+        restarting = [n for n in notices if "restarting" in n]
+        assert len(restarting) == 1, f"one restart notice, never more, never silent: {notices}"
+        assert pi.proc.poll() is None, pi.diag()
