@@ -185,6 +185,16 @@ def _append(env: dict[str, str], text: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _supervising(shim: Shim, env: dict[str, str], home: Home) -> int:
+    """Register a crew, greet the bridge and start a session; the first watcher's pid."""
+    _crew(env)
+    shim.hello()
+    assert shim.start()["state"] == "started"
+    pid = wait_for(lambda: _watcher(home), "the first watcher")
+    assert isinstance(pid, int)
+    return pid
+
+
 # --- protocol ---------------------------------------------------------------------------------
 
 
@@ -246,10 +256,7 @@ def test_session_start_waits_for_need_then_wakes_with_a_successor_already_watchi
 def test_a_close_during_handoff_is_delivered_once_to_the_replacement(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    assert shim.start()["state"] == "started"
-    watcher = wait_for(lambda: _watcher(fm_home), "the first watcher")
+    watcher = _supervising(shim, env, fm_home)
     assert shim.request("session_shutdown", generation=shim.generation,
                         reason="new")["state"] == "handoff"
     _append(env, "signal: builder done: DURING-HANDOFF")
@@ -269,10 +276,7 @@ def test_a_close_during_handoff_is_delivered_once_to_the_replacement(
 def test_a_delivery_refused_by_a_replaced_session_goes_to_the_next_one(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    shim.start()
-    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _supervising(shim, env, fm_home)
     _append(env, "signal: builder done: STALE-CTX")
     deliver = shim.next("deliver")
     # The harness replaced the session while the follow-up was in flight: "ctx is stale".
@@ -288,10 +292,7 @@ def test_a_delivery_refused_by_a_replaced_session_goes_to_the_next_one(
 def test_quit_stops_the_arms_and_refuses_late_rearms(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    shim.start()
-    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _supervising(shim, env, fm_home)
     assert shim.request("session_shutdown", generation=shim.generation,
                         reason="quit")["state"] == "quit"
     wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
@@ -305,10 +306,7 @@ def test_quit_stops_the_arms_and_refuses_late_rearms(
 def test_end_of_input_ends_the_bridge_and_its_watcher(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    shim.start()
-    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _supervising(shim, env, fm_home)
     assert shim.proc.stdin is not None
     shim.proc.stdin.close()
     assert shim.proc.wait(30) == 0
@@ -319,10 +317,7 @@ def test_end_of_input_ends_the_bridge_and_its_watcher(
 def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    assert shim.start()["state"] == "started"
-    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _supervising(shim, env, fm_home)
     assert shim.request("session_shutdown", generation=shim.generation,
                         reason="unknown")["state"] == "handoff"
     wait_for(lambda: _watcher(fm_home) is None, "the retired arm's watcher to stop")
@@ -369,10 +364,7 @@ def test_idle_queue_names_the_oldest_owed_row_once_and_announces_read_failures_o
 def test_a_session_started_after_quit_supervises_afresh(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge
-    _crew(env)
-    shim.hello()
-    shim.start()
-    wait_for(lambda: _watcher(fm_home), "the first watcher")
+    _supervising(shim, env, fm_home)
     shim.request("session_shutdown", generation=shim.generation, reason="quit")
     wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
     assert shim.start("new")["state"] == "started"

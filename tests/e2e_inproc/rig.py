@@ -350,6 +350,18 @@ class Rpc:
             self.proc.wait(timeout=EXIT_WAIT)
 
 
+def rpc_first_turn(r: Rig, harness: Rpc, mock: MockApi) -> int:
+    """Run one prompt over RPC (Pi, omp); the pid of the watcher the bridge armed after it."""
+    harness.send({"id": "p1", "type": "prompt", "message": "say hi"})
+    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
+    wait_for(lambda: harness.count("agent_end"), "the first turn to end", diag=r.diag)
+    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
+    assert r.session_lock_pid() == harness.proc.pid, (
+        f"session lock: {r.status().get('session_lock')}")
+    assert r.bridges(), f"no fm bridge {r.harness} process is running"
+    return first
+
+
 def assert_successor_held(request: Request, before: int, harness: str) -> None:
     """When *harness* sent *request* (a delivered wake), a healthy watcher other than *before*
     (the one that closed on the wake) held the watcher lock: successor first, then delivery."""

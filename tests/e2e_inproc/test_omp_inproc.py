@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_api import MockApi, start
+from mock_api import MockApi
 from rig import (
     Rig,
     Rpc,
@@ -30,6 +29,7 @@ from rig import (
     npm_install,
     replace_while_close_pending,
     rig,
+    rpc_first_turn,
     wait_for,
 )
 
@@ -42,15 +42,6 @@ def omp_bin() -> Path:
     # 18.2.3 is the newest omp whose sibling packages all resolve from the registry here.
     return npm_install("omp", OMP_VERSION, [f"bun@{BUN_VERSION}",
                                             f"@oh-my-pi/pi-coding-agent@{OMP_VERSION}"], "omp")
-
-
-@pytest.fixture
-def mock() -> Iterator[MockApi]:
-    server = start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def start_omp(r: Rig, mock: MockApi) -> Rpc:
@@ -78,23 +69,11 @@ providers:
     return omp
 
 
-def first_turn(r: Rig, omp: Rpc, mock: MockApi) -> int:
-    """Run one prompt; return the pid of the watcher the bridge armed."""
-    omp.send({"id": "p1", "type": "prompt", "message": "say hi"})
-    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
-    wait_for(lambda: omp.count("agent_end"), "the first turn to end", diag=r.diag)
-    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
-    assert r.session_lock_pid() == omp.proc.pid, (
-        f"session lock: {r.status().get('session_lock')}")
-    assert r.bridges(), "no fm bridge omp process is running"
-    return first
-
-
 def test_wake_reaches_omp_with_a_successor_holding_the_lock(tmp_path: Path,
                                                              mock: MockApi) -> None:
     with rig(tmp_path, "omp") as r:
         omp = start_omp(r, mock)
-        first = first_turn(r, omp, mock)
+        first = rpc_first_turn(r, omp, mock)
         text = f"WAKE-OMP-{uuid.uuid4().hex[:8]}"
         r.wake(f"signal: builder done: {text}")
         wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
@@ -109,7 +88,7 @@ def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
                                                              mock: MockApi) -> None:
     with rig(tmp_path, "omp") as r:
         omp = start_omp(r, mock)
-        first = first_turn(r, omp, mock)
+        first = rpc_first_turn(r, omp, mock)
         replace_while_close_pending(r, omp, mock, first, "OMP")
         # docs/harnesses/omp.md ("Session replacement") says a replacement reaches the bridge as
         # session_shutdown + session_start with the next generation. omp 18.2.3 replaces a

@@ -23,7 +23,6 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_api import MockApi, start
+from mock_api import MockApi
 from rig import Rig, assert_successor_held, needs_node, npm_install, rig, tail, wait_for
 
 OPENCODE_VERSION = "1.18.33"
@@ -44,15 +43,6 @@ pytestmark = [needs_node, pytest.mark.timeout(900),
 def opencode_bin() -> Path:
     return npm_install("opencode", OPENCODE_VERSION, [f"opencode-ai@{OPENCODE_VERSION}"],
                        "opencode")
-
-
-@pytest.fixture
-def mock() -> Iterator[MockApi]:
-    server = start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def prepare(r: Rig, mock: MockApi, logged_fm: bool = False) -> None:

@@ -19,14 +19,13 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_api import MockApi, newest_user_text, start
+from mock_api import MockApi, newest_user_text
 from rig import (
     Rig,
     Rpc,
@@ -35,6 +34,7 @@ from rig import (
     npm_install,
     replace_while_close_pending,
     rig,
+    rpc_first_turn,
     wait_for,
 )
 
@@ -45,15 +45,6 @@ pytestmark = [needs_node, pytest.mark.timeout(900)]
 
 def pi_bin() -> Path:
     return npm_install("pi", PI_VERSION, [f"@mariozechner/pi-coding-agent@{PI_VERSION}"], "pi")
-
-
-@pytest.fixture
-def mock() -> Iterator[MockApi]:
-    server = start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def start_pi(r: Rig, mock: MockApi) -> Rpc:
@@ -70,21 +61,10 @@ def start_pi(r: Rig, mock: MockApi) -> Rpc:
                   "--no-session"], "pi")
 
 
-def first_turn(r: Rig, pi: Rpc, mock: MockApi) -> int:
-    """Run one prompt; return the pid of the watcher the bridge armed after it."""
-    pi.send({"id": "p1", "type": "prompt", "message": "say hi"})
-    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
-    wait_for(lambda: pi.count("agent_end"), "the first turn to end", diag=r.diag)
-    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
-    assert r.session_lock_pid() == pi.proc.pid, f"session lock: {r.status().get('session_lock')}"
-    assert r.bridges(), "no fm bridge pi process is running"
-    return first
-
-
 def test_wake_reaches_pi_with_a_successor_holding_the_lock(tmp_path: Path, mock: MockApi) -> None:
     with rig(tmp_path, "pi") as r:
         pi = start_pi(r, mock)
-        first = first_turn(r, pi, mock)
+        first = rpc_first_turn(r, pi, mock)
         text = f"WAKE-PI-{uuid.uuid4().hex[:8]}"
         r.wake(f"signal: builder done: {text}")
         wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
@@ -99,7 +79,7 @@ def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
                                                              mock: MockApi) -> None:
     with rig(tmp_path, "pi") as r:
         pi = start_pi(r, mock)
-        first = first_turn(r, pi, mock)
+        first = rpc_first_turn(r, pi, mock)
         replace_while_close_pending(r, pi, mock, first, "PI")
         state = r.bridge_state()
         assert state.get("generation", 0) > 1 and state.get("phase") == "active", (
@@ -110,7 +90,7 @@ def test_a_killed_bridge_is_restarted_and_the_next_wake_arrives(tmp_path: Path,
                                                                  mock: MockApi) -> None:
     with rig(tmp_path, "pi") as r:
         pi = start_pi(r, mock)
-        first_turn(r, pi, mock)
+        rpc_first_turn(r, pi, mock)
         [bridge] = r.bridges()
         os.kill(bridge, signal.SIGKILL)
         wait_for(lambda: [pid for pid in r.bridges() if pid != bridge],
