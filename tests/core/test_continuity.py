@@ -587,3 +587,35 @@ echo "watcher: attached pid=$$ (beacon 0s)"; exec sleep 600""")
     assert len(launches) == 2 and engine.state().slot == "arm"
     assert confirm.calls and confirm.calls[0].successor_arm_pid == launches[1]
     assert engine.flush() and len(harness.received) == 1  # delivered once
+
+
+def test_a_successor_whose_watcher_died_before_confirmation_is_repaired_not_stood_down(
+        bench: Bench) -> None:
+    @attrs.define(eq=False)
+    class KillsTheWatcher:
+        calls: list[Handoff] = attrs.Factory(list)
+
+        @hookimpl
+        def firstmate_confirm_handoff(self, handoff: Handoff) -> HandoffResult | None:
+            self.calls.append(handoff)
+            if len(self.calls) == 1 and handoff.watcher_pid is not None:
+                os.kill(handoff.watcher_pid, signal.SIGKILL)
+                wait_for(lambda: dead(handoff.watcher_pid or 0), "the successor's watcher to die")
+            return HandoffResult(False, message="watcher: FAILED - no live watcher to confirm")
+
+    confirm = KillsTheWatcher()
+    engine, harness = bench.engine(extra=[confirm])
+    assert engine.start() is None
+    ready(engine)
+    bench.rig.append("check", "r", "check: repaired")
+    got = received(harness, 1)[0]
+    assert got.wake.reasons == ("check: repaired",)
+    assert got.wake.restoration_failure is not None
+    assert "could not confirm the watcher handoff" in got.wake.restoration_failure
+    # The dead successor was retired and a fresh arm restores the watch: the owner did not stand
+    # down, so supervision goes on without anyone asking for a repair.
+    wait_for(lambda: engine.state().slot == "arm" and len(engine.state().launches) == 3,
+             "a fresh arm after the repair")
+    assert engine.state().standing_down is None
+    assert wait_for(lambda: watcher_health(bench.home, bench.rig.env).healthy,
+                    "a healthy watcher again")
