@@ -238,12 +238,17 @@ def next_seq(conn: sqlite3.Connection) -> int:
     ).fetchone()
     counter, top = (int(row[0]) if row and row[0] is not None else 0), int(row[1] if row else 0)
     seq = max(counter, top) + 1
+    set_seq(conn, seq)
+    return seq
+
+
+def set_seq(conn: sqlite3.Connection, value: int) -> None:
+    """Store *value* as the sequence counter (the caller holds the transaction)."""
     conn.execute(
         "INSERT INTO counters (name, value) VALUES ('wake_seq', ?) "
         "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        (seq,),
+        (value,),
     )
-    return seq
 
 
 def last_seq(conn: sqlite3.Connection) -> int:
@@ -285,6 +290,7 @@ __all__ = [
     "prepare_file",
     "schema_version",
     "set_aside",
+    "set_seq",
     "start",
     "translate",
 ]

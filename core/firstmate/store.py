@@ -57,6 +57,7 @@ from firstmate.dbconn import (
     prepare_file,
     schema_version,
     set_aside,
+    set_seq,
     start,
     translate,
 )
@@ -308,11 +309,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migratio
 def advance_seq(conn: sqlite3.Connection, floor: int) -> int:
     """Make sure the counter is at least *floor*; returns the counter afterwards."""
     value = max(last_seq(conn), floor)
-    conn.execute(
-        "INSERT INTO counters (name, value) VALUES ('wake_seq', ?) "
-        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        (value,),
-    )
+    set_seq(conn, value)
     return value
 
 

@@ -28,7 +28,7 @@ import attrs
 from firstmate import hookimpl
 from firstmate.bridge.channel import DEFAULT_DELIVER_TIMEOUT, Channel
 from firstmate.bridge.protocol import PROTOCOL, Message
-from firstmate.envnum import env_int
+from firstmate.envnum import PID_MAX, decimal, env_int
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import BridgeProfile
 from firstmate.home import Home, atomic_write
@@ -358,8 +358,7 @@ class BridgeOwner:
 
 
 def _holder_pid(env: Mapping[str, str]) -> int | None:
-    raw = env.get("FM_SESSION_HOLDER_PID", "").strip()
-    return int(raw) if raw.isascii() and raw.isdigit() else None
+    return decimal(env.get("FM_SESSION_HOLDER_PID", ""), minimum=2, maximum=PID_MAX)
 
 
 @attrs.define(eq=False)
