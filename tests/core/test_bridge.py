@@ -373,3 +373,39 @@ def test_a_session_started_after_quit_supervises_afresh(
     deliver = shim.next("deliver")
     assert "AFTER-QUIT" in deliver["text"]
     shim.answer(deliver)
+
+
+def test_the_arm_tool_starts_then_answers_unchanged(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, _ = bridge
+    shim.hello()
+    assert shim.start()["state"] == "not-needed"
+    # An explicit repair arms even before anything is registered.
+    assert shim.request("arm", generation=shim.generation)["state"] == "started"
+    wait_for(lambda: _watcher(fm_home), "the watcher the tool armed")
+    again = shim.request("arm", generation=shim.generation)
+    assert again["state"] == "unchanged" and "already running" in again["text"]
+
+
+def test_another_live_session_makes_this_one_read_only(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    from firstmate.home import atomic_write
+    from firstmate.identity import identity_of
+    from firstmate.session_lock import SessionRecord, record_path
+
+    shim, env = bridge
+    _crew(env)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        ident = wait_for(lambda: identity_of(other.pid), "the other session's identity")
+        record = SessionRecord(pid=other.pid, identity=ident.token(), harness="pi",
+                               acquired_at=time.time())
+        atomic_write(record_path(fm_home), record.to_json().encode())
+        shim.hello()
+        started = shim.start()
+        assert started["state"] == "read-only" and str(other.pid) in started["text"]
+        armed = shim.request("arm", generation=shim.generation)
+        assert armed["state"] == "read-only" and _watcher(fm_home) is None
+    finally:
+        other.kill()
+        other.wait()
