@@ -340,9 +340,14 @@ class Arm:
 
     def say(self, line: str) -> None:
         self.printed.append(line)
+        self.write_line(self.out, line)
+
+    @staticmethod
+    def write_line(out: TextIO, line: str) -> None:
+        # The caller may have closed our stdout; the exit status still tells it what happened.
         try:
-            self.out.write(line + "\n")
-            self.out.flush()
+            out.write(line + "\n")
+            out.flush()
         except (OSError, ValueError):
             pass
 
@@ -885,7 +890,10 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
     mode = parse_args(argv)
     env = dict(os.environ if env is None else env)
     out = sys.stdout if out is None else out
+    # Held from before the handlers exist until inside the try, so no stop lands in between.
+    block_stop_signals()
     previous = install_stop_handlers(_interrupt, unblock=False)
+    arm: Arm | None = None
     try:
         unblock_stop_signals()  # a stop pending since our spawn is handled by the except below
         refused = disposable_checkout(code_dir(), env)
@@ -923,6 +931,14 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         finally:
             arm.db.close()
     except Interrupted as stop:
+        # Interrupted outside a cycle (while setting up, or closing the store): the caller
+        # still gets its one line, unless the reason itself is already out.
+        what = f"arm interrupted by {signal.Signals(stop.signum).name}"
+        if arm is None:
+            Arm.write_line(out, f"watcher: FAILED - {what}")
+        elif arm.reason is None and not any(line.startswith("watcher: FAILED - ")
+                                            for line in arm.printed):
+            arm.fail(what)
         return 128 + stop.signum
     finally:
         restore_handlers(previous)

@@ -394,6 +394,20 @@ def test_a_signalled_arm_stops_and_reaps_its_watcher(rig: Rig, sig: signal.Signa
     assert (row.reason, row.watcher_pid, row.signal) == ("arm-interrupted", pid, "TERM")
 
 
+def test_a_stop_pending_before_the_arm_set_up_still_gets_its_one_line(rig: Rig) -> None:
+    # The arm inherits TERM blocked (as from a parent that held it while spawning) and TERM is
+    # sent at once: it is handled when the arm unblocks it, before any cycle exists.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        arm = rig.spawn("arm")
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    arm.popen.send_signal(signal.SIGTERM)
+    assert arm.line() == "watcher: FAILED - arm interrupted by SIGTERM"
+    assert arm.wait() == 143
+    assert watcher_health(rig.home, rig.env).pid is None
+
+
 def test_cycle_rows_round_trip() -> None:
     row = cyclelog.CycleRow(1, "1:2.00:ab", None, "attached", 1.5, 2.5, None, "unknown",
                             "attached-cycle-ended", cyclelog.NO_BEACON)
