@@ -64,13 +64,16 @@ def parse_args(argv: Sequence[str], env: dict[str, str] | os._Environ[str]) -> i
     return seconds
 
 
-class _Interrupted(Exception):
+class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
 def _raise(signum: int, frame: object) -> None:
+    from firstmate.watcher import block_stop_signals
+
+    block_stop_signals()  # one stop is enough: stopping the arm must not be interrupted again
     raise _Interrupted(signum)
 
 
@@ -82,22 +85,33 @@ def main(argv: Sequence[str]) -> int:
     from firstmate.arm import REASON_RE, child_env
     from firstmate.exitcodes import ExitCode
     from firstmate.waketext import compose, one_line
+    from firstmate.watcher import (
+        block_stop_signals,
+        install_stop_handlers,
+        restore_handlers,
+        unblock_stop_signals,
+    )
 
     env = child_env(os.environ)
     env[CHECKPOINT_ENV] = "1"
     env.pop("FM_WATCH_PREDECESSOR_ARM_PID", None)
-    arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, env=env, start_new_session=True)
-    assert arm.stdout is not None
-    fd = arm.stdout.fileno()
     reasons: list[str] = []
     failure: str | None = None
     buf = b""
     deadline = time.monotonic() + seconds
     quiet = False
-    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGINT,
-                                                        signal.SIGHUP)}
+    # Stops are held while the handlers go in and the arm is spawned (it inherits the mask and
+    # unblocks it itself), so a stop either finds no arm yet or an arm we know to stop.
+    block_stop_signals()
+    old = install_stop_handlers(_raise, unblock=False)
+    arm: subprocess.Popen[bytes] | None = None
     try:
+        arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
+                               start_new_session=True)
+        unblock_stop_signals()
+        assert arm.stdout is not None
+        fd = arm.stdout.fileno()
         import select
 
         while True:
@@ -126,12 +140,12 @@ def main(argv: Sequence[str]) -> int:
                 elif line:
                     sys.stderr.write(one_line(line) + "\n")  # started/attached: not the answer
     except _Interrupted as exc:
-        _terminate(arm)
-        _reap(arm)
+        if arm is not None:
+            _terminate(arm)
+            _reap(arm)
         return 128 + exc.signum
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        restore_handlers(old)  # after an interrupt stops stay held: we are on our way out
     _reap(arm)
     if reasons:
         sys.stdout.write(compose(reasons, None, "Codex checkpoint") + "\n")

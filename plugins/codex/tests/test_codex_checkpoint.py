@@ -146,3 +146,47 @@ def test_status_json_is_readable_after_a_checkpoint(fm_home: Home,  # noqa: F811
     done = subprocess.run(fm_command("status", "--json"), env=env, capture_output=True,
                           text=True, timeout=DEADLINE)
     assert json.loads(done.stdout)["watcher"]["healthy"] is False
+
+
+def test_a_signalled_checkpoint_stops_its_arm_and_watcher(fm_home: Home,  # noqa: F811
+                                                         env: dict[str, str]) -> None:
+    import signal
+
+    proc = checkpoint(env, "--seconds", "120")
+    try:
+        watcher = wait_healthy(fm_home, env)
+        proc.send_signal(signal.SIGTERM)
+        code, out, _ = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (code, out) == (143, "")
+    assert not watcher_health(fm_home, env).healthy
+    assert _zombie_or_gone(watcher)
+
+
+def test_a_stop_pending_from_the_spawn_leaves_nothing_running(fm_home: Home,  # noqa: F811
+                                                              env: dict[str, str]) -> None:
+    import signal
+
+    # TERM is inherited blocked and sent at once: it is handled when the checkpoint unblocks,
+    # after its arm exists, and that arm is stopped before the checkpoint exits.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        proc = checkpoint(env, "--seconds", "120")
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc)
+    assert (code, out) == (143, ""), err
+    assert "Traceback" not in err
+    assert watcher_health(fm_home, env).pid is None
+
+
+def _zombie_or_gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
