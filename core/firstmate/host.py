@@ -371,6 +371,9 @@ class Interrupted(BaseException):
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    from firstmate.watcher import block_stop_signals
+
+    block_stop_signals()  # one stop is enough: the cleanup that follows runs uninterrupted
     raise Interrupted(signum)
 
 
@@ -908,9 +911,18 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
         sys.stderr.write(f"supervision-host: standing down - {refused}\n")
         return 0
     lock = away.host_lock(home)
-    previous = {s: signal.signal(s, _interrupt)
-                for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)}
+    from firstmate.watcher import (
+        block_stop_signals,
+        install_stop_handlers,
+        restore_handlers,
+        unblock_stop_signals,
+    )
+
+    # Held until inside the try, so a stop never lands between the handlers and their except.
+    block_stop_signals()
+    previous = install_stop_handlers(_interrupt, unblock=False)
     try:
+        unblock_stop_signals()
         why = _supersede(home, lock)
         if why is not None:
             host.say(f"watcher: FAILED - {why}")
@@ -939,8 +951,7 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
         return 128 + stop.signum
     finally:
         lock.release()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_handlers(previous)
 
 
 __all__ = [

@@ -102,9 +102,10 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None,
     values.setdefault("FM_SESSION_HOLDER_PID", str(os.getppid()))
     owner = build(harness, values, stdout or sys.stdout.buffer)
     previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        previous[signum] = signal.signal(signum, _stop)
     try:
+        # Installed inside the try: a stop landing between two of them still quits the owner.
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, _stop)
         serve(owner, stdin or sys.stdin.buffer)
     except _Stop:
         pass
