@@ -563,6 +563,7 @@ def run(env: Mapping[str, str] | None = None, out: TextIO | None = None,
     """Run one watcher cycle in this process; returns its exit status."""
     watcher = Watcher(dict(os.environ if env is None else env),
                       sys.stdout if out is None else out, sys.stderr if err is None else err)
+    block_stop_signals()  # (the arm spawns us with them held; anyone else may not have)
     previous = install_stop_handlers(unblock=False)
     try:
         try:
