@@ -111,11 +111,11 @@ def test_the_project_defaults_to_the_current_directory(env: dict[str, str], proj
 def test_options_reach_the_plugin(env: dict[str, str], project: Path, tmp_path: Path) -> None:
     home = tmp_path / "the home"
     done = fm(env, "install", "fakei", "--project", str(project), "--home", str(home),
-              "--fm-command", "/opt/fm", "--local", "--scope=user")
+              "--fm-command", "/opt/fm", "--local", "--scope=user", "--to", "a dir", "--x")
     assert done.returncode == 0, done.stderr
     handler = json.loads((project / ".fakei" / "hooks.json").read_text())["hooks"]["Stop"][0]["hooks"][0]
     assert handler["command"] == f"/opt/fm hook fakei stop --home '{home}'"
-    assert handler["flags"] == {"local": "true", "scope": "user"}
+    assert handler["flags"] == {"local": "true", "scope": "user", "to": "a dir", "x": "true"}
 
 
 def test_dry_run_writes_nothing(env: dict[str, str], project: Path) -> None:

@@ -43,13 +43,22 @@ def _parser(verb: str) -> argparse.ArgumentParser:
 
 
 def _flags(extra: Sequence[str], usage: str) -> dict[str, str]:
-    """Harness flags: ``--name`` (→ "true") or ``--name=value``; anything else is a usage error."""
+    """Harness flags: ``--name`` (→ "true"), ``--name=value`` or ``--name value`` (the harness is
+    the only positional, so a bare word can only be the value of the flag before it); anything
+    else is a usage error."""
     flags: dict[str, str] = {}
-    for word in extra:
+    words = list(extra)
+    i = 0
+    while i < len(words):
+        word = words[i]
         name, eq, value = word.partition("=")
         if not name.startswith("--") or len(name) < 3:
             raise UsageError(f"unexpected argument {word[:60]!r}; {usage}")
+        if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            value, eq = words[i + 1], "="
+            i += 1
         flags[name[2:]] = value if eq else "true"
+        i += 1
     return flags
 
 
