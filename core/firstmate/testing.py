@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,43 @@ def fm_env(fm_home: Home) -> Mapping[str, str]:
     return {**os.environ, "FM_HOME": str(fm_home.root)}
 
 
+# --- reading a child's stdout ----------------------------------------------------------------
+
+
+def read_line(popen: subprocess.Popen[bytes], deadline: float = DEADLINE, *,
+              pending: bytearray | None = None,
+              context: Callable[[], str] | None = None) -> str:
+    """The next line of *popen*'s stdout (without its newline), waited for at most *deadline*
+    seconds; fails the test when none arrives or stdout closes first.
+
+    With *pending* (the caller's buffer, kept between calls) it reads in chunks and leaves what
+    follows the line there; without, it reads a byte at a time so nothing past the line is taken
+    from the pipe. *context*, called on failure, adds to the message (say, the child's stderr).
+    """
+    assert popen.stdout is not None
+    fd = popen.stdout.fileno()
+    buf = bytearray() if pending is None else pending
+    size = 1 if pending is None else 65536
+    end = time.monotonic() + deadline
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no line from pid {popen.pid} within {deadline}s; got "
+                            f"{bytes(buf)!r}{context() if context else ''}")
+            if sel.select(left):
+                chunk = os.read(fd, size)
+                if not chunk:
+                    pytest.fail(f"pid {popen.pid} closed stdout (rc {popen.poll()}) after "
+                                f"{bytes(buf)!r}{context() if context else ''}")
+                buf += chunk
+    at = buf.index(b"\n")
+    line = bytes(buf[:at])
+    del buf[:at + 1]
+    return line.decode(errors="replace")
+
+
 # --- a real arm ------------------------------------------------------------------------------
 
 
@@ -76,7 +113,7 @@ class SpawnedArm:
     env: Mapping[str, str]
     stderr_path: Path
     status: str = ""
-    _buf: bytes = b""
+    _buf: bytearray = attrs.field(factory=bytearray)
 
     @property
     def pid(self) -> int:
@@ -84,24 +121,8 @@ class SpawnedArm:
 
     def line(self, deadline: float = DEADLINE) -> str:
         """The next stdout line; fails the test when none arrives within *deadline* seconds."""
-        assert self.popen.stdout is not None
-        fd = self.popen.stdout.fileno()
-        end = time.monotonic() + deadline
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = end - time.monotonic()
-                if left <= 0:
-                    pytest.fail(f"fm arm (pid {self.pid}) printed no line within {deadline}s; "
-                                f"got {self._buf!r}, stderr {self.stderr()!r}")
-                if sel.select(left):
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        pytest.fail(f"fm arm (pid {self.pid}) closed stdout after {self._buf!r}; "
-                                    f"stderr {self.stderr()!r}")
-                    self._buf += chunk
-        raw, _, self._buf = self._buf.partition(b"\n")
-        return raw.decode(errors="replace")
+        return read_line(self.popen, deadline, pending=self._buf,
+                         context=lambda: f"; fm arm stderr {self.stderr()!r}")
 
     def wait_reason(self, deadline: float = DEADLINE) -> str:
         """The cycle's reason line (the next stdout line), awaited for at most *deadline*."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import psutil
 import pytest
 from firstmate import identity
 from firstmate.identity import ProcessIdentity, ProcInfo, harness_of
+from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,24 +32,6 @@ def spawn(code: str, *, argv0: str | None = None, **extra_env: str) -> subproces
     return subprocess.Popen(
         [exe, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env(**extra_env)
     )
-
-
-def read_line(proc: subprocess.Popen[bytes], deadline: float = DEADLINE) -> str:
-    """One stdout line from *proc*, failing the test if none arrives before the deadline."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while not buf.endswith(b"\n"):
-            left = end - time.monotonic()
-            assert left > 0, f"no line from pid {proc.pid} within {deadline}s (got {buf!r})"
-            if sel.select(left):
-                chunk = os.read(fd, 1)
-                assert chunk, f"pid {proc.pid} closed stdout (got {buf!r})"
-                buf += chunk
-    return buf.decode().strip()
 
 
 # The child reports itself, then answers each "ping" with "pong" until stdin closes.

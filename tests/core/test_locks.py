@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import stat
 import subprocess
@@ -20,6 +19,7 @@ from firstmate import identity
 from firstmate.errors import LockTimeout, StateError, UsageError
 from firstmate.home import Home
 from firstmate.locks import FileLock, OwnerRecord
+from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,24 +60,6 @@ def spawn_holder(path: Path, home: Path, wait: str = "block", *extra: str) -> su
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": CORE},
     )
-
-
-def read_line(proc: subprocess.Popen[bytes], deadline: float = DEADLINE) -> str:
-    """One stdout line from *proc*, failing the test if none arrives before the deadline."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while not buf.endswith(b"\n"):
-            left = end - time.monotonic()
-            assert left > 0, f"no line from pid {proc.pid} within {deadline}s (got {buf!r})"
-            if sel.select(left):
-                chunk = os.read(fd, 1)
-                assert chunk, f"pid {proc.pid} closed stdout (got {buf!r})"
-                buf += chunk
-    return buf.decode().strip()
 
 
 def expect(proc: subprocess.Popen[bytes], word: str) -> list[str]:

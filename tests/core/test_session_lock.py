@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from firstmate.session_lock import (
     recheck_owned,
     resolve_holder,
 )
+from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -115,30 +114,13 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def read_line(proc: subprocess.Popen[bytes], deadline: float = DEADLINE) -> str:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while not buf.endswith(b"\n"):
-            left = end - time.monotonic()
-            assert left > 0, f"no line from pid {proc.pid} within {deadline}s (got {buf!r})"
-            if sel.select(left):
-                chunk = os.read(fd, 1)
-                assert chunk, f"pid {proc.pid} closed stdout (got {buf!r})"
-                buf += chunk
-    return buf.decode()
-
-
 class FakeHarness:
     def __init__(self, script: Path, env: Mapping[str, str]) -> None:
         self.script = script
         self.proc = subprocess.Popen(
             [PY, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env)
         )
-        self.pid: int = json.loads(read_line(self.proc))["pid"]
+        self.pid: int = json.loads(read_line(self.proc, DEADLINE))["pid"]
         assert self.pid == self.proc.pid
 
     def send(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
@@ -148,7 +130,7 @@ class FakeHarness:
         self.proc.stdin.flush()
 
     def receive(self) -> Ran:
-        got = json.loads(read_line(self.proc))
+        got = json.loads(read_line(self.proc, DEADLINE))
         return Ran(got["rc"], got["out"], got["err"])
 
     def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Ran:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from firstmate import episodes
 from firstmate.home import Home
 from firstmate.store import Store, open_store
+from firstmate.testing import read_line
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 30.0
@@ -82,25 +82,6 @@ def insert_row(home: Home, seq: int, kind: object = "signal", key: object = "k",
     with raw(home) as conn:
         conn.execute("INSERT INTO wakes (seq, at, kind, key, payload, claim) VALUES (?, ?, ?, ?, ?, ?)",
                      (seq, at, kind, key, payload, claim))
-
-
-def read_line(proc: subprocess.Popen[bytes], deadline: float = DEADLINE) -> str:
-    """One line from *proc*'s stdout, waiting at most *deadline* seconds (no sleeps)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    end = time.monotonic() + deadline
-    while not buf.endswith(b"\n"):
-        left = end - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"no line from pid {proc.pid} within {deadline}s (got {buf!r})")
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            chunk = os.read(fd, 1)
-            if not chunk:
-                raise AssertionError(f"pid {proc.pid} closed stdout (got {buf!r}, rc={proc.poll()})")
-            buf += chunk
-    return buf.decode().rstrip("\n")
 
 
 def python(code: str, home: Home, *args: str, **env: str) -> subprocess.Popen[bytes]:

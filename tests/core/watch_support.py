@@ -22,6 +22,7 @@ import pytest
 from firstmate.health import watcher_health
 from firstmate.home import Home
 from firstmate.identity import ProcessIdentity, identity_of, matches
+from firstmate.testing import read_line
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.
@@ -47,7 +48,7 @@ class Proc:
 
     popen: subprocess.Popen[bytes]
     err_path: Path
-    _buf: bytes = b""
+    _buf: bytearray = attrs.field(factory=bytearray)
 
     @property
     def pid(self) -> int:
@@ -55,22 +56,8 @@ class Proc:
 
     def line(self, deadline: float = DEADLINE) -> str:
         """The next stdout line; fails the test when none arrives in time (or stdout closes)."""
-        assert self.popen.stdout is not None
-        fd = self.popen.stdout.fileno()
-        end = time.monotonic() + deadline
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = end - time.monotonic()
-                assert left > 0, (f"no line from pid {self.pid} within {deadline}s "
-                                  f"(got {self._buf!r}; stderr {self.stderr()!r})")
-                if sel.select(left):
-                    chunk = os.read(fd, 65536)
-                    assert chunk, (f"pid {self.pid} closed stdout (got {self._buf!r}; "
-                                   f"stderr {self.stderr()!r})")
-                    self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode()
+        return read_line(self.popen, deadline, pending=self._buf,
+                         context=lambda: f"; stderr {self.stderr()!r}")
 
     def rest(self, deadline: float = DEADLINE) -> list[str]:
         """Every remaining stdout line, up to EOF."""
@@ -87,8 +74,8 @@ class Proc:
                     if not chunk:
                         break
                     self._buf += chunk
-        lines = [part.decode() for part in self._buf.split(b"\n") if part]
-        self._buf = b""
+        lines = [part.decode() for part in bytes(self._buf).split(b"\n") if part]
+        self._buf.clear()
         return lines
 
     def wait(self, deadline: float = DEADLINE) -> int:
