@@ -12,12 +12,11 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Literal
 
 import attrs
 
-from firstmate.harness import REARM_OWNERS
+from firstmate.harness import REARM_OWNERS, read_only
 from firstmate.home import Home
 
 ReadinessKind = Literal["started", "attached", "failed", "other"]
@@ -33,10 +32,6 @@ _ATTACHED = re.compile(r"watcher: attached pid=([0-9]{1,10}) \(beacon [^()]*\)")
 _FAILED = "watcher: FAILED"
 
 
-def _frozen_env(env: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(env))
-
-
 @attrs.frozen
 class Session:
     """The primary session a re-arm owner works for.
@@ -50,7 +45,7 @@ class Session:
 
     home: Home
     harness: str
-    env: Mapping[str, str] = attrs.field(converter=_frozen_env, eq=False, hash=False,
+    env: Mapping[str, str] = attrs.field(converter=read_only, eq=False, hash=False,
                                          repr=False)
     owner_pid: int = attrs.field(factory=os.getpid)
 

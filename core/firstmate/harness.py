@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 
@@ -76,7 +77,8 @@ class PluginFailure:
 # --- install and hook entry -------------------------------------------------------------------
 
 
-def _read_only(mapping: Mapping[str, str]) -> Mapping[str, str]:
+def read_only(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy: the converter that keeps a frozen value's mapping field frozen too."""
     return MappingProxyType(dict(mapping))
 
 
@@ -96,7 +98,7 @@ class InstallOptions:
     #: The executable written into hook commands (``fm`` on PATH by default).
     fm_command: str = "fm"
     #: Harness-specific flags: ``--name`` → ``"true"``, ``--name=value`` / ``--name value`` → value.
-    flags: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only, hash=False)
+    flags: Mapping[str, str] = attrs.field(factory=dict, converter=read_only, hash=False)
 
     def flag(self, name: str) -> bool:
         """Whether the boolean harness flag ``--name`` was given."""

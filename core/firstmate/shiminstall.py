@@ -19,7 +19,6 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -27,7 +26,7 @@ import attrs
 from firstmate.configfiles import ConfigFileError, install_result, require_project, update_text
 from firstmate.errors import FirstmateError, UsageError
 from firstmate.exitcodes import ExitCode
-from firstmate.harness import FileChange, InstallOptions, InstallResult
+from firstmate.harness import FileChange, InstallOptions, InstallResult, read_only
 
 NPM_FLAG = "npm-package"
 #: How far into the shim its marker must appear.
@@ -38,10 +37,6 @@ class ShimMissing(FirstmateError):
     """A file the install copies is missing from the installed Python packages."""
 
     exit_code = ExitCode.PLUGIN
-
-
-def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(value))
 
 
 @attrs.frozen
@@ -60,7 +55,7 @@ class ShimSpec:
     #: Package-relative path of the shim in the npm layout (the client goes beside it).
     npm_shim: str
     #: ``package.json`` fields beyond name, version, description, type, files and license.
-    npm_fields: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    npm_fields: Mapping[str, Any] = attrs.field(factory=dict, converter=read_only, hash=False)
     #: Said after an install that changed something.
     load_note: str = ""
     #: Said after an npm-layout install; ``{package}`` is the directory.

@@ -373,6 +373,17 @@ def assert_successor_held(request: Request, before: int, harness: str) -> None:
         f"(watcher before the wake {before}): the successor must hold the lock before delivery")
 
 
+def wake_reaches_model(r: Rig, harness: Rpc, mock: MockApi, first: int, label: str) -> None:
+    """Append a wake from outside and check it reaches the model with a successor watcher
+    already holding the lock when the harness sent it, and that supervision goes on."""
+    text = f"WAKE-{label}-{uuid.uuid4().hex[:8]}"
+    r.wake(f"signal: builder done: {text}")
+    request = wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+    assert_successor_held(request, first, label)
+    assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+    assert harness.proc.poll() is None, harness.diag()
+
+
 def replace_while_close_pending(r: Rig, harness: Rpc, mock: MockApi, first: int,
                                 label: str) -> dict[str, Any]:
     """Queue a wake, replace the session at once (RPC ``new_session``, the TUI's ``/new``) so

@@ -13,7 +13,6 @@ Skipped only when node/npm are absent. The npm install is cached under ``.e2e-ca
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,13 @@ from mock_api import MockApi
 from rig import (
     Rig,
     Rpc,
-    assert_successor_held,
     needs_node,
     npm_install,
     replace_while_close_pending,
     rig,
     rpc_first_turn,
     wait_for,
+    wake_reaches_model,
 )
 
 OMP_VERSION = "18.2.3"
@@ -74,14 +73,7 @@ def test_wake_reaches_omp_with_a_successor_holding_the_lock(tmp_path: Path,
     with rig(tmp_path, "omp") as r:
         omp = start_omp(r, mock)
         first = rpc_first_turn(r, omp, mock)
-        text = f"WAKE-OMP-{uuid.uuid4().hex[:8]}"
-        r.wake(f"signal: builder done: {text}")
-        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
-        request = mock.first(text)
-        assert request is not None
-        assert_successor_held(request, first, "omp")
-        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
-        assert omp.proc.poll() is None, omp.diag()
+        wake_reaches_model(r, omp, mock, first, "OMP")
 
 
 def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
@@ -90,10 +82,8 @@ def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
         omp = start_omp(r, mock)
         first = rpc_first_turn(r, omp, mock)
         replace_while_close_pending(r, omp, mock, first, "OMP")
-        # docs/harnesses/omp.md ("Session replacement") says a replacement reaches the bridge as
-        # session_shutdown + session_start with the next generation. omp 18.2.3 replaces a
-        # session in place: /new emits session_before_switch and session_switch (reason "new");
-        # it emits session_start/session_shutdown only at process start and exit.
+        # omp 18 replaces a session in place (session_before_switch, session_switch); the shim
+        # reports those to the bridge as a shutdown and a start (docs/harnesses/omp.md).
         state = r.bridge_state()
         assert state.get("generation", 0) > 1 and state.get("phase") == "active", (
             "the bridge never heard of omp's session replacement (omp 18.2.3 emits "

@@ -36,6 +36,7 @@ from rig import (
     rig,
     rpc_first_turn,
     wait_for,
+    wake_reaches_model,
 )
 
 PI_VERSION = "0.73.1"
@@ -65,14 +66,7 @@ def test_wake_reaches_pi_with_a_successor_holding_the_lock(tmp_path: Path, mock:
     with rig(tmp_path, "pi") as r:
         pi = start_pi(r, mock)
         first = rpc_first_turn(r, pi, mock)
-        text = f"WAKE-PI-{uuid.uuid4().hex[:8]}"
-        r.wake(f"signal: builder done: {text}")
-        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
-        request = mock.first(text)
-        assert request is not None
-        assert_successor_held(request, first, "Pi")
-        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
-        assert pi.proc.poll() is None, pi.diag()
+        wake_reaches_model(r, pi, mock, first, "PI")
 
 
 def test_new_session_while_a_close_is_pending_delivers_once(tmp_path: Path,
