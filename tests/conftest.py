@@ -17,6 +17,13 @@ if importlib.util.find_spec("firstmate") is None:
         [str(CORE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     )
 
+# Home secrets (firstmate.keyring) go to a directory of this test run, never the user's own;
+# child processes inherit it.
+if not os.environ.get("FIRSTMATE_KEYS_DIR"):
+    import tempfile
+
+    os.environ["FIRSTMATE_KEYS_DIR"] = os.path.join(tempfile.mkdtemp(prefix="fm-test-keys-"), "keys")
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(

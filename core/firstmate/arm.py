@@ -11,7 +11,9 @@ Modes (see docs/cli.md for every line and exit status):
     Attach when a healthy identity-matched watcher exists, else start one: spawn
     ``python -m firstmate watch`` as a tracked child and confirm, within
     ``FM_ARM_CONFIRM_TIMEOUT`` (10 s), that the child is the verified lock holder with a beacon
-    of its own. Then relay the child's reason line.
+    of its own. Then relay the child's reason line. A watcher that closes without a delivery is
+    followed to its successor for up to ``FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT`` (default: the
+    confirmation timeout).
 ``--restart`` / ``--stop``
     Stop the current identity-verified watcher (TERM, bounded wait); restart then starts a
     fresh cycle. A reused pid is never signalled.
@@ -333,6 +335,12 @@ class Arm:
         return env_float(self.env, "FM_ARM_CONFIRM_TIMEOUT", DEFAULT_CONFIRM_TIMEOUT)
 
     @property
+    def successor_timeout(self) -> float:
+        """How long an arm whose watcher closed without a delivery waits for a successor. Kept
+        apart from the start confirmation, so shortening it never shortens a child's start."""
+        return env_float(self.env, "FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT", self.confirm_timeout)
+
+    @property
     def tick(self) -> float:
         return env_float(self.env, "FM_ARM_ATTACH_POLL", DEFAULT_TICK)
 
@@ -420,8 +428,8 @@ class Arm:
         return None if found is None else found.reason
 
     def wait_successor(self, exclude: int) -> WatcherHealth | None:
-        """A healthy watcher other than *exclude*, waited for up to the confirmation timeout."""
-        deadline = time.monotonic() + self.confirm_timeout
+        """A healthy watcher other than *exclude*, waited for up to the successor timeout."""
+        deadline = time.monotonic() + self.successor_timeout
         while True:
             health = self.health()
             if health.healthy and health.pid != exclude:

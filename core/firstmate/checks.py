@@ -1,11 +1,11 @@
 """Registered state checks: commands the watcher runs on a cadence, bound to their definitions.
 
 ``fm check add NAME -- CMD…`` stores ``state/checks/NAME.json`` = {name, argv, cwd, added_at}
-plus ``mac``, an HMAC-SHA256 of the rest keyed by a per-home secret (``state/checks.key``,
-created on first use, 0600). Anything in ``state/checks/`` that is not such a file with a valid
-MAC (edited by hand, dropped there by another tool, copied from another home) is *rejected*:
-never run, and reported once per distinct set as
-``check: rejected unauthenticated state checks: <names>``.
+plus ``mac``, an HMAC-SHA256 of the rest keyed by the home's secret, which lives outside the
+home (:mod:`firstmate.keyring`). Anything in ``state/checks/`` that is not such a file with a
+valid MAC, owned by you and writable by nobody else (edited by hand, dropped there by another
+tool, copied, cloned or committed from another home) is *rejected*: never run, and reported
+once per distinct set as ``check: rejected unauthenticated state checks: <names>``.
 
 Contract of a check run (each in its own session/process group, ``FM_CHECK_TIMEOUT``):
 
@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import json
 import os
-import secrets
 import selectors
 import signal
 import stat
@@ -40,8 +38,9 @@ from pathlib import Path
 import attrs
 
 from firstmate import crew as crewmod
+from firstmate import keyring
 from firstmate.errors import ConflictError, StateError, UsageError
-from firstmate.home import Home, atomic_write, make_private_dir, open_private
+from firstmate.home import Home, atomic_write, make_private_dir
 
 DEFINITION_VERSION = 1
 REJECTED_KEY = "unauthenticated-state-checks"
@@ -55,10 +54,6 @@ KILL_GRACE = 1.0
 
 def checks_dir(home: Home) -> Path:
     return home.state / "checks"
-
-
-def key_path(home: Home) -> Path:
-    return home.state / "checks.key"
 
 
 def state_path(home: Home) -> Path:
@@ -94,50 +89,13 @@ class Rejected:
 # --- the secret and the MAC ------------------------------------------------------------------
 
 
-def _canonical(body: Mapping[str, object]) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+def _read_key(home: Home, env: Mapping[str, str] | None) -> bytes | None:
+    return keyring.read_key(str(home.root), os.environ if env is None else env)
 
 
-def _mac(key: bytes, body: Mapping[str, object]) -> str:
-    return hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
-
-
-def _read_key(home: Home) -> bytes | None:
-    text = crewmod.read_text(key_path(home), 256)
-    if text is None:
-        return None
-    text = text.strip()
-    if len(text) != 64:
-        return None
-    try:
-        return bytes.fromhex(text)
-    except ValueError:
-        return None
-
-
-def _key(home: Home) -> bytes:
-    """The home's check secret, created (0600, exclusively) on first use."""
-    key = _read_key(home)
-    if key is not None:
-        return key
-    if os.path.lexists(key_path(home)):
-        raise StateError(
-            f"{key_path(home)} is not a valid check secret; remove it, then re-add every check "
-            "(fm check add NAME --replace -- ...)"
-        )
-    fresh = secrets.token_hex(32)
-    try:
-        fd = open_private(key_path(home), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    except StateError:
-        key = _read_key(home)  # a concurrent add created it first
-        if key is None:
-            raise
-        return key
-    with os.fdopen(fd, "w") as fh:
-        fh.write(fresh + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return bytes.fromhex(fresh)
+def _key(home: Home, env: Mapping[str, str] | None) -> bytes:
+    """The home's secret, created on first use (outside the home: see :mod:`firstmate.keyring`)."""
+    return keyring.ensure_key(str(home.root), os.environ if env is None else env)
 
 
 # --- registry --------------------------------------------------------------------------------
@@ -156,7 +114,8 @@ def definition_path(home: Home, name: str) -> Path:
 
 
 def add(home: Home, name: str, argv: Sequence[str], *, cwd: str | None = None,
-        replace: bool = False, now: float | None = None) -> CheckDef:
+        replace: bool = False, now: float | None = None,
+        env: Mapping[str, str] | None = None) -> CheckDef:
     """Register check *name* running *argv* in *cwd* (default: the current directory)."""
     validate_name(name)
     argv = tuple(argv)
@@ -172,7 +131,7 @@ def add(home: Home, name: str, argv: Sequence[str], *, cwd: str | None = None,
         raise ConflictError(f"check {name!r} already exists; pass --replace or run fm check remove {name} first")
     definition = CheckDef(name, argv, where, round(time.time() if now is None else now, 3))
     body = definition.body()
-    record = {**body, "mac": _mac(_key(home), body)}
+    record = {**body, "mac": keyring.mac(_key(home, env), body)}
     atomic_write(target, (json.dumps(record, indent=1) + "\n").encode())
     from firstmate import doorbell
 
@@ -195,7 +154,7 @@ def remove(home: Home, name: str) -> None:
     raise UsageError(f"no check named {name!r}; fm check list shows the registered ones")
 
 
-def load(home: Home) -> tuple[list[CheckDef], list[Rejected]]:
+def load(home: Home, env: Mapping[str, str] | None = None) -> tuple[list[CheckDef], list[Rejected]]:
     """Every authenticated definition and every rejected entry, each sorted by name."""
     try:
         entries = sorted(os.listdir(checks_dir(home)))
@@ -203,7 +162,7 @@ def load(home: Home) -> tuple[list[CheckDef], list[Rejected]]:
         return [], []
     except OSError as exc:
         raise StateError(f"cannot list {checks_dir(home)}: {exc.strerror}") from exc
-    key = _read_key(home)
+    key = _read_key(home, env)
     valid: list[CheckDef] = []
     rejected: list[Rejected] = []
     for entry in entries:
@@ -230,6 +189,10 @@ def _read_entry(p: Path) -> tuple[bytes | None, str | None]:
         return None, "symlink"
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file"
+    if st.st_uid != os.geteuid():
+        return None, f"owned by uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None, "writable by other users"
     if not p.name.endswith(".json"):
         return None, "not a definition file"
     if st.st_size > 1 << 20:
@@ -244,15 +207,15 @@ def _read_entry(p: Path) -> tuple[bytes | None, str | None]:
 
 def _authenticate(name: str, data: bytes, key: bytes | None) -> tuple[CheckDef | None, str | None]:
     if key is None:
-        return None, "no check secret in this home"
+        return None, "this home has no secret of yours (registered elsewhere?)"
     try:
         record = json.loads(data)
     except ValueError:
         return None, "not JSON"
     if not isinstance(record, dict):
         return None, "not a definition"
-    mac = record.pop("mac", None)
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, record)):
+    claimed = record.pop("mac", None)
+    if not keyring.verify_mac(key, record, claimed):
         return None, "definition hash does not match"
     argv, cwd, added = record.get("argv"), record.get("cwd"), record.get("added_at")
     if (record.get("name") != name or record.get("version") != DEFINITION_VERSION

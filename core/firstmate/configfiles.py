@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,14 +63,25 @@ def hook_command(options: InstallOptions, event: str) -> str:
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
+_EVENT = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_OPERATOR = re.compile(r"[();<>|&]+")
+
+
 def is_ours(command: object, harness: str) -> bool:
-    """Whether the shell command *command* runs ``fm hook <harness> …`` (``fm`` by any path, or
-    ``python -m firstmate``), possibly after ``VAR=value`` assignments or ``exec``."""
+    """Whether the shell command *command* is exactly an entry fm writes: ``fm hook <harness>
+    <event> [--home DIR]`` (``fm`` by any path, or ``python -m firstmate``), possibly after
+    ``VAR=value`` assignments or ``exec``. A compound command (``fm hook claude stop;
+    notify-send done``) or one with words of the user's is the user's: never replaced or
+    removed."""
     if not isinstance(command, str) or "hook" not in command:
         return False
     try:
-        words = shlex.split(command)
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
     except ValueError:
+        return False
+    if any(_OPERATOR.fullmatch(word) for word in words):
         return False
     while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0] in ("exec", "env", "command")):
         words = words[1:]
@@ -79,7 +91,10 @@ def is_ours(command: object, harness: str) -> bool:
         words = words[3:]
     else:
         return False
-    return words[:2] == ["hook", harness]
+    if words[:2] != ["hook", harness] or len(words) < 3 or not _EVENT.fullmatch(words[2]):
+        return False
+    extra = words[3:]
+    return not extra or (len(extra) == 2 and extra[0] == "--home")
 
 
 def command_owner(harness: str) -> Callable[[Any], bool]:
@@ -305,20 +320,62 @@ def remove_block(text: str, name: str = BLOCK_NAME) -> str:
 # --- reading and writing files ---------------------------------------------------------------
 
 
-def _read(path: Path) -> bytes | None:
+#: The largest config file fm reads (harness settings are kilobytes; a device or a runaway
+#: file must not eat memory).
+READ_LIMIT = 8 * 1024 * 1024
+
+
+def read_config(path: Path) -> bytes | None:
+    """A config file's bytes, None when absent. Only a regular file is read, and at most
+    :data:`READ_LIMIT` bytes: a FIFO, a device, a socket or a directory there is refused
+    with one line instead of hanging fm or filling memory."""
     try:
-        return path.read_bytes()
+        # Non-blocking: opening a FIFO must not wait for a writer (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except IsADirectoryError as exc:
         raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and rerun") from exc
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}: {exc.strerror}; check its permissions") from exc
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and rerun")
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigFileError(f"{path} is not a regular file (a FIFO, device or socket); "
+                                  "move it aside and rerun")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > READ_LIMIT:
+                raise ConfigFileError(f"{path} is larger than {READ_LIMIT // (1024 * 1024)} MiB, "
+                                      "too large for a config file; move it aside and rerun")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read {path}: {exc.strerror}; check its permissions") from exc
+    finally:
+        os.close(fd)
+
 
 
 def _target(path: Path) -> Path:
-    # A symlinked config (a dotfiles repo) is edited where it points, so the link survives.
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    """Where a config change lands. A symlinked config (a dotfiles repo) is edited where it
+    points, so the link survives; a link to nothing is refused (fm would otherwise create
+    directories wherever it points)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if not os.path.lexists(target):
+        raise ConfigFileError(f"{path} is a symlink to {target}, which does not exist; create "
+                              "the target or remove the link, then rerun")
+    return target
 
 
 def backup_path(path: Path) -> Path:
@@ -389,6 +446,10 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
         return FileChange(path, "removed")
     action = "created" if old is None else "merged"
     if dry_run:
+        with contextlib.suppress(OSError):
+            if old is not None and not os.stat(path).st_mode & stat.S_IWUSR:
+                raise ConfigFileError(f"{path} is read-only, so fm would leave it alone; make it "
+                                      f"writable (chmod u+w {path}) and rerun")
         backup = backup_path(path) if old is not None and user_content else None
         if backup is not None and backup.exists():
             backup = None
@@ -400,6 +461,10 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
             path.parent.mkdir(parents=True, exist_ok=True)
         else:
             mode = os.stat(path).st_mode & 0o7777
+            if not mode & stat.S_IWUSR:
+                raise ConfigFileError(f"{path} is read-only (mode {mode:04o}), so fm leaves it "
+                                      f"alone; make it writable (chmod u+w {path}) and rerun, or "
+                                      "edit it by hand")
             if user_content:
                 backup = _keep_backup(path, old, mode)
         _write_atomic(path, new, mode)
@@ -424,7 +489,7 @@ def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
     """
     path = _target(path)
     skeleton = dict(skeleton or {})
-    old = _read(path)
+    old = read_config(path)
     doc = parse_json(old, path) if old is not None else copy.deepcopy(skeleton)
     try:
         user_content = old is not None and not vacant(remove_ours(copy.deepcopy(doc)), skeleton)
@@ -449,7 +514,7 @@ def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Cal
                 prune_upto: Path | None = None) -> FileChange:
     """The text-file twin of :func:`update_json` (Markdown, rules files)."""
     path = _target(path)
-    old = _read(path)
+    old = read_config(path)
     try:
         text = old.decode("utf-8") if old is not None else ""
     except UnicodeDecodeError as exc:

@@ -22,6 +22,7 @@ after the verb, else by its line number (``line<N>``). It stays open until an
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import os
 import re
@@ -54,7 +55,6 @@ SUFFIXES = (PANE, STATUS, TURN_ENDED, SIGNAL_CURSOR, TURN_SEEN, DRAIN_CURSOR, PA
 #: The turn-end marker is rewritten to its newest line once it grows past this.
 TURN_MARKER_MAX = 4096
 
-_ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)", re.DOTALL)
 _VERB = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*):")
@@ -158,8 +158,11 @@ def _crew_dir(home: Home) -> None:
 
 
 def clean_text(text: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
-    """One printable line: escape sequences dropped, control characters made spaces, cut to size."""
-    text = _CONTROL.sub(" ", _ESCAPES.sub("", text)).strip()
+    """One printable line: escape sequences and controls dropped, line breaks made spaces, bytes
+    that were not UTF-8 made U+FFFD (the same rules as a wake's text), cut to size."""
+    from firstmate.wakeinput import clean
+
+    text = clean(text).strip()
     data = text.encode("utf-8", "replace")
     if len(data) > max_bytes:
         text = data[:max_bytes].decode("utf-8", "ignore").rstrip()
@@ -206,12 +209,30 @@ def _read_fd(fd: int, start: int, limit: int) -> bytes:
 
 
 def _append(p: Path, data: bytes) -> int:
-    """Append *data* in one write (so concurrent reporters never interleave); returns the new size."""
-    fd = open_private(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    """Append *data* whole or not at all; returns the new size.
+
+    Under an exclusive ``flock`` (so reporters never interleave): a line is never glued onto a
+    torn one (a file that does not end in a newline gets one first), and a write cut short
+    (file-size limit, full disk) is rolled back to where it began.
+    """
+    import fcntl
+
+    fd = open_private(p, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        start = os.fstat(fd).st_size
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            # (If even this fails, the reader ignores a line without its newline.)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise StateError(f"cannot write {p}: {exc.strerror}; nothing was recorded - free "
+                             "disk space (or raise the file-size limit) and report again") from exc
         return os.fstat(fd).st_size
     except OSError as exc:
         raise StateError(f"cannot write {p}: {exc.strerror}; check that the state directory is writable") from exc

@@ -168,7 +168,18 @@ def prepare_file(path: StrPath) -> None:
         raise not_ours(path, "it is a directory")
     if not stat.S_ISREG(st.st_mode):
         raise not_ours(path, "it is not a regular file")
-    if st.st_mode & 0o077 and st.st_uid == os.getuid():
+    if st.st_size == 0:
+        # fm creates the file whole (store._create): an empty one was truncated or damaged, and
+        # starting it afresh would reuse sequence numbers already handed out.
+        where = os.fspath(path)
+        raise state_error(
+            f"{where} is empty (truncated or damaged), so its queue and sequence counter are "
+            f"lost; keep it for inspection and start a fresh queue: mv {where} {where}.empty"
+        )
+    if st.st_uid != os.geteuid():
+        raise state_error(f"{os.fspath(path)} is owned by uid {st.st_uid}, not by you; fm only "
+                          "uses a database you own: move it aside and run fm again")
+    if st.st_mode & 0o077:
         try:  # noqa: SIM105
             os.chmod(path, 0o600)
         except OSError:
@@ -238,6 +249,11 @@ def next_seq(conn: sqlite3.Connection) -> int:
     ).fetchone()
     counter, top = (int(row[0]) if row and row[0] is not None else 0), int(row[1] if row else 0)
     seq = max(counter, top) + 1
+    if seq > 2**63 - 1:  # SQLite's INTEGER: a sequence is never reused, so none is left
+        from firstmate.errors import StateError
+
+        raise StateError("the wake sequence is exhausted (every number up to 2^63-1 is used); "
+                         "move this home's state aside and start a new one")
     set_seq(conn, seq)
     return seq
 

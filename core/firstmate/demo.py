@@ -45,6 +45,8 @@ from firstmate.demo_panel import LivePanel, Snapshot, WakeRow, sample, wants_liv
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 
 SAMPLE_EVERY_S = 1.0
+#: The longest the scenario may run before the demo reports what it could not show.
+SCENARIO_BOUND_S = 240.0
 #: How long a crew lingers after its script (the demo itself ends well before).
 CREW_LIFETIME_S = 180
 ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-generation (\S+)")
@@ -291,10 +293,15 @@ class Demo:
         return None
 
     def kill_watcher(self) -> int | None:
+        """SIGKILL the watcher when it is quiet: healthy, with nothing queued, so the kill
+        cannot race a close. ``None`` (try again later) when it is not."""
         st = self.status()
         watcher = st.get("watcher")
+        queued = st.get("queue") or {}
         pid = watcher.get("pid") if isinstance(watcher, dict) else None
         if not isinstance(pid, int) or not isinstance(watcher, dict) or not watcher.get("healthy"):
+            return None
+        if isinstance(queued, dict) and queued.get("depth") not in (0, None):
             return None
         os.kill(pid, signal.SIGKILL)
         self.view.say(f"chaos: SIGKILL watcher pid={pid}")
@@ -320,7 +327,7 @@ class Demo:
         killed = False
         try:
             while time.monotonic() < deadline and not (self.resurfaced and len(self.wakes) >= 6):
-                if not killed and len(self.wakes) >= 3:
+                if not killed and len(self.wakes) >= 3 and harness.delivered.empty():
                     pid = self.kill_watcher()
                     if pid is not None and self.watcher_gone(pid, time.monotonic() + 15):
                         # Nothing watches now (the engine's arm waits for a successor, then
@@ -424,16 +431,21 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
              live: bool | None = None) -> int:
     base_env = dict(os.environ if env is None else env)
     home = Path(tempfile.mkdtemp(prefix="firstmate-demo-"))
+    keys = Path(tempfile.mkdtemp(prefix="firstmate-demo-keys-"))  # the throw-away home's secret
     socket_name = f"firstmate-demo-{os.getpid()}"
     tmux = shutil.which("tmux")
     demo_env = {
         **{k: v for k, v in base_env.items() if not k.startswith("FM_")},
         "FM_HOME": str(home),
+        "FIRSTMATE_KEYS_DIR": str(keys / "keys"),
         "FM_SIGNAL_GRACE": "0",
         "FM_POLL": "5",
         "FM_HEARTBEAT": "3600",
         "FM_CHECK_INTERVAL": "3",
         "FM_TMUX_SOCKET": socket_name,
+        # After the scripted SIGKILL the engine's arm waits this long for a successor before
+        # it fails and the engine restores the cycle (a start keeps its full budget).
+        "FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT": "3",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                     base_env.get("PYTHONPATH", "")])),
     }
@@ -451,7 +463,9 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
         view.say("check 'release' registered")
         demo.start_crews()
         flag.write_text("tagged\n")
-        demo.main_loop(time.monotonic() + 45)
+        # The scenario ends as soon as its story is told (under a minute on an idle machine);
+        # the bound only stops a demo that cannot finish, so a slow machine is given time.
+        demo.main_loop(time.monotonic() + SCENARIO_BOUND_S)
         demo.check_invariants()
     except Exception as exc:  # the demo reports, it does not crash
         demo.problems.append(f"{type(exc).__name__}: {exc}")
@@ -474,6 +488,7 @@ def run_demo(out: IO[str], env: Mapping[str, str] | None = None, *, keep: bool =
             demo.problems.append(f"could not check for leftover processes: {exc}")
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(keys, ignore_errors=True)
     out.write(summary(demo))
     out.flush()
     return 1 if demo.problems else 0

@@ -26,6 +26,9 @@ def env_float(env: Mapping[str, str], name: str, default: float, *, allow_zero: 
 
 #: The largest value SQLite stores in an INTEGER column (queue sequences, epochs).
 INT64_MAX = 2**63 - 1
+#: The largest sequence number accepted from outside (an imported queue or counter): far below
+#: INT64_MAX so the counter can always move on, and exact as a JSON number for the JS shims.
+SEQ_IMPORT_MAX = 2**53 - 1
 #: The largest process id any kernel hands out (pid_t is a signed 32-bit integer).
 PID_MAX = 2**31 - 1
 

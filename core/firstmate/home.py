@@ -96,9 +96,12 @@ def atomic_write(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # (nothing was written: the old file is untouched)
+            raise StateError(f"cannot write {path}: {exc.strerror}; free space on its filesystem "
+                             "or fix its directory's permissions, then retry") from exc
         raise
 
 

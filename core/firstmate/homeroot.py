@@ -15,15 +15,26 @@ HOME_MARKER = ".firstmate"
 
 
 def find_root(env: Mapping[str, str], cwd: str | None = None) -> str:
-    """``FM_HOME``, else the nearest ``.firstmate/`` (not a symlink) at or above *cwd*, else
-    ``~/.firstmate``; always absolute."""
+    """``FM_HOME``, else the nearest ``.firstmate/`` at or above *cwd* that this user owns (one
+    owned by anyone else is passed over, never adopted), else ``~/.firstmate``; always
+    absolute, and verified safe to act on (:func:`firstmate.trust.verify_home`, exit 4)."""
+    from firstmate.trust import verify_home
+
+    root = _locate(env, cwd)
+    verify_home(root)
+    return root
+
+
+def _locate(env: Mapping[str, str], cwd: str | None) -> str:
+    from firstmate.trust import adoptable
+
     explicit = env.get("FM_HOME", "").strip()
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     here = os.path.abspath(cwd if cwd is not None else os.getcwd())
     while True:
         marker = os.path.join(here, HOME_MARKER)
-        if os.path.isdir(marker) and not os.path.islink(marker):
+        if adoptable(marker):
             return marker
         parent = os.path.dirname(here)
         if parent == here:

@@ -131,17 +131,24 @@ def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
     is appended as its last argument), ``turn_timeout`` (seconds), ``handback``
     (``default``/``acknowledged``). A missing file means the host is off.
     """
+    from firstmate.trust import verify_file
+
     env = os.environ if env is None else env
     path = config_path(home)
+    if not verify_file(str(path), "supervision host config"):
+        return HostConfig(enabled=False)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
             values = _parse_config(fh.read(65536))
     except FileNotFoundError:
         return HostConfig(enabled=False)
     except OSError as exc:
         raise FirstmateError(f"cannot read {path}: {exc.strerror}; fix its permissions") from exc
     enabled = values.get("enabled", "yes").lower() not in ("no", "false", "0", "off")
-    engine_text = env.get(ENGINE_ENV, "").strip() or values.get("engine", "")
+    engine_text = env.get(ENGINE_ENV, "").strip()
+    if not engine_text and values.get("engine"):
+        engine_text = _authenticated_engine(home, values, env, path)
     try:
         engine = tuple(shlex.split(engine_text)) if engine_text else DEFAULT_ENGINE
     except ValueError as exc:
@@ -168,12 +175,42 @@ def retry_delay(delivered: int, base: float, cap: float) -> float:
     return min(max(cap, base), base * float(1 << steps))
 
 
-def enable(home: Home, engine: str | None = None, handback: str | None = None) -> None:
+def _engine_body(home: Home, engine: str) -> dict[str, object]:
+    return {"what": "supervision-host-engine", "engine": engine}
+
+
+def _authenticated_engine(home: Home, values: Mapping[str, str], env: Mapping[str, str],
+                          path: object) -> str:
+    """The configured engine command line, only when ``fm host enable`` wrote it for this home
+    (its ``engine_mac`` verifies under the home's secret): a copied, cloned or hand-edited
+    engine never runs."""
+    from firstmate import keyring
+    from firstmate.errors import StateError
+
+    engine = values["engine"]
+    key = keyring.read_key(str(home.root), env)
+    if not keyring.verify_mac(key, _engine_body(home, engine), values.get("engine_mac")):
+        raise StateError(
+            f"the engine in {path} was not set by fm host enable for this home (copied, cloned "
+            "or edited by hand), so it is not run; set it again: fm host enable --engine 'CMD …'"
+        )
+    return engine
+
+
+def enable(home: Home, engine: str | None = None, handback: str | None = None,
+           env: Mapping[str, str] | None = None) -> None:
+    from firstmate import keyring
+
     home.ensure()
     lines = ["# Firstmate supervision host (fm host enable). Keys: enabled, engine, "
              "turn_timeout, handback.", "enabled = yes"]
     if engine:
+        if "\n" in engine or "\r" in engine or "\0" in engine:
+            raise UsageError("the engine command line must be one line; pass it without "
+                             "line breaks")
+        key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
         lines.append(f"engine = {engine}")
+        lines.append(f"engine_mac = {keyring.mac(key, _engine_body(home, engine))}")
     if handback:
         lines.append(f"handback = {handback}")
     atomic_write(config_path(home), ("\n".join(lines) + "\n").encode())

@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 
 from firstmate import episodes
+from firstmate.envnum import SEQ_IMPORT_MAX, decimal
 from firstmate.errors import StateError, UsageError
 from firstmate.home import Home
 from firstmate.queue import KEY_MAX, PAYLOAD_MAX, REPORT_SHOWN, clean, locked
@@ -49,6 +50,8 @@ class ImportReport:
     skipped: int
     sequence: int
     episode: str
+    #: The legacy counter's text when it was not a usable sequence (it was ignored).
+    refused_counter: str | None = None
 
     def lines(self) -> list[str]:
         out = [f"migrate: read {self.source}"]
@@ -66,11 +69,14 @@ class ImportReport:
         if self.retired:
             out.append(
                 f"migrate: retired {len(self.retired)} unusable legacy queue line(s) "
-                "(no five fields or no numeric sequence):"
+                f"(no five fields, or no sequence from 1 to {SEQ_IMPORT_MAX}):"
             )
             out += [f"migrate:   {line}" for line in self.retired[:REPORT_SHOWN]]
             if len(self.retired) > REPORT_SHOWN:
                 out.append(f"migrate:   ... {len(self.retired) - REPORT_SHOWN} further unusable line(s) not shown")
+        if self.refused_counter is not None:
+            out.append(f"migrate: ignored the legacy sequence counter {self.refused_counter!r} "
+                       f"(not a number from 0 to {SEQ_IMPORT_MAX})")
         out.append(f"migrate: episode {self.episode}")
         out.append(f"migrate: wake sequence now at {self.sequence}")
         return out
@@ -78,7 +84,8 @@ class ImportReport:
     def to_json(self) -> dict[str, object]:
         return {"source": str(self.source), "imported": list(self.imported),
                 "renumbered": [list(p) for p in self.renumbered], "retired": list(self.retired),
-                "skipped": self.skipped, "sequence": self.sequence, "episode": self.episode}
+                "skipped": self.skipped, "sequence": self.sequence, "episode": self.episode,
+                "refused_counter": self.refused_counter}
 
 
 def _state_dir(legacy: Path) -> Path:
@@ -93,7 +100,8 @@ def _state_dir(legacy: Path) -> Path:
 def _read(path: Path) -> bytes | None:
     """The file's bytes; None when absent. Symlinks and non-regular files are refused."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # Non-blocking: a FIFO planted there must not hang the import (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -128,7 +136,9 @@ def import_legacy(home: Home | Store, legacy_dir: Path | str) -> ImportReport:
     seq_bytes = _read(state / SEQ_FILE)
     marker_bytes = _read(state / MARKER_FILE)
     seq_text = (seq_bytes or b"").decode("ascii", "replace").strip()
-    seq_floor = int(seq_text) if seq_text.isascii() and seq_text.isdigit() else 0
+    counter = decimal(seq_text, maximum=SEQ_IMPORT_MAX) if seq_text else 0
+    seq_floor = counter or 0
+    refused_counter = None if counter is not None else clean(seq_text, 80)
 
     imported: list[int] = []
     renumbered: list[tuple[int, int]] = []
@@ -151,15 +161,15 @@ def import_legacy(home: Home | Store, legacy_dir: Path | str) -> ImportReport:
                 text = None
             fields = text.split("\t", 4) if text is not None else []
             seq_field = fields[1].strip() if len(fields) == 5 else ""
-            if text is None or len(fields) < 5 or not (seq_field.isascii() and seq_field.isdigit()) \
-                    or int(seq_field) <= 0:
+            row_seq = decimal(seq_field, minimum=1, maximum=SEQ_IMPORT_MAX)
+            if text is None or len(fields) < 5 or row_seq is None:
                 retired.append(_verbatim(raw))
                 set_aside(conn, "legacy-line", _verbatim(raw))
                 conn.execute("INSERT OR IGNORE INTO legacy_lines (digest, seq, outcome) VALUES (?, NULL, 'retired')",
                              (digest,))
                 continue
             epoch, _, kind, key, payload = fields
-            seq = int(seq_field)
+            seq = row_seq
             top = max(top, seq)
             at = _number(epoch.strip())
             parsed.append((digest, raw, seq, time.time() if at is None else at, kind,
@@ -186,7 +196,7 @@ def import_legacy(home: Home | Store, legacy_dir: Path | str) -> ImportReport:
             (time.time(), str(state), len(imported), len(retired), skipped, episode_note),
         )
     return ImportReport(state, tuple(imported), tuple(renumbered), tuple(retired), skipped,
-                        sequence, episode_note)
+                        sequence, episode_note, refused_counter)
 
 
 def _import_marker(conn: sqlite3.Connection, data: bytes | None, rows_added: bool) -> str:

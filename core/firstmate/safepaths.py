@@ -86,11 +86,15 @@ def ensure_home(root: StrPath) -> None:
             raise state_error(
                 f"cannot create home {root}: {exc.strerror}; set FM_HOME to a writable directory"
             ) from exc
+    from firstmate.trust import verify_dir
+
+    verify_dir(root)  # (created here or not: someone else's directory is never written into)
     state = os.path.join(root, "state")
     for path, mode in ((state, STATE_DIR_MODE), (os.path.join(state, "logs"), STATE_DIR_MODE),
                        (os.path.join(state, "crew"), STATE_DIR_MODE),
                        (os.path.join(root, "config"), 0o755)):
         make_private_dir(path, mode)
+    verify_dir(state, "state directory")
 
 
 def open_private(path: StrPath, flags: int = os.O_RDWR | os.O_CREAT) -> int:

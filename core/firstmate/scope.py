@@ -62,16 +62,28 @@ def project_dir(payload: Mapping[str, Any] | None = None, env: Mapping[str, str]
     env = os.environ if env is None else env
     if payload is not None:
         value = payload.get("cwd")
-        if isinstance(value, str) and os.path.isabs(value):
+        if isinstance(value, str) and _usable_path(value):
             return Path(value)
     for name in PROJECT_ENV:
         value = env.get(name, "").strip()
-        if value and os.path.isabs(value):
+        if value and _usable_path(value):
             return Path(value)
     try:
         return Path(cwd or os.getcwd())
     except OSError:
         return Path("/")
+
+
+def _usable_path(value: str) -> bool:
+    """An absolute path the OS can take: no NUL, no lone surrogate (a hostile or broken
+    payload's ``cwd`` is passed over, never allowed to crash the hook)."""
+    if "\0" in value or not os.path.isabs(value):
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _marker_valid(path: Path) -> bool:

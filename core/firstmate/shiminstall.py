@@ -23,7 +23,13 @@ from typing import Any
 
 import attrs
 
-from firstmate.configfiles import ConfigFileError, install_result, require_project, update_text
+from firstmate.configfiles import (
+    ConfigFileError,
+    install_result,
+    read_config,
+    require_project,
+    update_text,
+)
 from firstmate.errors import FirstmateError, UsageError
 from firstmate.exitcodes import ExitCode
 from firstmate.harness import FileChange, InstallOptions, InstallResult, read_only
@@ -174,12 +180,14 @@ def npm_dir(spec: ShimSpec, options: InstallOptions) -> Path | None:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_config(path)
+    if data is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"cannot read {path}: {exc}; move it aside and rerun") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); move it aside and "
+                              "rerun") from exc
 
 
 def check_shim(spec: ShimSpec, path: Path) -> None:

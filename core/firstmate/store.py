@@ -262,6 +262,8 @@ def open_store(home: Home) -> Store:
 def _connect(home: Home) -> sqlite3.Connection:
     path = home.db
     check_paths(home.state, path)
+    if not os.path.lexists(path):
+        _create(home)
     prepare_file(path)
     conn = open_connection(path)
     try:
@@ -273,6 +275,36 @@ def _connect(home: Home) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _create(home: Home) -> None:
+    """Create the database whole: built under a private name, then linked into place, so the
+    path never names a half-made file (an empty one there is damage, refused by
+    :func:`~firstmate.dbconn.prepare_file`). A concurrent creator that links first wins."""
+    tmp = home.state / f".{home.db.name}.new.{os.getpid()}"
+    try:
+        for leftover in _companions(tmp):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        prepare_file(tmp)
+        conn = open_connection(tmp)
+        try:
+            _migrate(conn, tmp)
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, home.db)
+    except OSError as exc:
+        raise StateError(f"cannot create {home.db}: {exc.strerror}; check that {home.state} is "
+                         "writable and its filesystem has space") from exc
+    finally:
+        for leftover in _companions(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+
+def _companions(path: Path) -> list[str]:
+    return [f"{path}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
 
 
 def _migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] = MIGRATIONS) -> None:

@@ -33,6 +33,7 @@ import attrs
 import pytest
 
 from firstmate.home import Home
+from firstmate.identity import ProcessIdentity
 
 #: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
 DEADLINE = 30.0
@@ -48,6 +49,8 @@ def fm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     """A fresh, prepared home; ``FM_HOME`` points at it for this test and its children."""
     root = tmp_path / "home"
     monkeypatch.setenv("FM_HOME", str(root))
+    # The home's secrets go beside it, never into the user's own keys directory.
+    monkeypatch.setenv("FIRSTMATE_KEYS_DIR", str(tmp_path / "keys"))
     for name in list(os.environ):
         if name.startswith("FM_") and name != "FM_HOME":
             monkeypatch.delenv(name, raising=False)
@@ -61,6 +64,24 @@ def fm_env(fm_home: Home) -> Mapping[str, str]:
 
 
 # --- reading a child's stdout ----------------------------------------------------------------
+
+
+def exec_identity(popen: subprocess.Popen[Any], deadline: float = DEADLINE) -> ProcessIdentity:
+    """The identity of a child spawned with an argv list, once its exec is done. Right after a
+    spawn ``/proc`` may still show the forking interpreter's command line, and an identity read
+    then never matches the process again (a window that grows on a loaded machine)."""
+    from firstmate.identity import cmd_hash, identity_of
+
+    assert isinstance(popen.args, list | tuple), "spawn with an argv list"
+    want = cmd_hash([os.fsdecode(arg) for arg in popen.args])
+    end = time.monotonic() + deadline
+    while True:
+        found = identity_of(popen.pid)
+        if found is not None and found.cmd_hash == want:
+            return found
+        if popen.poll() is not None or time.monotonic() >= end:
+            pytest.fail(f"pid {popen.pid} never showed its own command line (exit {popen.poll()})")
+        time.sleep(0.01)  # a poll with a deadline: /proc offers no event for an exec
 
 
 def read_line(popen: subprocess.Popen[bytes], deadline: float = DEADLINE, *,

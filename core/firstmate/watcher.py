@@ -127,6 +127,14 @@ def disposable_checkout(code: Path, env: Mapping[str, str]) -> Path | None:
     return None
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def missing_ground(home: Home, code: Path | None = None) -> Path | None:
     """The first of home, state dir and code dir that no longer exists, else None."""
     for path in (home.root, home.state, code_dir() if code is None else code):
@@ -200,6 +208,9 @@ class Watcher:
     identity: str = ""
     #: The newest queue sequence at the startup safe point (see PollContext.startup_seq).
     startup_seq: int | None = None
+    #: (device, inode) of the database this cycle opened: one removed or replaced under it
+    #: would leave the watcher reading a file nobody appends to any more.
+    db_file: tuple[int, int] | None = None
     #: Set once the close of an actionable event begins (signals are blocked from then on).
     closing: bool = False
     _triage: BoundedLog | None = None
@@ -293,6 +304,7 @@ class Watcher:
 
         assert self.home is not None
         self.db = open_store(self.home)
+        self.db_file = _file_id(self.home.db)
         bound = env_float(self.env, "FM_WATCHER_STARTUP_LOCK_BOUND", DEFAULT_STARTUP_BOUND)
         try:
             with queue.locked(self.db, timeout=bound) as conn:
@@ -346,6 +358,12 @@ class Watcher:
                 # Downtime is published only where it can land: with state/ gone there is no
                 # store left to record it in (only this code directory may have gone).
                 return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
+            if self.db_file is not None and _file_id(home.db) != self.db_file:
+                self._say(f"watcher: FAILED - {home.db} was removed or replaced while the "
+                          "watcher ran; ending this cycle (the next fm arm opens the current "
+                          "database)")
+                # Nothing is published: the file this cycle holds is no longer the queue.
+                return self._finish(ExitCode.STATE, publish=False)
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq)

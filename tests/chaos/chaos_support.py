@@ -38,7 +38,8 @@ DOCUMENTED = frozenset({0, 1, 2, 3, 4, 129, 130, 143})
 
 def base_env(home_root: Path, **extra: str) -> dict[str, str]:
     """A child environment: this checkout's core, the home, quiet plugins, no heartbeat rows."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "FIRSTMATE_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FM_", "FIRSTMATE_")) or k == "FIRSTMATE_KEYS_DIR"}
     env.update({
         "PYTHONPATH": os.pathsep.join(
             [CORE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]),

@@ -117,6 +117,10 @@ def payloads(draw: st.DrawFn, harness: str, event: str) -> bytes:
         obj = dict(base)
         for key in draw(st.lists(st.sampled_from(keys), unique=True, min_size=1)):
             obj[key] = draw(HOSTILE_TEXT)
+        # As JSON escapes (\u0000, \ud800) NULs and lone surrogates parse into the payload's
+        # strings, where a path built from them (the cwd) must not crash the hook.
+        if draw(st.booleans()):
+            return json.dumps(obj, ensure_ascii=True).encode()
         return _dump(obj)
     if kind == "bytes":
         return draw(st.binary(max_size=512))

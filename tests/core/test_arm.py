@@ -21,7 +21,9 @@ from watch_support import Rig, alive, attached_pid, rig, started_pid, wait_for
 __all__ = ["rig"]
 
 #: Failure paths wait this long for a successor before they give up.
-SHORT_CONFIRM = {"FM_ARM_CONFIRM_TIMEOUT": "2"}
+# Shortens only the wait for a successor after a close without a delivery: a child's start
+# keeps the default confirmation budget, which a loaded machine needs.
+SHORT_SUCCESSOR = {"FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT": "2"}
 
 
 def _episode(rig: Rig) -> episodes.EpisodeState:
@@ -72,9 +74,9 @@ def test_arms_racing_to_start_end_with_one_watcher(rig: Rig) -> None:
 
 
 def test_a_killed_watcher_fails_its_arms_and_the_next_arm_recovers_once(rig: Rig) -> None:
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     pid = started_pid(owner.line())
-    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    follower = rig.spawn("arm", env=SHORT_SUCCESSOR)
     assert attached_pid(follower.line()) == pid
     os.kill(pid, signal.SIGKILL)
     for arm in (owner, follower):
@@ -97,7 +99,7 @@ def test_a_killed_watcher_fails_its_arms_and_the_next_arm_recovers_once(rig: Rig
 
 
 def test_a_killed_watcher_with_nothing_queued_is_retired_silently(rig: Rig) -> None:
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     pid = started_pid(owner.line())
     os.kill(pid, signal.SIGKILL)
     assert owner.line() == "watcher: FAILED - cycle ended without an actionable reason"
@@ -149,7 +151,7 @@ def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet
     assert first.wait() == 0
     _drain_and_ack(rig)
     assert _episode(rig).token().startswith("acked:")  # type: ignore[union-attr]
-    victim_arm = rig.spawn("arm", env=SHORT_CONFIRM)
+    victim_arm = rig.spawn("arm", env=SHORT_SUCCESSOR)
     victim = started_pid(victim_arm.line())
     taker = rig.spawn("arm", "--take-over", str(victim_arm.pid))
     fresh = started_pid(taker.line())
@@ -176,7 +178,7 @@ def test_without_its_restore_the_stop_would_have_resurfaced(rig: Rig) -> None:
     first.line()
     assert first.wait() == 0
     _drain_and_ack(rig)
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     started_pid(owner.line())
     restart = rig.spawn("arm", "--restart")
     started_pid(restart.line())
@@ -195,7 +197,7 @@ def test_take_over_with_a_pid_that_owns_no_cycle_only_attaches(rig: Rig) -> None
 
 
 def test_take_over_without_a_pid_replaces_whatever_watcher_runs(rig: Rig) -> None:
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     first = started_pid(owner.line())
     taker = rig.spawn("arm", "--take-over")
     second = started_pid(taker.line())
@@ -206,7 +208,7 @@ def test_take_over_without_a_pid_replaces_whatever_watcher_runs(rig: Rig) -> Non
 
 
 def test_restart_never_signals_a_reused_pid(rig: Rig) -> None:
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     pid = started_pid(owner.line())
     os.kill(pid, signal.SIGKILL)
     owner.line()
@@ -262,18 +264,18 @@ def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> N
 
 
 def test_stop_stops_the_verified_watcher_and_its_arms_fail_without_a_delivery(rig: Rig) -> None:
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     pid = started_pid(owner.line())
-    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    follower = rig.spawn("arm", env=SHORT_SUCCESSOR)
     assert attached_pid(follower.line()) == pid
     # An unrelated delivery from another pid must never satisfy the followed watcher's close.
     rig.append("check", "noise", "check: noise")  # closes this cycle ...
     assert owner.line() == follower.line() == "check: noise"
     assert owner.wait() == follower.wait() == 0
     _drain_and_ack(rig)  # (else the next start resurfaces the undrained row at once)
-    owner = rig.spawn("arm", env=SHORT_CONFIRM)  # ... a new one, which we stop
+    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)  # ... a new one, which we stop
     pid = started_pid(owner.line())
-    follower = rig.spawn("arm", env=SHORT_CONFIRM)
+    follower = rig.spawn("arm", env=SHORT_SUCCESSOR)
     assert attached_pid(follower.line()) == pid
     done = rig.fm("arm", "--stop")
     assert (done.returncode, done.stdout) == (0, f"watcher: stopped pid={pid}\n")

@@ -215,6 +215,15 @@ def test_hello_and_bad_lines_are_answered_without_ending_the_bridge(
     assert "protocol 99 is not supported" in shim.next("error")["message"]
     shim.raw(b"\x1b]0;pwned\x07\n")
     assert "\x1b" not in json.dumps(shim.next("error"))
+    # Hostile depth, size and encoding: each gets an error reply and the bridge runs on.
+    shim.raw(b"[" * 100_000 + b"\n")
+    assert "nests too deeply" in shim.next("error")["message"]
+    shim.raw(b'{"type": "hello", "protocol": ' + b"[" * 500 + b"]" * 500 + b"}\n")
+    assert "protocol list is not supported" in shim.next("error")["message"]
+    shim.raw(b'{"type": "status", "id": "\xff\xfe"}\n')
+    assert "not JSON" in shim.next("error")["message"]
+    shim.raw(b"x" * (2 * 1024 * 1024) + b"\n")
+    assert "longer than" in shim.next("error")["message"]
     status = shim.request("status")
     assert status["ok"] and status["engine"]["phase"] == "waiting"
 
@@ -390,14 +399,14 @@ def test_the_arm_tool_starts_then_answers_unchanged(
 def test_another_live_session_makes_this_one_read_only(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     from firstmate.home import atomic_write
-    from firstmate.identity import identity_of
     from firstmate.session_lock import SessionRecord, record_path
+    from firstmate.testing import exec_identity
 
     shim, env = bridge
     _crew(env)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        ident = wait_for(lambda: identity_of(other.pid), "the other session's identity")
+        ident = exec_identity(other)
         record = SessionRecord(pid=other.pid, identity=ident.token(), harness="pi",
                                acquired_at=time.time())
         atomic_write(record_path(fm_home), record.to_json().encode())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from firstmate import checks
+from firstmate import checks, keyring
 from firstmate.errors import ConflictError, UsageError
 from firstmate.home import Home
 from firstmate.sources.base import PollContext, Source, Wake
@@ -81,8 +81,11 @@ def test_add_stores_an_authenticated_private_definition(home: Home, tmp_path: Pa
     valid, rejected = checks.load(home)
     assert valid == [definition] and rejected == []
     assert definition.argv == ("df", "-h", "/") and definition.cwd == str(tmp_path)
-    for p in (checks.definition_path(home, "disk"), checks.key_path(home)):
+    secret = Path(keyring.key_file(str(home.root), os.environ))
+    assert not secret.is_relative_to(home.root)  # the secret never lives in the home
+    for p in (checks.definition_path(home, "disk"), secret):
         assert p.stat().st_mode & 0o777 == 0o600
+    assert secret.parent.stat().st_mode & 0o777 == 0o700
     with pytest.raises(ConflictError, match="--replace"):
         checks.add(home, "disk", ["true"])
     checks.add(home, "disk", ["true"], replace=True)
@@ -113,7 +116,7 @@ def test_a_hand_edited_or_foreign_definition_is_rejected(home: Home, tmp_path: P
 
 def test_without_the_home_secret_every_definition_is_rejected(home: Home) -> None:
     checks.add(home, "a", ["true"])
-    checks.key_path(home).unlink()
+    os.unlink(keyring.key_file(str(home.root), os.environ))
     valid, rejected = checks.load(home)
     assert valid == [] and [r.name for r in rejected] == ["a"]
 
@@ -240,7 +243,7 @@ def test_a_signal_landing_while_a_check_is_forked_still_finds_its_group(tmp_path
 WATCHER = """
 import os, signal, sys
 from pathlib import Path
-from firstmate import checks
+from firstmate import checks, keyring
 from firstmate.home import Home
 
 def cleanup(signum, frame):

@@ -96,6 +96,14 @@ def test_our_commands_are_recognised(command: str) -> None:
     "notify-send done",
     "fm hook 'unbalanced",
     "",
+    # A user's compound command that also runs ours is the user's: never replaced or removed.
+    "fm hook claude stop; notify-send done",
+    "fm hook claude stop && notify-send done",
+    "fm hook claude stop|tee log",
+    "fm hook claude stop > /tmp/log",
+    "(fm hook claude stop)",
+    "fm hook claude stop --home /x --verbose",
+    "fm hook claude stop extra",
 ])
 def test_other_commands_are_not_ours(command: str) -> None:
     assert not is_ours(command, "claude")

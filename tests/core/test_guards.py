@@ -26,9 +26,10 @@ from firstmate.guards import (
     loop_active,
 )
 from firstmate.health import WatcherHealth
-from firstmate.identity import ProcessIdentity, cmd_hash, identity_of
+from firstmate.identity import identity_of
 from firstmate.scope import Scope, classify_dir, primary_scope
 from firstmate.store import Store, kv_get, open_store
+from firstmate.testing import exec_identity
 from watch_support import Rig, make_rig, started_pid, wait_for
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
@@ -384,19 +385,9 @@ def test_a_stale_beacon_blocks_and_names_take_over(grig: Rig) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def exec_identity(pid: int, argv: list[str]) -> ProcessIdentity:
-    """*pid*'s identity once its exec is done (right after a spawn /proc may still show the
-    forking interpreter's command line)."""
-    want = cmd_hash(argv)
-    found = wait_for(lambda: (i := identity_of(pid)) is not None and i.cmd_hash == want and i,
-                     f"pid {pid} to finish its exec")
-    assert isinstance(found, ProcessIdentity)
-    return found
-
-
 def test_a_live_identity_matched_claim_lets_claude_stop(grig: Rig) -> None:
     owner = grig.sleeper()
-    ident = exec_identity(owner.pid, ["sleep", "600"])
+    ident = exec_identity(owner)
     _claim(grig, owner.pid, ident.token(), "arming")
     quick = {"FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "0", "FM_CLAUDE_TURNEND_BLOCK_BUDGET": "50"}
     assert run_guard(grig, "claude", STOP, **quick).returncode == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from firstmate import away, episodes, host, queue, session_lock
+from firstmate.errors import StateError
 from firstmate.home import Home
 from firstmate.identity import identity_of
 from firstmate.store import Store, kv_get, kv_set, open_store
@@ -138,8 +139,14 @@ def test_pure_verdicts() -> None:
 def test_config_and_claimable_rows(tmp_path: Path) -> None:
     home = Home(tmp_path / "home").ensure()
     assert not host.load_config(home, {}).enabled
+    # An engine written by hand (or copied, cloned, committed) is never run.
     host.config_path(home).write_text("# mine\nengine = my-engine --flag 'two words'\n"
                                       "turn_timeout = 30\nhandback = acknowledged\n")
+    with pytest.raises(StateError, match="not set by fm host enable"):
+        host.load_config(home, {})
+    host.enable(home, "my-engine --flag 'two words'", "acknowledged")
+    with host.config_path(home).open("a") as fh:
+        fh.write("turn_timeout = 30\n")
     config = host.load_config(home, {})
     assert config.enabled and config.engine == ("my-engine", "--flag", "two words")
     assert (config.turn_timeout, config.handback) == (30.0, "acknowledged")

@@ -348,11 +348,13 @@ def test_extra_harness_names_from_the_environment() -> None:
 
 def test_innermost_harness_walks_real_ancestry(tmp_path: Path) -> None:
     # A python interpreter started under another name plays the harness; its grandchild finds it.
+    # The harness only runs subprocess, so it needs nothing installed; the grandchild imports
+    # firstmate, so it runs this environment's own interpreter.
     fake = tmp_path / "fmtestharness"
-    fake.symlink_to(os.path.realpath(sys.executable))
+    fake.symlink_to(sys.executable)
     code = (
         "import subprocess\n"
-        f"out = subprocess.run([{os.path.realpath(sys.executable)!r}, '-c',"
+        f"out = subprocess.run([{sys.executable!r}, '-c',"
         " 'from firstmate.identity import innermost_harness;"
         " h = innermost_harness(); print(h.pid if h else None)'],"
         " capture_output=True, text=True, check=True).stdout.strip()\n"

@@ -243,7 +243,7 @@ def test_control_characters_never_reach_the_reason_line(home: Home) -> None:
     # A line without a stamp is held for the grace from when the watcher first saw it.
     assert fire(source, home, T0) is None
     wake = fire(source, home, T0 + 30)
-    assert wake is not None and wake.reason == "signal: w1.status: done: wiped   x"
+    assert wake is not None and wake.reason == "signal: w1.status: done: wiped  x"
 
 
 def test_a_symlinked_status_log_is_skipped_with_a_note_not_a_crash(home: Home, tmp_path: Path) -> None:

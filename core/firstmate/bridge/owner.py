@@ -32,6 +32,7 @@ from firstmate.envnum import PID_MAX, decimal, env_int
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import BridgeProfile
 from firstmate.home import Home, atomic_write
+from firstmate.waketext import one_line
 
 if TYPE_CHECKING:
     from firstmate.bridge.idlequeue import IdleQueue
@@ -109,7 +110,11 @@ class BridgeOwner:
     def _hello(self, msg: Message) -> None:
         version = msg.fields.get("protocol")
         if version != PROTOCOL:
-            self.channel.error(msg.id, f"protocol {version!r} is not supported; this bridge speaks "
+            # Whatever the shim sent is shown only as a short token, never echoed whole.
+            shown = (repr(version) if isinstance(version, int | float) and not isinstance(version, bool)
+                     else one_line(version, 20) if isinstance(version, str)
+                     else type(version).__name__)
+            self.channel.error(msg.id, f"protocol {shown} is not supported; this bridge speaks "
                                        f"protocol {PROTOCOL}: update the shim with "
                                        f"fm install {self.harness}")
             return

@@ -73,6 +73,8 @@ def parse(line: bytes | str) -> Message | BadLine:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return BadLine(None, "line is not JSON; send one JSON object per line")
+    except RecursionError:
+        return BadLine(None, "line nests too deeply; send one flat JSON object per line")
     if not isinstance(body, dict):
         return BadLine(None, "line is not a JSON object; send one JSON object per line")
     ident = _request_id(body.get("id"))

@@ -83,14 +83,19 @@ def _list(rest: list[str]) -> int:
     if not entries:
         sys.stdout.write("no checks registered; add one with: fm check add NAME -- COMMAND [ARGS...]\n")
         return ExitCode.OK
+    from firstmate.wakeinput import clean
+
     for entry in entries:
+        # A name comes from a file name anyone could have dropped there: nothing reaches the
+        # terminal unsanitised (escape sequences, controls, undecodable bytes).
+        name = clean(str(entry["name"]), 200)
         if entry["status"] == "ok":
             argv = entry["argv"]
             assert isinstance(argv, list)
-            sys.stdout.write(f"{entry['name']}\tok\t{shlex.join(str(a) for a in argv)}\n")
+            sys.stdout.write(f"{name}\tok\t{clean(shlex.join(str(a) for a in argv), 2000)}\n")
         else:
-            sys.stdout.write(f"{entry['name']}\tREJECTED ({entry['why']}); re-add it or run "
-                             f"fm check remove {entry['name']}\n")
+            sys.stdout.write(f"{name}\tREJECTED ({clean(str(entry['why']), 200)}); re-add it or "
+                             f"run fm check remove {shlex.quote(name)}\n")
     return ExitCode.OK
 
 

@@ -106,6 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             with contextlib.suppress(OSError):
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
             return ExitCode.FAILED
+        if isinstance(exc, OSError) and not os.environ.get("FM_DEBUG"):
+            # The machine said no (no space, no permission, a path that is not a directory):
+            # one line naming the file, the state exit status.
+            what = f"cannot use {exc.filename}" if exc.filename else "the system refused"
+            _error(f"{what}: {exc.strerror or exc}; free space or fix the path and its "
+                   "permissions, then retry")
+            return ExitCode.STATE
         if os.environ.get("FM_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}; rerun with FM_DEBUG=1 for a traceback and report it")

@@ -108,7 +108,19 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
     # bad input), then the home, the lock, one transaction and the doorbell.
     from firstmate.appendpath import append
 
-    _out(str(append(args[0], args[1], args[2], env)))
+    seq = append(args[0], args[1], args[2], env)
+    # The row is committed: a caller must not append it again, so telling its number is best
+    # effort and a closed or full stdout still exits 0.
+    try:
+        sys.stdout.write(f"{seq}\n")
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        import os
+
+        try:  # noqa: SIM105 - nothing left for the flush at exit to fail on
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
     return 0
 
 

@@ -43,11 +43,14 @@ class ChecksSource:
         self._due = None
         interval = env_float(ctx.env, "FM_CHECK_INTERVAL", DEFAULT_INTERVAL)
         timeout = env_float(ctx.env, "FM_CHECK_TIMEOUT", DEFAULT_TIMEOUT)
-        valid, rejected = checks.load(self.home)
+        valid, rejected = checks.load(self.home, ctx.env)
         state = checks.read_state(self.home)
         fingerprint = checks.rejected_fingerprint(rejected)
         if fingerprint and fingerprint != state.rejected:
-            names = ", ".join(entry.name for entry in rejected)
+            from firstmate.wakeinput import clean
+
+            # File names anyone could have dropped there: sanitised before they reach a model.
+            names = ", ".join(clean(entry.name, 80) for entry in rejected)
             wake = Wake("check", checks.REJECTED_KEY, f"check: rejected unauthenticated state checks: {names}")
             self._pending[wake.key] = _Pending(None, ctx.now, fingerprint)
             return wake

@@ -152,14 +152,14 @@ def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
-def _plant_claim(home: Home, owner_pid: int, session_pid: int) -> autoarm.Ledger:
-    from firstmate.identity import identity_of
+def _plant_claim(home: Home, owner: subprocess.Popen[bytes], session_pid: int) -> autoarm.Ledger:
+    from firstmate.testing import exec_identity
 
-    ident = eventually("the sleeper's identity", lambda: identity_of(owner_pid))
+    ident = exec_identity(owner)  # (not the forking interpreter's, which never matches again)
     db = open_store(home)
     try:
         with db.transaction() as conn:
-            return autoarm.claim_next(conn, owner_pid, ident.token(), session_pid=session_pid)
+            return autoarm.claim_next(conn, owner.pid, ident.token(), session_pid=session_pid)
     finally:
         db.close()
 
@@ -169,7 +169,7 @@ def test_orphaned_claim_of_a_dead_session_is_superseded(rig: Rig) -> None:
     rig.add_crew()
     orphan = _sleeper()  # a live hook process left behind by a session that is gone
     try:
-        old = _plant_claim(rig.home, orphan.pid, session_pid=4_000_000)
+        old = _plant_claim(rig.home, orphan, session_pid=4_000_000)
         hook = rig.start_hook("stop")
         eventually("the new session's hook parked", lambda: rig.parked(old.epoch))
         rig.append("signal: builder done: AFTER-ORPHAN")
@@ -211,7 +211,7 @@ def test_open_claim_of_this_session_admits_no_second_hook(rig: Rig) -> None:
     rig.add_crew()
     owner = _sleeper()
     try:
-        _plant_claim(rig.home, owner.pid, session_pid=int(rig.env["FM_SESSION_HOLDER_PID"]))
+        _plant_claim(rig.home, owner, session_pid=int(rig.env["FM_SESSION_HOLDER_PID"]))
         assert rig.run_hook("stop") == (0, "", "")
         assert rig.ledger()["epoch"] == 1
     finally:
@@ -235,7 +235,9 @@ def test_failure_episode_failed_still_failing_alarm_then_recovery(rig: Rig) -> N
         assert rig.ledger()["outcome"] == "failed-suppressed"
     finally:
         blocker.release()
-    hook = rig.start_hook("stop", **env)
+    # The recovery starts a real watcher: it gets the default start budget (a loaded machine
+    # may need it); the short one above only made the blocked arms fail quickly.
+    hook = rig.start_hook("stop", **{k: v for k, v in env.items() if k != "FM_ARM_CONFIRM_TIMEOUT"})
     eventually("the recovered hook parked", rig.parked)
     rig.append("signal: builder done: RECOVERED")
     _, err = hook.communicate(timeout=60)
