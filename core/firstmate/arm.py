@@ -48,7 +48,7 @@ import attrs
 from firstmate import cyclelog
 from firstmate.cyclelog import CycleRow, lock_text
 from firstmate.envnum import PID_MAX, decimal, env_float
-from firstmate.errors import FirstmateError, UsageError
+from firstmate.errors import FirstmateError, LockTimeout, UsageError
 from firstmate.exitcodes import ExitCode
 from firstmate.health import LOCK_NAME, WatcherHealth, watcher_health
 from firstmate.home import Home, refuse_symlink, resolve_root
@@ -72,6 +72,17 @@ USAGE = ("usage: fm arm [--restart | --stop | --take-over [ARM_PID] | "
 #: A reason line, as every adapter recognises it.
 REASON_RE = re.compile(r"(signal:|stale:|check:|heartbeat($|:))")
 DEFAULT_CONFIRM_TIMEOUT = 10.0
+#: A verified watcher of ours whose beacon is older than this many graces is wedged
+#: (``FM_ARM_STALL_BOUND`` sets the seconds); it is rung, given ``FM_ARM_STALL_PING`` seconds to
+#: answer, then replaced.
+STALL_GRACES = 2.0
+STALL_BOUND_ENV = "FM_ARM_STALL_BOUND"
+STALL_PING_ENV = "FM_ARM_STALL_PING"
+DEFAULT_STALL_PING = 5.0
+#: The queue key of the row announcing a replaced wedged watcher.
+REPLACED_KEY = "watcher-replaced"
+#: ``state/recover.lock``: one arm at a time replaces a wedged watcher.
+RECOVER_LOCK = "recover"
 DEFAULT_TICK = 1.0
 #: How long a take-over waits for the taken-over arm's cycle row.
 TAKEOVER_ROW_WAIT = 2.0
@@ -220,6 +231,11 @@ def _pidfd(pid: int) -> int | None:
         return int(opener(pid))
     except OSError:
         return None
+
+
+def _started(ident: ProcessIdentity | None, fallback: float) -> float:
+    """When a watcher started: its identity's start time, else *fallback* (an upper bound)."""
+    return ident.started if ident is not None else fallback
 
 
 def _readable(fds: Sequence[int | None], timeout: float) -> set[int]:
@@ -401,6 +417,18 @@ class Arm:
             successor=successor,
         ), self.env)
 
+    def publish_if_gone(self) -> None:
+        """A watcher that ended without closing its cycle (killed outright) is down now:
+        say so at once rather than at the next watcher's start (firstmate.downtime)."""
+        from firstmate.downtime import publish_if_gone
+
+        publish_if_gone(self.db)
+
+    def name_successor(self, watcher_pid: int, successor_pid: int) -> None:
+        """The row that said ``successor=awaited`` for *watcher_pid* now names the one found."""
+        cyclelog.name_successor(self.home, self.me.pid, self.me.token(), watcher_pid,
+                                f"attached:{successor_pid}", self.env)
+
     def link(self, origin: str, pid: int, identity: str, *,
              predecessor: tuple[int, str] | None = None) -> None:
         pred_arm = predecessor_arm_pid(self.env)
@@ -427,19 +455,45 @@ class Arm:
             return None
         return None if found is None else found.reason
 
-    def wait_successor(self, exclude: int) -> WatcherHealth | None:
-        """A healthy watcher other than *exclude*, waited for up to the successor timeout."""
+    def wait_successor(self, exclude: int, since: float) -> WatcherHealth | str | None:
+        """A healthy watcher other than *exclude*, waited for up to the successor timeout; or
+        the reason of a successor (a watcher started after *since*, when *exclude* started)
+        that already came and closed before we looked (from the delivery ledger)."""
+        from firstmate import deliveries
+
         deadline = time.monotonic() + self.successor_timeout
         while True:
             health = self.health()
             if health.healthy and health.pid != exclude:
                 return health
+            with contextlib.suppress(FirstmateError, sqlite3.Error):
+                with self.db.reading() as conn:
+                    found = deliveries.successor_since(conn, since, exclude)
+                if found is not None:
+                    return found.reason
             if self.ground() is not None or time.monotonic() >= deadline:
                 return None
             time.sleep(SUCCESSOR_POLL)
 
+    @property
+    def stall_bound(self) -> float:
+        """Beacon age past which a verified watcher of ours counts as wedged and is replaced."""
+        from firstmate.health import grace
+
+        return env_float(self.env, STALL_BOUND_ENV, STALL_GRACES * grace(self.env))
+
+    @property
+    def ping_window(self) -> float:
+        return env_float(self.env, STALL_PING_ENV, DEFAULT_STALL_PING)
+
+    def wedged(self, health: WatcherHealth) -> bool:
+        return (health.state == "stale-beacon" and health.verified
+                and health.beacon_age is not None and health.beacon_age >= self.stall_bound)
+
     def stale(self, health: WatcherHealth, *, origin: str = "attached",
               started_at: float | None = None) -> int:
+        if self.wedged(health):
+            return self.recover_wedged(health, origin=origin, started_at=started_at)
         self.row(watcher_pid=health.pid, origin=origin,
                  started_at=time.time() if started_at is None else started_at,
                  reason="stale-beacon", lock_before=lock_text(health.pid, health.identity))
@@ -609,8 +663,9 @@ class Arm:
                          reason="ground-removed", returncode=child.proc.returncode)
                 return self.ground_failed(gone)
             now = self.health()
-            if now.state == "stale-beacon" and now.pid == child.pid:
-                return self.stale(now, origin="started", started_at=child.started_at)
+            if now.state == "stale-beacon" and now.pid == child.pid and self.wedged(now):
+                # Our own child stopped polling: given until the stall bound, then replaced.
+                return self.recover_wedged(now, origin="started", started_at=child.started_at)
 
     def child_closed(self, lock_before: str = "none", *, announce: bool = False) -> int:
         """Our child exited: resolve its cycle. With *announce* no status line was printed yet
@@ -658,8 +713,13 @@ class Arm:
         # The row goes out before any wait for a successor: a take-over reads it to learn how
         # this watcher ended. The successor followed next is in the store's cycle links.
         row(klass, "awaited")
-        successor = self.wait_successor(exclude=child.pid)
+        self.publish_if_gone()
+        successor = self.wait_successor(exclude=child.pid, since=_started(child.identity,
+                                                                         child.started_at))
+        if isinstance(successor, str):
+            return self.deliver(successor)  # it came and closed before we looked
         if successor is not None and successor.pid is not None:
+            self.name_successor(child.pid, successor.pid)
             previous = (child.pid, child.identity.token()) if child.identity else None
             return self.follow(successor, predecessor=previous)
         gone = self.ground()
@@ -714,7 +774,10 @@ class Arm:
                                  reason="ground-removed", lock_before=lock_before)
                         return self.ground_failed(gone)
                     now = self.health()
-                    if now.state == "stale-beacon" and now.pid == pid:
+                    if now.state == "stale-beacon" and now.pid == pid and (
+                            self.wedged(now) or not now.verified):
+                        # A watcher of ours is given until the stall bound, then replaced; one
+                        # that is not verifiably ours is reported and left alone.
                         return self.stale(now, started_at=started_at)
             finally:
                 if pidfd is not None:
@@ -727,14 +790,103 @@ class Arm:
             self.row(watcher_pid=pid, origin="attached", started_at=started_at,
                      reason="attached-cycle-ended", lock_before=lock_before,
                      successor="awaited")
-            successor = self.wait_successor(exclude=pid)
+            self.publish_if_gone()
+            successor = self.wait_successor(exclude=pid, since=_started(ident, started_at))
+            if isinstance(successor, str):
+                return self.deliver(successor)  # it came and closed before we looked
             if successor is None or successor.pid is None:
                 gone = self.ground()
                 if gone is not None:
                     return self.ground_failed(gone)
                 return self.fail("cycle ended without an actionable reason")
+            self.name_successor(pid, successor.pid)
             predecessor = (pid, token)
             health = successor
+
+    # --- a wedged watcher ----------------------------------------------------------------------
+
+    def recover_wedged(self, health: WatcherHealth, *, origin: str = "attached",
+                       started_at: float | None = None) -> int:
+        """Replace a verified watcher of ours whose beacon is older than the stall bound.
+
+        It is rung first and given :attr:`ping_window` to prove it is alive (one that was only
+        suspended, a laptop that slept, refreshes its beacon at once and is followed, not
+        replaced). Otherwise it is stopped through the same verified signalling a take-over
+        uses, a ``check: watcher-replaced`` row records the replacement (the next wake shows it
+        once, with whatever queued meanwhile), and a fresh cycle starts.
+        """
+        from firstmate.locks import FileLock
+
+        assert health.pid is not None
+        # One recoverer at a time (every arm following the watcher meets the wedge at once): the
+        # others wait for its outcome and then attach to whatever watches.
+        lock = FileLock(self.home.lock_path(RECOVER_LOCK), "recover", self.home.root)
+        bound = (self.ping_window + cleanup_lock_bound(self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND"))
+                 + 5.0 + self.confirm_timeout)
+        try:
+            lock.acquire(bound)
+        except LockTimeout:
+            return self.fail(f"wedged watcher pid={health.pid} is being replaced by another arm "
+                             "that did not finish; run fm status")
+        try:
+            now = self.health()
+            if not (now.pid == health.pid and self.wedged(now)):
+                outcome: WatcherHealth | str = "again"  # recovered (or gone) meanwhile
+            else:
+                outcome = self.replace_wedged(now, origin=origin, started_at=started_at)
+        finally:
+            lock.release()
+        child = self.child
+        if (outcome == "again" or isinstance(outcome, WatcherHealth)) and child is not None \
+                and not child.exited() and self.health().pid == child.pid:
+            return self.follow_owned()  # our own child answered: go on following it
+        if isinstance(outcome, WatcherHealth):
+            return self.follow(outcome)  # it answered the ring: only slow, not wedged
+        if outcome == "again":
+            return self.arm()
+        if outcome == "start":
+            return self.start()
+        return self.fail(outcome)
+
+    def replace_wedged(self, health: WatcherHealth, *, origin: str,
+                       started_at: float | None) -> WatcherHealth | str:
+        """Under the recovery lock: ring, wait the ping window, then stop the wedged watcher and
+        record the replacement. The answer: the watcher's health when it answered the ring,
+        ``again`` when it went away meanwhile, ``start`` when a fresh cycle may start, or the
+        message of a failure."""
+        from firstmate import bell, queue
+
+        assert health.pid is not None
+        pid, age = health.pid, health.beacon_age
+        with contextlib.suppress(OSError, FirstmateError):
+            bell.ring(self.home)
+        deadline = time.monotonic() + self.ping_window
+        while time.monotonic() < deadline:
+            time.sleep(SUCCESSOR_POLL)
+            now = self.health()
+            if now.healthy and now.pid == pid:
+                return now
+            if now.pid != pid:
+                return "again"
+        self.row(watcher_pid=pid, origin=origin,
+                 started_at=time.time() if started_at is None else started_at,
+                 reason="stalled-holder-replaced", lock_before=lock_text(pid, health.identity))
+        if self.stop_watcher(health) == "alive":
+            return (f"wedged watcher pid={pid} (beacon {health.age_text()}s) did not stop when "
+                    "signalled; left running - inspect it (it may be stuck in the kernel)")
+        previous = self.child
+        if previous is not None and previous.pid == pid:  # our own child: reap it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                previous.proc.wait(timeout=self.confirm_timeout)
+            previous.close()
+            self.child = None
+        shown = "unknown" if age is None else f"{age:.0f}s"
+        with contextlib.suppress(FirstmateError, sqlite3.Error):
+            queue.append(self.db, "check", REPLACED_KEY,
+                         f"check: watcher-replaced: watcher pid={pid} was wedged (beacon "
+                         f"{shown} old, stall bound {self.stall_bound:g}s) and was replaced; "
+                         "wakes queued meanwhile are delivered with this one")
+        return "start"
 
     # --- stopping ------------------------------------------------------------------------------
 

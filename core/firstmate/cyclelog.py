@@ -6,15 +6,16 @@ looks for the taken-over watcher's row). Each row::
     arm_pid=<pid>  arm_identity=<token>  watcher_pid=<pid|none>  origin=<started|attached|unknown>
     started_at=<epoch>  ended_at=<epoch>  exit_code=<rc|unknown>  signal=<none|HUP|TERM|…|unknown>
     reason=<class>  beacon_age=<s|999999>  lock_before=<pid:P|identity:I|none>
-    lock_after=<pid:P|identity:I|none>  successor=<none|awaited>
+    lock_after=<pid:P|identity:I|none>  successor=<none|awaited|attached:PID>
 
 ``successor`` is ``awaited`` when the arm went on to wait for a successor watcher after this
-close (the successor it then followed has a row of its own, origin ``attached``, and a link in
-the store's ``cycle_links``), else ``none``.
+close; once it finds one the row is rewritten to ``attached:PID`` (the successor also has a row
+of its own, origin ``attached``, and a link in the store's ``cycle_links``). It stays
+``awaited`` when none came, and is ``none`` when the arm did not wait.
 
 Fields are cleaned (control characters become spaces) and cut to 512 characters by
 :class:`firstmate.ledgers.BoundedLog`, which also caps the file (``FM_WATCH_CYCLE_LOG_MAX_BYTES``,
-``FM_WATCH_CYCLE_LOG_KEEP_LINES``). Rows are never rewritten: successor links live in the store.
+``FM_WATCH_CYCLE_LOG_KEEP_LINES``). The successor field is the only one ever rewritten.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ REASON_CLASSES = (
     "attached-delivered-wake", "clean-exit-delivered-wake", "attached-cycle-ended",
     "unexpected-clean-exit", "nonzero-exit", "signal-exit",
     "confirmation-timeout", "arm-interrupted", "handling-handoff-failed", "stale-beacon",
-    "ground-removed",
+    "ground-removed", "stalled-holder-replaced",
 )
 
 FIELDS = ("arm_pid", "arm_identity", "watcher_pid", "origin", "started_at", "ended_at",
@@ -135,6 +136,29 @@ def append(home: Home, row: CycleRow, env: Mapping[str, str] | None = None) -> N
         cycle_log(home, env).append_fields(*row.fields())
 
 
+def name_successor(home: Home, arm_pid: int, arm_identity: str, watcher_pid: int,
+                   successor: str, env: Mapping[str, str] | None = None) -> bool:
+    """Fill in the successor (``attached:PID``) of this arm's newest row for *watcher_pid* that
+    still says ``awaited`` (best effort, like every write of the log)."""
+    from firstmate.errors import FirstmateError
+    from firstmate.ledgers import cycle_log, neutralise
+
+    def ours(line: str) -> bool:
+        row = CycleRow.parse(line)
+        return (row is not None and row.arm_pid == arm_pid and row.arm_identity == arm_identity
+                and row.watcher_pid == watcher_pid and row.successor == "awaited")
+
+    def named(line: str) -> str:
+        row = CycleRow.parse(line)
+        assert row is not None
+        fields = attrs.evolve(row, successor=successor).fields()
+        return "\t".join(neutralise(field, 512) for field in fields)
+
+    with contextlib.suppress(OSError, FirstmateError):
+        return cycle_log(home, env).rewrite_last(ours, named)
+    return False
+
+
 def rows(home: Home, env: Mapping[str, str] | None = None) -> list[CycleRow]:
     """Every well-formed row kept, oldest first."""
     from firstmate.errors import FirstmateError
@@ -148,4 +172,4 @@ def rows(home: Home, env: Mapping[str, str] | None = None) -> list[CycleRow]:
 
 
 __all__ = ["FIELDS", "NO_BEACON", "REASON_CLASSES", "CycleRow", "append", "beacon_age_field",
-           "lock_text", "rows", "signal_name"]
+           "lock_text", "name_successor", "rows", "signal_name"]

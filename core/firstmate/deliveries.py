@@ -58,6 +58,22 @@ def find(conn: sqlite3.Connection, watcher_pid: int, identity: str) -> Delivery 
     return None if row is None else Delivery(float(row[0]), int(row[1]), str(row[2]), str(row[3]))
 
 
+def successor_since(conn: sqlite3.Connection, since: float, exclude: int) -> Delivery | None:
+    """The first record of a watcher that *started* at or after *since* (a successor of the
+    watcher that closed then), other than *exclude*: how an arm that was waiting for a successor
+    learns the reason of one that came and closed before it looked."""
+    from firstmate.identity import ProcessIdentity
+
+    rows = conn.execute(
+        "SELECT at, watcher_pid, identity, reason FROM deliveries WHERE at >= ? "
+        "AND watcher_pid != ? ORDER BY id ASC", (since, int(exclude))).fetchall()
+    for at, pid, identity, reason in rows:
+        ident = ProcessIdentity.parse(str(identity))
+        if ident is not None and ident.pid == int(pid) and ident.started > since:
+            return Delivery(float(at), int(pid), str(identity), str(reason))
+    return None
+
+
 def recent(conn: sqlite3.Connection, limit: int = DELIVERIES_KEEP) -> list[Delivery]:
     """The newest records first."""
     return [

@@ -75,6 +75,7 @@ class Doctor:
             ("watcher", self.check_watcher),
             ("queue", self.check_queue),
             ("cycles", self.check_cycles),
+            ("bridges", self.check_bridges),
         ]
         for name, step in steps:
             try:
@@ -256,6 +257,22 @@ class Doctor:
                      "fm arm")
         else:
             self.add("cycles", "ok", text)
+
+
+    def check_bridges(self) -> None:
+        """The in-process harnesses' bridges (firstmate.bridge.record): a replacement session
+        that never loaded the extension, a bridge gone under a live session."""
+        from firstmate.bridge.record import problems, read_all
+
+        if not self.home.state.is_dir():
+            return
+        found = problems(self.home, self.env)
+        for problem in found:
+            harness = problem.split(":", 1)[0]
+            self.add("bridge", "warn", problem, f"fm install {harness}")
+        if not found and read_all(self.home):
+            self.add("bridge", "ok", ", ".join(f"{r.harness}: {r.phase}"
+                                               for r in read_all(self.home)))
 
 
 def diagnose(env: Mapping[str, str] | None = None, project: Path | None = None) -> list[Finding]:

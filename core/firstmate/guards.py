@@ -168,6 +168,8 @@ class TurnEndFacts:
     budget: Budget = Budget()
     #: ``FM_CLAUDE_TURNEND_BLOCK_BUDGET``.
     limit: int = DEFAULT_BLOCK_BUDGET
+    #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
+    owner: str = ""
 
 
 @attrs.frozen
@@ -249,7 +251,21 @@ def problem(health: WatcherHealth, last_beat: float | None) -> str:
     return f"no live watcher process holds this home's lock (last beat: {_age(last_beat)})"
 
 
-def fix(health: WatcherHealth) -> str:
+#: Set by a long-lived re-arm owner (an app-server host, a bridge) in its harness's
+#: environment, naming itself: the model there must never arm by hand, so advice says so.
+OWNER_ENV = "FM_REARM_OWNER"
+
+
+def rearm_owner(env: Mapping[str, str]) -> str:
+    from firstmate.waketext import one_line
+
+    return one_line(env.get(OWNER_ENV, ""), 120).strip()
+
+
+def fix(health: WatcherHealth, owner: str = "") -> str:
+    if owner:
+        return (f"do not run `fm arm` yourself: {owner} owns re-arming here and restores the "
+                "watcher; run `fm status`, and tell the captain if it stays down")
     if health.state == "stale-beacon":
         return ("run `fm arm --take-over` as a tracked background task to replace it, then "
                 "`fm status` to confirm")
@@ -274,7 +290,7 @@ def turnend_banner(f: TurnEndFacts) -> str:
     ]
     if f.harness == "claude":
         lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
-    lines.append(f"Fix now: {fix(f.health)}. Queued wakes stay durable: drain them with "
+    lines.append(f"Fix now: {fix(f.health, f.owner)}. Queued wakes stay durable: drain them with "
                  "`fm wake drain` as usual.")
     return "\n".join(lines)
 
@@ -285,7 +301,7 @@ def fail_open_notice(f: TurnEndFacts) -> str:
     return (
         f"{PREFIX} WATCHER DOWN - this turn ends UNSUPERVISED (the one attended fail-open of this "
         f"failure episode): {what} and {f.budget.blocks} re-block(s) did not help; "
-        f"{problem(f.health, f.last_beat)}. Tell the captain, then {fix(f.health)}."
+        f"{problem(f.health, f.last_beat)}. Tell the captain, then {fix(f.health, f.owner)}."
     )
 
 
@@ -452,7 +468,8 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     env = os.environ if env is None else env
     now = time.time() if now is None else now
     limit = env_int(env, "FM_CLAUDE_TURNEND_BLOCK_BUDGET", DEFAULT_BLOCK_BUDGET)
-    base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(harness, payload))
+    base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(harness, payload),
+                        owner=rearm_owner(env))
     if not isinstance(payload, Mapping) or not payload:
         return attrs.evolve(base, payload_present=False)
     from firstmate.scope import primary_scope
@@ -470,6 +487,20 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     return refresh(facts, home=home, env=env, now=now)
 
 
+def _publish_if_gone(home: Home, health: WatcherHealth) -> None:
+    """No healthy watcher: one killed outright is reported as downtime now (firstmate.downtime)."""
+    if health.healthy or not home.db.is_file():
+        return
+    from firstmate.downtime import publish_if_gone
+    from firstmate.store import Store
+
+    db = Store(home)
+    try:
+        publish_if_gone(db)
+    finally:
+        db.close()
+
+
 def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
             now: float | None = None) -> TurnEndFacts:
     """*facts* with the fast-changing parts (watcher, away owner, ledger, budget) read again."""
@@ -478,6 +509,7 @@ def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
 
     now = time.time() if now is None else now
     health = watcher_health(home, env, now=now)
+    _publish_if_gone(home, health)
     claim, budget = _store_facts(home, env, health, now)
     return attrs.evolve(facts, health=health, last_beat=_last_beat(home, now),
                         away=away_facts(home, env, now=now), claim=claim, budget=budget)
@@ -562,6 +594,10 @@ class PullFacts:
     held_generation: str | None = None
     #: The down-episode key already announced with the full banner (None: none announced).
     announced: str | None = None
+    #: In-process harness bridges that leave a session unsupervised (firstmate.bridge.record).
+    bridges: tuple[str, ...] = ()
+    #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
+    owner: str = ""
 
 
 @attrs.frozen
@@ -592,13 +628,14 @@ def decide_pull(f: PullFacts, env: Mapping[str, str] | None = None) -> PullDecis
                 f"●  {f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
                 + _away_note(f.away),
                 f"●  {_continue_line(env)}",
-                f"●  Fix: {fix(f.health)}.",
+                f"●  Fix: {fix(f.health, f.owner)}.",
             ]
         else:
             lines.append(
                 f"WARNING: watcher still down (same {episode} episode; last beat: "
-                f"{_age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health)}."
+                f"{_age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health, f.owner)}."
             )
+    lines += [f"WARNING: {problem}." for problem in f.bridges] if f.primary else []
     if f.actor == "main":
         if f.mine:
             lines.append(f"WARNING: {f.mine} queued wake row(s) pending - run fm wake drain and "
@@ -632,10 +669,16 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
     if not home.state.is_dir():
         return PullFacts(actor=who, primary=False)
     scope = primary_scope(home, None, env, cwd)
+    health = watcher_health(home, env, now=now)
+    _publish_if_gone(home, health)
+    from firstmate.bridge.record import problems as bridge_problems
+
     facts = PullFacts(actor=who, primary=scope.primary,
                       need=gather_need(home) if scope.primary else Need(),
-                      health=watcher_health(home, env, now=now), last_beat=_last_beat(home, now),
-                      away=away_facts(home, env, now=now))
+                      health=health, last_beat=_last_beat(home, now),
+                      away=away_facts(home, env, now=now),
+                      bridges=tuple(bridge_problems(home, env, now)) if scope.primary else (),
+                      owner=rearm_owner(env))
     if not home.db.exists():
         return facts
     from firstmate import grants, queue

@@ -14,7 +14,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -80,6 +80,25 @@ class BoundedLog:
         with os.fdopen(fd, "rb") as fh:
             data = fh.read()
         return data.decode("utf-8", "replace").splitlines()
+
+    def rewrite_last(self, match: Callable[[str], bool], replace: Callable[[str], str]) -> bool:
+        """Replace the newest record *match* accepts with ``replace(record)``, under the lock
+        appends and trims take; False when there was none (or the lock stayed held)."""
+        refuse_symlink(self.path)
+        if not os.path.lexists(self.path):
+            return False
+        with self._trim_lock() as locked:
+            if not locked:
+                return False
+            fd = open_private(self.path, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as fh:
+                records = fh.read().decode("utf-8", "replace").splitlines()
+            for index in range(len(records) - 1, -1, -1):
+                if match(records[index]):
+                    records[index] = replace(records[index])  # (a record of the caller's fields)
+                    atomic_write(self.path, "".join(r + "\n" for r in records).encode())
+                    return True
+        return False
 
     # --- internals -----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from firstmate.identity import (
     harness_of,
     identity_of,
     is_alive,
+    proc_info,
 )
 from firstmate.locks import FileLock
 
@@ -62,7 +63,8 @@ _PID_IN_TEXT = re.compile(rb'"pid"\s*:\s*([0-9]{1,10})\b')
 
 LockState = Literal["free", "held", "stale", "unreadable", "unknown"]
 #: What the live system says about a record's owner (see :func:`classify`).
-OwnerStatus = Literal["zero", "dead", "unsignalable", "reused", "unverifiable", "live"]
+OwnerStatus = Literal["zero", "dead", "unsignalable", "reused", "unverifiable", "not-harness",
+                      "live"]
 _BLOCKING: frozenset[str] = frozenset({"live", "unverifiable"})
 
 
@@ -224,6 +226,9 @@ class LiveFacts:
     signalable: bool = True
     #: The live identity; None when it cannot be read (or the process is gone).
     identity: ProcessIdentity | None = None
+    #: The harness the live process runs as (None: not recognisably one), when *checked*.
+    harness: str | None = None
+    harness_checked: bool = False
 
 
 DEAD = LiveFacts(alive=False, signalable=False)
@@ -244,7 +249,10 @@ def probe(pid: int) -> LiveFacts:
     ident = identity_of(pid)
     if ident is None and not is_alive(pid):
         return DEAD
-    return LiveFacts(alive=True, signalable=signalable, identity=ident)
+    info = proc_info(pid)
+    harness = harness_of(info) if info is not None else None
+    return LiveFacts(alive=True, signalable=signalable, identity=ident, harness=harness,
+                     harness_checked=True)
 
 
 def same_process(recorded: ProcessIdentity, live: ProcessIdentity) -> bool:
@@ -271,6 +279,11 @@ def classify(record: SessionRecord, facts: LiveFacts) -> OwnerStatus:
         return "unverifiable"
     if not same_process(recorded, facts.identity):
         return "reused"
+    if (facts.harness_checked and record.harness not in ("", "unknown")
+            and facts.harness != record.harness):
+        # The same process (pid and start time), but no longer the harness that took the
+        # lock: it exec'd into something else, so no session of that harness is left to hold it.
+        return "not-harness"
     return "live"
 
 

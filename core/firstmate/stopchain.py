@@ -95,16 +95,22 @@ def canonical(reason: str) -> str:
     return line
 
 
-def charge(chain: Chain, kind: Kind, reasons: tuple[str, ...], bounds: Bounds) -> Charge:
-    """Pure: may the chain take one more continuation of *kind*?"""
+#: What a spent block budget says when the blocks carried no wake.
+NO_WAKE = ("without a wake; repair the hook registration and watcher startup before ending "
+           "blind")
+
+
+def charge(chain: Chain, kind: Kind, reasons: tuple[str, ...], bounds: Bounds, *,
+           blocked: str = NO_WAKE) -> Charge:
+    """Pure: may the chain take one more continuation of *kind*? *blocked* says what the
+    block continuations were for, in the notice of a spent block budget."""
     if chain.total >= bounds.ceiling:
         return Charge(False, chain, f"the bounded stop-hook chain reached its diagnostic ceiling "
                                     f"of {bounds.ceiling} continuations")
     if kind == "block":
         if chain.blocks >= bounds.block_budget:
             return Charge(False, chain, f"the stop hook already continued this conversation "
-                                        f"{chain.blocks} times without a wake; repair the hook "
-                                        "registration and watcher startup before ending blind")
+                                        f"{chain.blocks} times {blocked}")
         return Charge(True, attrs.evolve(chain, blocks=chain.blocks + 1, total=chain.total + 1))
     key = " | ".join(sorted({canonical(r) for r in reasons}))
     same = chain.same + 1 if key == chain.reason else 1
@@ -146,12 +152,12 @@ def save(home: Home, harness: str, chain: Chain) -> None:
 
 
 def spend(home: Home, harness: str, conversation: str, kind: Kind, reasons: tuple[str, ...],
-          bounds: Bounds, *, reset: bool = False) -> Charge:
+          bounds: Bounds, *, reset: bool = False, blocked: str = NO_WAKE) -> Charge:
     """Load, charge and (when allowed) store the chain in one call."""
     chain = load(home, harness, conversation, reset=reset)
-    verdict = charge(chain, kind, reasons, bounds)
+    verdict = charge(chain, kind, reasons, bounds, blocked=blocked)
     save(home, harness, verdict.chain)
     return verdict
 
 
-__all__ = ["Bounds", "Chain", "Charge", "canonical", "charge", "load", "save", "spend"]
+__all__ = ["NO_WAKE", "Bounds", "Chain", "Charge", "canonical", "charge", "load", "save", "spend"]

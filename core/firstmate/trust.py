@@ -46,7 +46,8 @@ def verify_dir(path: str, what: str = "home directory") -> bool:
         raise _error(f"cannot inspect {path}: {exc.strerror}; check the permissions of its "
                      "parent") from exc
     if stat.S_ISLNK(st.st_mode):
-        raise _error(f"refusing symlinked {what} {path}: replace the link with a directory")
+        raise _error(f"refusing symlinked state path {path} (the {what}): replace the link "
+                     "with a directory of yours")
     if not stat.S_ISDIR(st.st_mode):
         raise _error(f"{what} {path} exists but is not a directory; move it aside, or set "
                      "FM_HOME to a directory")

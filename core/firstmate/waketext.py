@@ -56,6 +56,15 @@ def one_line(text: str, limit: int = MAX_LINE) -> str:
     return " ".join(sanitise(text).split("\n")).strip()[:limit]
 
 
+def facts_only(line: str) -> str:
+    """A failure line as a model may see it: the operator's advice clauses that name ``fm arm``
+    (``…; replace it with fm arm --take-over``) are dropped, since a model is never to arm by
+    hand; the facts before them stay."""
+    parts = one_line(line).split("; ")
+    kept = [parts[0], *(part for part in parts[1:] if "fm arm" not in part)]
+    return "; ".join(kept)
+
+
 def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> str:
     """The full wake text: the header, each reason line, the failure line (if any), the next step."""
     lines = [one_line(r) for r in reasons]
@@ -65,11 +74,12 @@ def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> s
     header = f"{PREFIX} {what}{who}"
     body = [header, *lines]
     if failure:
-        body.append(one_line(failure))
+        body.append(facts_only(failure))
     body.append(NEXT_STEP)
     if failure:
         body.append(FAILURE_HINT)
     return sanitise("\n".join(body))
 
 
-__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PREFIX", "compose", "one_line", "sanitise"]
+__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PREFIX", "compose", "facts_only", "one_line",
+           "sanitise"]

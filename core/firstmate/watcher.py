@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
 import attrs
 
+from firstmate.downtime import OPEN_KEY
 from firstmate.envnum import env_float
 from firstmate.errors import FirstmateError, LockTimeout
 from firstmate.exitcodes import ExitCode
@@ -61,7 +62,6 @@ DEFAULT_STARTUP_BOUND = 10.0
 #: A watcher never waits less than this between polls (a source naming a past deadline).
 MIN_WAIT = 0.01
 #: The store fact naming the identity of the watcher whose cycle is open (cleared at its close).
-OPEN_KEY = "watch.open"
 DISPOSABLE_MARKER = "/.no-mistakes/worktrees/"
 #: The env var naming the pipe the arm listens on for "first poll done".
 READY_FD_ENV = "FM_WATCH_READY_FD"

@@ -212,13 +212,21 @@ class Faults:
     lock: threading.Lock = attrs.Factory(threading.Lock)
     pending: list[tuple[threading.Timer, Callable[[signal.Signals], object]]] = attrs.Factory(list)
     count: Counter[str] = attrs.Factory(Counter)
+    #: Processes stopped for good (wedged): resumed only by settle.
+    forever: list[Callable[[signal.Signals], object]] = attrs.Factory(list)
 
     def hit(self, label: str, send: Callable[[signal.Signals], object], sig: signal.Signals,
-            rng: random.Random | None = None) -> None:
+            rng: random.Random | None = None, *, forever: bool = False) -> None:
+        """Send *sig*. A SIGSTOP is followed by SIGCONT or SIGKILL after a random pause, unless
+        *forever* (a wedged process: only a replacement, or the final settle, ends it)."""
         rng = rng or self.rng
         with self.lock:
-            self.count[f"{label}:{sig.name}"] += 1
+            self.count[f"{label}:{sig.name}{'-forever' if forever else ''}"] += 1
         if not send(sig) or sig != signal.SIGSTOP:
+            return
+        if forever:
+            with self.lock:
+                self.forever.append(send)
             return
         follow = signal.SIGCONT if rng.random() < 0.65 else signal.SIGKILL
         timer = threading.Timer(rng.uniform(0.05, 0.8), send, (follow,))
@@ -231,9 +239,13 @@ class Faults:
         """Resume everything still stopped (cancelled follow-ups become SIGCONT now)."""
         with self.lock:
             pending, self.pending = self.pending, []
+            forever, self.forever = self.forever, []
         for timer, send in pending:
             timer.cancel()
             timer.join()
+            with contextlib.suppress(Exception):
+                send(signal.SIGCONT)
+        for send in forever:
             with contextlib.suppress(Exception):
                 send(signal.SIGCONT)
 
@@ -490,6 +502,12 @@ class Chaos:
             if ident is None:
                 return
         time.sleep(self.rng.uniform(0.0, 0.3))  # early, mid-poll or while closing
+        if self.rng.random() < 0.15:
+            # Wedged: alive, holding the lock, never polling again. The next re-arm past the
+            # stall bound must replace it; the rows queued meanwhile are still delivered once.
+            self.faults.hit("watcher", identity_sender(ident), signal.SIGSTOP, forever=True)
+            time.sleep(self.rng.uniform(0.05, 0.3))
+            return
         sig = self.rng.choice([signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM])
         self.faults.hit("watcher", identity_sender(ident), sig)
         time.sleep(self.rng.uniform(0.05, 0.3))
@@ -698,7 +716,9 @@ def chaos_rig(tmp_path: Path) -> Iterator[Chaos]:
     home = Home(root).ensure()
     audit = Audit.install(home)
     (tmp_path / "logs").mkdir()
-    spawner = Spawner(base_env(root), tmp_path / "logs")
+    # A short grace and stall bound, so a wedged watcher is replaced within the run.
+    spawner = Spawner(base_env(root, FM_GUARD_GRACE="2", FM_ARM_STALL_BOUND="4",
+                               FM_ARM_STALL_PING="1"), tmp_path / "logs")
     chaos = Chaos(home, tmp_path, random.Random(SEED), spawner, audit)
     chaos.owner = subprocess.Popen([sys.executable, "-c", OWNER], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, env=spawner.env)

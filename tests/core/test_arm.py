@@ -117,8 +117,8 @@ def test_a_killed_watcher_with_nothing_queued_is_retired_silently(rig: Rig) -> N
     assert nxt.wait() == 0
 
 
-def test_a_stopped_watcher_is_reported_stale_and_left_alone(rig: Rig) -> None:
-    grace = {"FM_GUARD_GRACE": "2"}
+def test_a_stale_watcher_under_the_stall_bound_is_reported_and_left_alone(rig: Rig) -> None:
+    grace = {"FM_GUARD_GRACE": "2", "FM_ARM_STALL_BOUND": "3600"}
     owner = rig.spawn("arm", env=grace)
     pid = started_pid(owner.line())
     os.kill(pid, signal.SIGSTOP)
@@ -130,12 +130,87 @@ def test_a_stopped_watcher_is_reported_stale_and_left_alone(rig: Rig) -> None:
         assert line.startswith(f"watcher: FAILED - live watcher pid={pid} has a stale beacon")
         assert "--take-over" in line
         assert other.wait() == 1
-        owned = owner.line()
-        assert owned.startswith(f"watcher: FAILED - live watcher pid={pid} has a stale beacon")
-        assert owner.wait() == 1
+        # The arm that follows it waits (until the stall bound) instead of failing.
+        assert owner.popen.poll() is None
         assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
     finally:
         os.kill(pid, signal.SIGCONT)
+    rig.append("check", "k", "check: after the pause")
+    assert owner.line() == "check: after the pause"
+    assert owner.wait() == 0
+
+
+WEDGE = {"FM_GUARD_GRACE": "1", "FM_ARM_STALL_BOUND": "2", "FM_ARM_STALL_PING": "1"}
+
+
+def _wedged(rig: Rig, pid: int) -> bool:
+    health = watcher_health(rig.home, {**rig.env, **WEDGE})
+    return health.pid == pid and health.beacon_age is not None and health.beacon_age >= 2.5
+
+
+def test_a_wedged_watcher_is_replaced_by_the_next_re_arm_and_nothing_is_delivered_twice(
+    rig: Rig,
+) -> None:
+    # (The arm that started it waits longer, so the re-arm below is the one that recovers.)
+    owner = rig.spawn("arm", env={**WEDGE, "FM_ARM_STALL_BOUND": "3600"})
+    wedged = started_pid(owner.line())
+    os.kill(wedged, signal.SIGSTOP)  # alive, holding the lock, never polling again
+    rig.append("check", "during", "check: appended during the wedge")
+    wait_for(lambda: _wedged(rig, wedged), "the beacon to pass the stall bound")
+    rearm = rig.spawn("arm", env=WEDGE)
+    fresh = started_pid(rearm.line())
+    assert fresh != wedged
+    wait_for(lambda: not alive(wedged), "the wedged watcher to be stopped")
+    reason = rearm.line()
+    assert not reason.startswith("watcher: FAILED"), reason
+    assert rearm.wait() == 0
+    drained = rig.fm("wake", "drain", "--json")
+    rows = json.loads(drained.stdout)["rows"]
+    payloads = [r["payload"] for r in rows]
+    assert "check: appended during the wedge" in payloads
+    replaced = [p for p in payloads if p.startswith("check: watcher-replaced: ")]
+    assert len(replaced) == 1 and f"watcher pid={wedged} was wedged" in replaced[0]
+    _drain_and_ack(rig)
+    # The arm that followed the wedged watcher went on to the replacement's cycle: attached to
+    # it, or (it closed first) its reason found in the delivery ledger. Never a FAILED line.
+    line = owner.line()
+    if line.startswith("watcher: attached"):
+        assert attached_pid(line) == fresh
+        line = owner.line()
+    assert line == reason
+    assert owner.wait() == 0
+    # Exactly once: the next wake is the next event's.
+    nxt = rig.spawn("arm")
+    started_pid(nxt.line())
+    rig.append("check", "next", "check: next event")
+    assert nxt.line() == "check: next event"
+    row = next(r for r in cyclelog.rows(rig.home) if r.watcher_pid == wedged
+               and r.arm_pid == rearm.pid)
+    assert row.reason == "stalled-holder-replaced"
+
+
+def test_a_watcher_that_answers_the_ring_within_the_ping_window_is_kept(rig: Rig) -> None:
+    slow = {**WEDGE, "FM_ARM_STALL_PING": "60"}
+    owner = rig.spawn("arm", env=slow)
+    pid = started_pid(owner.line())
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: _wedged(rig, pid), "the beacon to pass the stall bound")
+    rearm = rig.spawn("arm", env=slow)
+    # Like a laptop waking from sleep: it runs again, answers the ring, refreshes its beacon.
+    os.kill(pid, signal.SIGCONT)
+    assert attached_pid(rearm.line()) == pid
+    assert alive(pid)
+    rig.append("check", "k", "check: kept")
+    assert rearm.line() == owner.line() == "check: kept"
+
+
+def test_a_wedged_holder_that_is_not_verifiably_ours_is_never_signalled(rig: Rig) -> None:
+    victim, holder = _unverifiable_holder(rig)
+    rig.home.beacon.write_text("")
+    os.utime(rig.home.beacon, (1.0, 1.0))  # ancient: far past any stall bound
+    done = rig.fm("arm", env={**WEDGE, "FM_ARM_CONFIRM_TIMEOUT": "1"})
+    assert done.returncode == 1 and done.stdout.startswith("watcher: FAILED - "), done.stdout
+    assert victim.poll() is None and holder.poll() is None
 
 
 def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet(
@@ -165,7 +240,8 @@ def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet
     assert (taker.wait(), victim_arm.wait()) == (0, 0)
     row = next(r for r in cyclelog.rows(rig.home)
                if r.arm_pid == victim_arm.pid and r.watcher_pid == victim)
-    assert (row.signal, row.exit_code, row.successor) == ("TERM", 143, "awaited")
+    # The row names the successor the arm went on to follow.
+    assert (row.signal, row.exit_code, row.successor) == ("TERM", 143, f"attached:{fresh}")
 
 
 def test_without_its_restore_the_stop_would_have_resurfaced(rig: Rig) -> None:
@@ -243,7 +319,9 @@ sys.stdin.read()
 """
 
 
-def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> None:
+def _unverifiable_holder(rig: Rig) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """The watcher lock held by a process whose record names a live, unrelated process with a
+    forged identity (a recycled pid): (that process, the lock holder)."""
     victim = rig.sleeper()
     real = identity_of(victim.pid)
     assert real is not None
@@ -255,6 +333,11 @@ def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> N
          record], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env)
     rig.extra.append(holder)
     assert holder.stdout is not None and holder.stdout.readline() == b"acquired\n"
+    return victim, holder
+
+
+def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> None:
+    victim, holder = _unverifiable_holder(rig)
     for mode in ("--restart", "--stop"):
         done = rig.fm("arm", mode, env={"FM_ARM_CONFIRM_TIMEOUT": "1"})
         assert done.returncode == 1
@@ -301,6 +384,9 @@ def test_an_attached_arm_follows_a_successor_chain_across_two_cycles(rig: Rig) -
     for arm in (restart, follower, owner):
         assert arm.line() == "heartbeat"
         assert arm.wait() == 0
+    named = [r.successor for r in cyclelog.rows(rig.home)
+             if r.arm_pid == follower.pid and r.watcher_pid == first]
+    assert named == [f"attached:{second}"]
     links = armmod.links(open_store(rig.home))
     chained = [link for link in links
                if link.arm_pid == follower.pid and link.watcher_pid == second]
@@ -407,6 +493,29 @@ def test_a_stop_pending_before_the_arm_set_up_still_gets_its_one_line(rig: Rig) 
     arm.popen.send_signal(signal.SIGTERM)
     assert arm.line() == "watcher: FAILED - arm interrupted by SIGTERM"
     assert arm.wait() == 143
+    assert watcher_health(rig.home, rig.env).pid is None
+
+
+EARLY_STOP = """
+import os, signal, sys
+sys.argv = ["fm", "arm"]
+from firstmate.cli import main as cli
+dispatch = cli.dispatch
+
+def stopped_first(args):
+    # A stop after the interpreter runs, before the arm has imported its modules.
+    os.kill(os.getpid(), signal.SIGTERM)
+    return dispatch(args)
+
+cli.dispatch = stopped_first
+raise SystemExit(cli.main())
+"""
+
+
+def test_a_stop_before_the_arm_imported_anything_still_gets_its_one_line(rig: Rig) -> None:
+    done = subprocess.run([sys.executable, "-c", EARLY_STOP], capture_output=True, text=True,
+                          env=rig.env, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (143, "watcher: FAILED - arm interrupted by SIGTERM\n")
     assert watcher_health(rig.home, rig.env).pid is None
 
 

@@ -185,6 +185,31 @@ def _append(env: dict[str, str], text: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _drain_ack(env: dict[str, str]) -> None:
+    """Handle the wake as a model would: drain, then run the acknowledgement it asks for."""
+    drained = _fm(env, "wake", "drain", "--json")
+    assert drained.returncode == 0, drained.stderr
+    result = json.loads(drained.stdout)
+    if result["ack_through"] is None:
+        return
+    acked = _fm(env, "wake", "drain", "--ack-through", str(result["ack_through"]),
+                "--recovery-generation", result["generation"])
+    assert acked.returncode == 0, acked.stderr
+
+
+def _handled_once(shim: Shim, env: dict[str, str], home: Home, deliver: dict[str, Any],
+                  deadline: float = 90) -> None:
+    """*deliver* arrived with a successor watching; once handled, no second wake for its rows
+    follows: the next wake is the next event's."""
+    assert _watcher(home) is not None, f"delivered while no watcher ran: {deliver}"
+    shim.answer(deliver)
+    _drain_ack(env)
+    _append(env, "signal: builder done: NEXT-EVENT")
+    following = shim.next("deliver", deadline=deadline)
+    assert "NEXT-EVENT" in following["text"], (deliver, following)
+    shim.answer(following)
+
+
 def _supervising(shim: Shim, env: dict[str, str], home: Home) -> int:
     """Register a crew, greet the bridge and start a session; the first watcher's pid."""
     _crew(env)
@@ -276,7 +301,7 @@ def test_a_close_during_handoff_is_delivered_once_to_the_replacement(
     assert shim.start("new")["state"] == "unchanged"
     deliver = shim.next("deliver")
     assert "DURING-HANDOFF" in deliver["text"] and deliver["generation"] == old + 1
-    shim.answer(deliver)
+    _handled_once(shim, env, fm_home, deliver)
     # A late callback of the old generation changes nothing.
     stale = shim.request("arm", generation=old)
     assert stale["state"] == "stale"
@@ -294,7 +319,7 @@ def test_a_delivery_refused_by_a_replaced_session_goes_to_the_next_one(
     shim.start("resume")
     again = shim.next("deliver")
     assert "STALE-CTX" in again["text"] and again["generation"] == shim.generation
-    shim.answer(again)
+    _handled_once(shim, env, fm_home, again)
     assert [m for m in shim.pending() if m["type"] == "deliver"] == []
 
 
@@ -334,8 +359,8 @@ def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
     assert shim.start("unknown")["state"] in ("started", "unchanged")
     deliver = shim.next("deliver", deadline=90)
     assert "OMP-REPLAY" in deliver["text"] or "rearm-resurface" in deliver["text"]
-    shim.answer(deliver)
-    assert wait_for(lambda: _watcher(fm_home), "a watcher after the replacement")
+    # Successor first, and exactly once: no second wake for the same rows follows.
+    _handled_once(shim, env, fm_home, deliver)
 
 
 # --- the idle queue tick (omp) --------------------------------------------------------------
@@ -407,7 +432,7 @@ def test_another_live_session_makes_this_one_read_only(
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         ident = exec_identity(other)
-        record = SessionRecord(pid=other.pid, identity=ident.token(), harness="pi",
+        record = SessionRecord(pid=other.pid, identity=ident.token(), harness="unknown",
                                acquired_at=time.time())
         atomic_write(record_path(fm_home), record.to_json().encode())
         shim.hello()
@@ -418,3 +443,47 @@ def test_another_live_session_makes_this_one_read_only(
     finally:
         other.kill()
         other.wait()
+
+
+# --- extension-load diagnostics (state/bridge-<harness>.json read back) -----------------------
+
+
+def _status_lines(env: dict[str, str]) -> list[str]:
+    done = _fm(env, "status")
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("bridge: ")]
+
+
+def test_a_replacement_that_never_loads_the_extension_is_reported_with_the_fix(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _supervising(shim, env, fm_home)
+    quick = {**env, "FM_BRIDGE_HANDOFF_GRACE": "0"}
+    assert _status_lines(quick) == []  # active: nothing to report
+    assert shim.request("session_shutdown", generation=shim.generation,
+                        reason="new")["state"] == "handoff"
+    # A handoff never counts as a loaded extension: once its grace is over, everyone says so.
+    lines = _status_lines(quick)
+    assert len(lines) == 1 and "has not loaded the Firstmate extension" in lines[0]
+    assert "fm install bridgepi" in lines[0]
+    assert _status_lines(env) == []  # (within the default grace: not yet)
+    doctor = _fm(quick, "doctor", "--json")
+    findings = [f for f in json.loads(doctor.stdout) if f["check"] == "bridge"]
+    assert findings and findings[0]["status"] == "warn" and "extension" in findings[0]["detail"]
+    guard = _fm({**quick, "FM_PROJECT_DIR": str(fm_home.root)}, "guard")
+    assert "has not loaded the Firstmate extension" in guard.stderr + guard.stdout
+    # The replacement loads it: nothing left to report.
+    shim.start("new")
+    assert _status_lines(quick) == []
+
+
+def test_a_bridge_gone_under_a_live_session_is_reported(
+        bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
+    shim, env = bridge
+    _supervising(shim, env, fm_home)
+    shim.proc.kill()
+    shim.proc.wait(30)
+    lines = _status_lines(env)
+    assert len(lines) == 1 and "its fm bridge" in lines[0] and "is gone" in lines[0], lines
+    data = json.loads(_fm(env, "status", "--json").stdout)
+    assert data["bridges"] and "is gone" in data["bridges"][0]

@@ -108,6 +108,16 @@ def test_banner_names_the_fix_for_each_failure() -> None:
     assert "no supervision host is parked" in away
 
 
+def test_under_a_long_lived_re_arm_owner_the_advice_never_says_arm_by_hand() -> None:
+    owner = "fm codex-serve (pid 42)"
+    for health in (NONE, STALE):
+        text = decide_turnend(facts(health=health, owner=owner)).text
+        assert "do not run `fm arm` yourself: fm codex-serve (pid 42) owns re-arming" in text
+        assert "as a tracked background task" not in text
+    pulled = decide_pull(PullFacts(need=Need(crews=1), owner=owner)).text
+    assert "do not run `fm arm` yourself" in pulled and "tracked background task" not in pulled
+
+
 @pytest.mark.parametrize(("harness", "payload", "expected"), [
     ("codex", {"stop_hook_active": True}, True),
     ("codex", {"stop_hook_active": False}, False),
@@ -348,7 +358,8 @@ def test_crew_worktree_and_no_need_are_inert(grig: Rig, tmp_path: Path) -> None:
 def _record_lock(rig: Rig, pid: int) -> None:
     ident = identity_of(pid)
     assert ident is not None
-    record = session_lock.SessionRecord(pid=pid, identity=ident.token(), harness="claude",
+    # (Held for an explicitly named process, as FM_SESSION_HOLDER_PID records it.)
+    record = session_lock.SessionRecord(pid=pid, identity=ident.token(), harness="unknown",
                                         acquired_at=time.time())
     session_lock._write(rig.home, record)
 
@@ -541,3 +552,15 @@ def test_bad_turnend_guard_arguments_never_block(tmp_path: Path) -> None:
                               check=False)
         assert done.returncode == 1, args
         assert done.stderr.startswith("fm: ") and done.stderr.count("\n") == 1
+
+
+def test_a_failure_shown_to_a_model_keeps_the_facts_and_drops_operator_advice() -> None:
+    from firstmate.waketext import compose, facts_only
+
+    line = ("watcher: FAILED - live watcher pid=7 has a stale beacon (900s, grace 300s); left "
+            "running - inspect it, or replace it with fm arm --take-over")
+    assert facts_only(line) == ("watcher: FAILED - live watcher pid=7 has a stale beacon (900s, "
+                                "grace 300s)")
+    text = compose((), line, "Codex")
+    assert "stale beacon" in text and "--take-over" not in text
+    assert "never arm the watcher by hand" in text

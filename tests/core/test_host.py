@@ -96,7 +96,8 @@ def own_session_lock(home: Home, pid: int) -> None:
     ident = identity_of(pid)
     assert ident is not None
     session_lock._write(home, session_lock.SessionRecord(
-        pid=pid, identity=ident.token(), harness="claude", acquired_at=time.time()))
+        # (Held for an explicitly named process, as FM_SESSION_HOLDER_PID records it.)
+        pid=pid, identity=ident.token(), harness="unknown", acquired_at=time.time()))
 
 
 @pytest.fixture

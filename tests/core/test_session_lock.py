@@ -31,10 +31,12 @@ from firstmate.session_lock import (
     classify,
     inspect,
     owned_by_self,
+    probe,
+    read_record,
     recheck_owned,
     resolve_holder,
 )
-from firstmate.testing import read_line
+from firstmate.testing import exec_identity, read_line
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -609,7 +611,8 @@ def test_arbitrary_bytes_never_raise(data: bytes) -> None:
 def test_recheck_owned_in_process_for_a_foreign_live_holder(fm_home: Home) -> None:
     me = identity_of(os.getppid())
     assert me is not None
-    _write_record(fm_home, version=1, pid=me.pid, identity=me.token(), harness="claude",
+    # (An explicitly named holder, FM_SESSION_HOLDER_PID: its harness is "unknown".)
+    _write_record(fm_home, version=1, pid=me.pid, identity=me.token(), harness="unknown",
                   acquired_at=1.0, session_id=None)
     # This process's own ancestry includes the parent, so it owns it; an unrelated chain doesn't.
     assert recheck_owned(fm_home, env={}) is None
@@ -617,3 +620,27 @@ def test_recheck_owned_in_process_for_a_foreign_live_holder(fm_home: Home) -> No
     assert recheck_owned(fm_home, env={}, chain=chain) == (
         f"session lock is held by live harness pid {me.pid}; not re-arming"
     )
+
+
+def test_a_live_process_that_is_no_longer_the_recorded_harness_does_not_hold_the_lock(
+    fm_home: Home,
+) -> None:
+    # Same pid and start time as recorded, but not a claude process (it exec'd, or the record
+    # was written for a pid that never was one): no claude session is left to hold the lock.
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        ident = exec_identity(proc)
+        _write_record(fm_home, version=1, pid=proc.pid, identity=ident.token(), harness="claude",
+                      acquired_at=1.0, session_id=None)
+        record = read_record(fm_home).record
+        assert record is not None
+        facts = probe(proc.pid)
+        assert facts.harness_checked and facts.harness is None
+        assert classify(record, facts) == "not-harness"
+        assert not blocks_reclaim(record)
+        # The same record naming no particular harness (an explicit holder) still blocks.
+        explicit = attrs.evolve(record, harness="unknown")
+        assert classify(explicit, facts) == "live" and blocks_reclaim(explicit)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -395,7 +395,8 @@ def replace_while_close_pending(r: Rig, harness: Rpc, mock: MockApi, first: int,
     replaced = wait_for(lambda: harness.response("n1"), "the answer to new_session",
                         diag=r.diag)
     assert replaced.get("success") and not (replaced.get("data") or {}).get("cancelled"), replaced
-    wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+    request = wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+    assert_successor_held(request, first, f"{label} (replaced session)")
     # Barrier: deliveries go out in close order, so once a later wake has reached the model any
     # duplicate of the first would already have been sent.
     wait_for(lambda: r.successor(first), "a healthy successor after the replacement")
@@ -405,6 +406,9 @@ def replace_while_close_pending(r: Rig, harness: Rpc, mock: MockApi, first: int,
     turns = [newest_user_text(body) for body in mock.bodies()]
     carrying = [turn for turn in turns if text in turn]
     assert len(carrying) == 1, f"{text} reached the model {len(carrying)} times: {turns}"
+    # Nor again as a recovery: the same rows never come back as check: rearm-resurface.
+    resurfaced = [turn for turn in turns if "rearm-resurface" in turn]
+    assert not resurfaced, f"a second wake for the same rows: {resurfaced}"
     for body in mock.bodies():
         users = [m for m in json.loads(body).get("messages", []) if m.get("role") == "user"]
         assert sum(text in json.dumps(m) for m in users) <= 1, body[-2000:]

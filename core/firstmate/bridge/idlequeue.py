@@ -36,6 +36,8 @@ class IdleQueue:
     announced_seq: int = 0
     failures: int = 0
     failure_said: bool = False
+    #: The healthy watcher seen last, and since when (monotonic).
+    _watcher: tuple[str, float] | None = None
     _stop: threading.Event = attrs.Factory(threading.Event)
     _thread: threading.Thread | None = None
 
@@ -57,10 +59,31 @@ class IdleQueue:
                 self.step()
 
     def due(self) -> bool:
-        """Idle, active, nothing in flight, and the last delivery is at least a tick old."""
+        """Idle, active, nothing in flight, the last delivery at least a tick old, and a
+        healthy watcher that has run for a tick (successor first: a watcher just started may
+        still present these rows itself, so a wake from here would be a second one)."""
         owner = self.owner
         return (owner.phase == "active" and not owner.busy and owner.delivering == 0
-                and time.monotonic() - owner.last_delivery >= self.tick)
+                and time.monotonic() - owner.last_delivery >= self.tick
+                and self._watcher_settled())
+
+    def _watcher_settled(self) -> bool:
+        from firstmate.health import watcher_health
+        from firstmate.identity import ProcessIdentity
+
+        try:
+            health = watcher_health(self.owner.home, self.owner.env)
+        except Exception:  # unreadable state: the read below reports it
+            return True
+        ident = ProcessIdentity.parse(health.identity or "") if health.healthy else None
+        if ident is None:
+            self._watcher = None
+            return False
+        # Healthy for a whole tick as seen from here: its first poll (where a watcher presents
+        # rows that waited through downtime) is long done.
+        if self._watcher is None or self._watcher[0] != ident.token():
+            self._watcher = (ident.token(), time.monotonic())
+        return time.monotonic() - self._watcher[1] >= self.tick
 
     def step(self) -> str | None:
         """One read; the text it delivered, if any."""

@@ -64,6 +64,10 @@ class BridgeOwner:
     busy: bool = False
     delivering: int = 0
     last_delivery: float = 0.0
+    #: The answer to the last session start (``started``, ``read-only``, …), for the record.
+    answer: str = ""
+    #: Counts the shutdowns that retired this owner's arms (``retire_on_shutdown``).
+    retirements: int = 0
     idle_queue: IdleQueue | None = None
     _cond: threading.Condition = attrs.Factory(threading.Condition)
     _said: set[str] = attrs.Factory(set)
@@ -133,8 +137,9 @@ class BridgeOwner:
             if msg.session:
                 self.session = msg.session
             self._cond.notify_all()
-        self._record()
         state, text = self._ensure_running(resume=True)
+        self.answer = state
+        self._record()
         self.channel.reply(msg.id, ok=state in ("started", "unchanged"), state=state, text=text)
 
     def _session_shutdown(self, msg: Message) -> None:
@@ -147,6 +152,8 @@ class BridgeOwner:
             self._cond.notify_all()
         self._record()
         if self.profile.retire_on_shutdown and self.engine is not None:
+            with self._cond:
+                self.retirements += 1
             self.engine.suspend()
         self.channel.reply(msg.id, ok=True, state="handoff",
                            text="waiting for the replacement session")
@@ -160,6 +167,9 @@ class BridgeOwner:
         if msg.type == "idle" and self.phase == "active" and self.engine is None:
             # Supervision may have become needed since the session started (a crew was added).
             state, text = self._ensure_running(resume=False)
+            if state != self.answer:
+                self.answer = state
+                self._record()
             if state == "started":
                 self._say("info", text)
 
@@ -291,6 +301,7 @@ class BridgeOwner:
         deadline = time.monotonic() + HOLD_LIMIT
         with self._cond:
             self.delivering += 1
+            retirements = self.retirements
         try:
             while True:
                 with self._cond:
@@ -302,6 +313,12 @@ class BridgeOwner:
                         self._cond.wait(left)
                     if self.phase == "quit":
                         return DeliveryReceipt(False, "the harness quit; the wake stays queued")
+                    if self.retirements != retirements:
+                        # Its successor was retired with the session: the watcher the resumed
+                        # engine starts presents these rows (they stay queued), once.
+                        return DeliveryReceipt(False, "superseded: the arms were retired with "
+                                                      "the session; the rows stay queued for "
+                                                      "the resumed watcher")
                     generation, session = self.generation, self.session
                 if is_away(self.home):
                     return DeliveryReceipt(False, "away mode: the away owner handles it; the "
@@ -355,7 +372,8 @@ class BridgeOwner:
         """``state/bridge-<harness>.json``: which generation of which process is active."""
         record = {"harness": self.harness, "harness_pid": _holder_pid(self.env),
                   "bridge_pid": os.getpid(), "generation": self.generation,
-                  "phase": self.phase, "updated_at": round(time.time(), 3)}
+                  "phase": self.phase, "answer": self.answer,
+                  "updated_at": round(time.time(), 3)}
         with contextlib.suppress(OSError, ValueError):
             if self.home.state.is_dir():
                 atomic_write(self.home.state / f"bridge-{self.harness}.json",

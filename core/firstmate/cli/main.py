@@ -84,8 +84,17 @@ def dispatch(argv: Sequence[str]) -> int:
     return int(module.main(rest))
 
 
+#: Commands whose every end is one line: a stop before their own handlers exist still says so.
+EARLY_STOP_LINES = {"arm": "watcher: FAILED - arm interrupted by {signal}"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    early = EARLY_STOP_LINES.get(args[0]) if args and argv is None else None
+    if early is not None:
+        from firstmate.earlystop import install
+
+        install(early)
     try:
         return dispatch(args)
     except (Exception, KeyboardInterrupt) as exc:

@@ -10,9 +10,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from firstmate.errors import UsageError
 from firstmate.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from firstmate.home import Home
 
 
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
@@ -29,6 +33,17 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         refuse_symlink(home.lock_path(health.LOCK_NAME))
         refuse_symlink(home.beacon)
     watcher = health.watcher_health(home, env)
+    if not watcher.healthy and home.db.is_file():
+        # The one write a status read makes: a watcher proven gone is reported as downtime now,
+        # so this snapshot, the guards and the away brief agree (firstmate.downtime).
+        from firstmate.downtime import publish_if_gone
+        from firstmate.store import Store
+
+        db = Store(home)
+        try:
+            publish_if_gone(db)
+        finally:
+            db.close()
     queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
     episode: str | None = None
@@ -53,7 +68,14 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         "episode": episode,
         "session_lock": {"state": lock.state, "pid": lock.pid},
         "away": home.away_record.exists(),
+        "bridges": _bridge_problems(home, env),
     }
+
+
+def _bridge_problems(home: Home, env: dict[str, str]) -> list[str]:
+    from firstmate.bridge.record import problems
+
+    return problems(home, env) if home.state.is_dir() else []
 
 
 def render(data: dict[str, object]) -> str:
@@ -84,6 +106,9 @@ def render(data: dict[str, object]) -> str:
     ]
     if data.get("away"):
         lines.append("away: on")
+    bridges = data.get("bridges")
+    if isinstance(bridges, list):
+        lines += [f"bridge: {problem}" for problem in bridges]
     return "\n".join(lines)
 
 

@@ -106,3 +106,67 @@ def test_the_plugin_contributes_the_command() -> None:
     registry: dict[str, object] = {}
     plugin.firstmate_cli_commands(registry=registry)
     assert registry["codex-serve"] is appserver.main
+
+
+FAKE_PROBE = r'''
+import json, os, subprocess, sys
+log = open(os.environ["FAKE_LOG"], "a")
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, ident = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"id": ident, "result": {"userAgent": "fake"}})
+    elif method in ("thread/start", "thread/resume"):
+        send({"id": ident, "result": {"thread": {"id": "th-1"}}})
+    elif method == "turn/start":
+        # What the first turn's own hooks would see when it starts.
+        status = subprocess.run([sys.executable, "-m", "firstmate", "status", "--json"],
+                                capture_output=True, text=True)
+        log.write(json.dumps({"watcher": json.loads(status.stdout)["watcher"],
+                              "owner": os.environ.get("FM_REARM_OWNER")}) + "\n"); log.flush()
+        send({"id": ident, "result": {"turn": {"id": "t"}}})
+        send({"method": "turn/started", "params": {}})
+        send({"method": "turn/completed", "params": {}})
+    elif ident is not None:
+        send({"id": ident, "error": {"code": 1, "message": "nope"}})
+'''
+
+
+def test_the_first_turn_starts_only_once_a_watcher_is_confirmed(tmp_path: Path) -> None:
+    import subprocess
+
+    from firstmate.testing import read_line
+
+    script = tmp_path / "fake_probe.py"
+    script.write_text(FAKE_PROBE)
+    log = tmp_path / "log.jsonl"
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(FM_HOME=str(home), FAKE_LOG=str(log), FM_TMUX="/nonexistent/tmux",
+               FM_SIGNAL_GRACE="0")
+    added = subprocess.run([sys.executable, "-m", "firstmate", "crew", "add", "c1", "--pane", "%1"],
+                           env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert added.returncode == 0, added.stderr
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "firstmate", "codex-serve", "--cwd", str(tmp_path), "--prompt",
+         "hello", "--codex", f"{sys.executable} {script}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert read_line(serve) == "codex-serve: thread th-1"
+        deadline = 60.0
+        import time
+
+        end = time.monotonic() + deadline
+        while not (log.exists() and log.read_text().strip()):
+            assert time.monotonic() < end, "the first turn never started"
+            time.sleep(0.05)
+        seen = json.loads(log.read_text().splitlines()[0])
+        assert seen["watcher"]["healthy"] is True, seen  # successor first
+        assert seen["owner"] == f"fm codex-serve (pid {serve.pid})"
+    finally:
+        serve.terminate()
+        serve.wait(60)
+        subprocess.run([sys.executable, "-m", "firstmate", "arm", "--stop"], env=env,
+                       capture_output=True, timeout=60, check=False)

@@ -92,7 +92,9 @@ def test_queued_wakes_refuse_the_allow_within_the_block_budget(env: dict[str, st
         reply, _ = run(env, loop_count=count)
         assert "1 queued wake" in str(reply["followup_message"])
     reply, err = run(env, loop_count=3)
-    assert reply == {} and "without a wake" in err
+    # The notice names the real cause (wakes left unacknowledged), not a broken hook.
+    assert reply == {} and "to drain 1 queued wake" in err and "fm wake drain" in err
+    assert "repair the hook registration" not in err
     # loop_count 0 (a real user message) starts a fresh chain…
     assert "followup_message" in run(env, loop_count=0)[0]
     for count in (1, 2):

@@ -37,7 +37,7 @@ import attrs
 from firstmate.envnum import env_int
 from firstmate.harness import HookOutcome
 from firstmate.home import Home
-from firstmate.waketext import NEXT_STEP, PREFIX, one_line, sanitise
+from firstmate.waketext import NEXT_STEP, PREFIX, facts_only, one_line, sanitise
 
 ATTEMPTS_ENV = "FM_CLAUDE_AUTOARM_ATTEMPTS"
 DEFAULT_ATTEMPTS = 2
@@ -325,7 +325,8 @@ def failure_banner(notice: Notice, attempts: int, evidence: list[str], state_hin
     lines = [f"{PREFIX} Firstmate auto-arm {what} - the Stop hook that keeps the watcher armed "
              f"could not start or attach to a live watcher after {attempts} bounded {noun}; "
              "supervision is off until it recovers."]
-    lines += [f"evidence: {one_line(e, 600)}" for e in evidence[-MAX_EVIDENCE:]]
+    # Facts only: an arm's advice to an operator (fm arm --take-over) is not the model's to take.
+    lines += [f"evidence: {facts_only(e)[:600]}" for e in evidence[-MAX_EVIDENCE:]]
     lines.append(f"state: {state_hint}")
     lines.append("The next turn end retries automatically. Run `fm status` to see the watcher "
                  "and the session lock, run `fm wake drain` to handle anything queued, and tell "

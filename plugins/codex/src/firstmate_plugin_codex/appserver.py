@@ -33,6 +33,8 @@ USAGE = ("usage: fm codex-serve [--cwd DIR] [--thread ID] [--prompt TEXT] [--cod
 REQUEST_TIMEOUT = 60.0
 #: Seconds a wake waits for a running turn to complete before it is started anyway.
 DEFAULT_TURN_WAIT = 600
+#: Seconds the first (``--prompt``) turn waits for the watcher to be confirmed.
+WATCH_WAIT = 60.0
 
 #: Live clients by owner pid: the plugin's deliver-wake hook sends through the one registered
 #: for the session that owns re-arm.
@@ -270,8 +272,13 @@ def main(argv: Sequence[str]) -> int:
     client: AppServerClient | None = None
     engine: Continuity | None = None
     try:
+        # The hooks Codex runs under this server see who owns re-arming: their advice then
+        # never tells the model to arm by hand (AGENTS.md forbids it in this mode).
+        from firstmate.guards import OWNER_ENV
+
+        child_env = {**env, OWNER_ENV: f"fm codex-serve (pid {os.getpid()})"}
         try:
-            client = AppServerClient.spawn(command, cwd, env)
+            client = AppServerClient.spawn(command, cwd, child_env)
         except OSError as exc:
             _say(f"codex-serve: FAILED - codex app-server could not start ({exc})")
             return 1
@@ -290,6 +297,11 @@ def main(argv: Sequence[str]) -> int:
         if refused is not None:
             _say(refused)
         if "prompt" in args:
+            # Successor first: the first turn starts once a watcher is confirmed, so its own
+            # turn end never meets a home with nothing watching.
+            if refused is None and not _watching(home, env, WATCH_WAIT):
+                _say(f"codex-serve: no watcher confirmed within {WATCH_WAIT:g}s; starting the "
+                     "first turn anyway (fm status shows why)")
             client.start_turn(args["prompt"])
         client.wait_closed()
         _say("codex-serve: codex app-server exited")
@@ -304,6 +316,20 @@ def main(argv: Sequence[str]) -> int:
             engine.close(stop_arm=True, detached_too=True)
         if client is not None:
             client.close()
+
+
+def _watching(home: Any, env: Mapping[str, str], timeout: float) -> bool:
+    """Wait (bounded) until a healthy watcher holds *home*'s lock."""
+    import time
+
+    from firstmate.health import watcher_health
+
+    deadline = time.monotonic() + timeout
+    while not watcher_health(home, env).healthy:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)  # a poll with a deadline: the lock and beacon offer no event here
+    return True
 
 
 def deliver(text: str, owner_pid: int) -> tuple[bool, str] | None:

@@ -86,7 +86,11 @@ def cursor_stop(payload: Mapping[str, Any] | None, home: Home,
     if parking.interrupted(home, NAME):
         why.append("an interrupted stop-hook park")
     if why:
-        verdict = spend(home, NAME, conversation, "block", (), bounds, reset=reset)
+        # The chain's notice names the real cause: wakes left unacknowledged, not a broken hook.
+        verdict = spend(home, NAME, conversation, "block", (), bounds, reset=reset,
+                        blocked=f"to drain {' and '.join(why)}, and they are still there; run "
+                                "fm wake drain, handle the wakes and run the acknowledgement "
+                                "command it prints")
         if not verdict.allowed:
             return allow(verdict.notice)
         parking.clear_interrupted(home, NAME)

@@ -1,0 +1,78 @@
+"""Downtime is visible as soon as anyone can prove the watcher gone, not at the next start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from firstmate import episodes
+from firstmate.downtime import OPEN_KEY, publish_if_gone
+from firstmate.store import kv_get, open_store
+from watch_support import Rig, rig, started_pid, wait_for
+
+__all__ = ["rig"]  # the fixture
+
+
+def _state(rig: Rig) -> tuple[episodes.EpisodeState, str]:
+    db = open_store(rig.home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn), kv_get(conn, OPEN_KEY) or ""
+    finally:
+        db.close()
+
+
+def _status_episode(rig: Rig) -> object:
+    done = rig.fm("status", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["episode"]
+
+
+def test_a_status_read_publishes_the_downtime_of_a_killed_watcher(rig: Rig) -> None:
+    watch = rig.spawn("watch")
+    pid = wait_for(rig.healthy_pid, "the watcher to become healthy")
+    state, open_mark = _state(rig)
+    assert open_mark.startswith(f"{pid}:") and not isinstance(state, episodes.Episode)
+    assert _status_episode(rig) is None  # healthy: nothing to publish
+    os.kill(pid, signal.SIGKILL)
+    watch.popen.wait(30)
+    # No arm and no new watcher: the status read itself proves the watcher gone.
+    episode = _status_episode(rig)
+    assert isinstance(episode, str) and episode.startswith("pending:downtime:"), episode
+    state, open_mark = _state(rig)
+    assert isinstance(state, episodes.Episode) and open_mark == ""
+    assert _status_episode(rig) == episode  # published once, then left alone
+
+
+def test_the_arm_that_saw_its_watcher_die_publishes_before_waiting_for_a_successor(
+    rig: Rig,
+) -> None:
+    owner = rig.spawn("arm", env={"FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT": "60"})
+    pid = started_pid(owner.line())
+    os.kill(pid, signal.SIGKILL)
+
+    def published() -> bool:
+        state, _ = _state(rig)
+        return isinstance(state, episodes.Episode) and state.status == "pending"
+
+    # Read the store directly (a status read would publish it too): the arm, still waiting
+    # for a successor, is the one that published.
+    wait_for(published, "the arm to publish the downtime")
+    assert owner.popen.poll() is None
+    owner.popen.send_signal(signal.SIGTERM)
+    assert owner.line() == "watcher: FAILED - arm interrupted by SIGTERM"
+
+
+def test_a_live_watcher_is_never_reported_down(rig: Rig) -> None:
+    owner = rig.spawn("arm")
+    assert owner.line().startswith("watcher: started")
+    db = open_store(rig.home)
+    try:
+        assert publish_if_gone(db) is False
+    finally:
+        db.close()
+    state, open_mark = _state(rig)
+    assert open_mark and not isinstance(state, episodes.Episode)
+    rig.append("check", "k", "check: still watched")
+    assert owner.line() == "check: still watched"
