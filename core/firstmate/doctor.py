@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -114,8 +115,16 @@ class Doctor:
                      "pip install firstmate-plugin-claude")
         else:
             names = ", ".join(
-                f"{info.name} {host.versions.get(info.name, '')}".strip() for info in infos)
+                f"{info.name} {host.versions.get(info.name, '')}".strip()
+                + f" (re-armed by {self._rearm_owner(host, info.name)})" for info in infos)
             self.add("plugins", "ok", f"harness plugins: {names}")
+
+    def _rearm_owner(self, host: Any, harness: str) -> str:
+        """Who re-arms *harness*'s watcher in this home (the plugins' answer)."""
+        from firstmate.handoff import Session
+
+        owner = host.rearm_owner(self.home, Session(self.home, harness, dict(self.env)))
+        return "nobody" if owner is None else str(owner.kind)
 
     def check_configs(self) -> None:
         if not self._harnesses:

@@ -38,6 +38,14 @@ class HarnessInfo:
     owned_files: tuple[str, ...] = ()
     #: Hook events this harness calls, in kebab case (``fm hook <harness> <event>``).
     hook_events: tuple[str, ...] = ()
+    #: Program basenames that are this harness's process (``claude``, ``cursor-agent``): how
+    #: the session lock finds the harness above an ``fm`` process (firstmate.identity).
+    process_names: tuple[str, ...] = ()
+    #: Consecutive path components that mark a script as this harness's own code when an
+    #: interpreter runs it (``("@anthropic-ai", "claude-code")`` for ``node …/cli.js``).
+    package_markers: tuple[tuple[str, ...], ...] = ()
+    #: ``python -m <module>`` modules that are this harness.
+    python_modules: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:

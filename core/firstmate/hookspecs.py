@@ -46,11 +46,6 @@ def firstmate_harness_info() -> HarnessInfo | None:
     """Describe the harness this plugin integrates. Core plugins return None."""
 
 
-@hookspec(firstresult=True)
-def firstmate_detect_harness(env: Mapping[str, str], payload: Mapping[str, Any] | None) -> str | None:
-    """Name the harness that produced *env* and *payload*, or None when it is not yours."""
-
-
 # --- watching ---------------------------------------------------------------------------------
 
 

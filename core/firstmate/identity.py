@@ -220,36 +220,56 @@ def ancestry(pid: int | None = None, max_hops: int = DEFAULT_MAX_HOPS) -> list[P
 
 # --- harness detection -----------------------------------------------------------------------
 
-#: Program basenames that are a harness themselves (basename -> harness).
-_HARNESS_NAMES: Mapping[str, str] = {
-    "claude": "claude",
-    "codex": "codex",
-    "opencode": "opencode",
-    ".opencode": "opencode",
-    "grok": "grok",
-    "cursor-agent": "cursor",
-    "pi": "pi",
-    "pi-signed": "pi",
-    "omp": "omp",
-    "kimi": "kimi",
-}
+@attrs.frozen
+class HarnessTable:
+    """How to tell a harness process by its command line: what each installed harness plugin
+    declares in its :class:`~firstmate.harness.HarnessInfo` (core knows no harness itself)."""
 
-#: Consecutive path components that mark a script as a harness's own code.
-_PACKAGE_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("@anthropic-ai", "claude-code"), "claude"),
-    (("@openai", "codex"), "codex"),
-    (("opencode-ai",), "opencode"),
-    (("@mariozechner", "pi-coding-agent"), "pi"),
-    (("@earendil-works", "pi-coding-agent"), "pi"),
-    (("@oh-my-pi", "pi-coding-agent"), "omp"),
-    (("@vibe-kit", "grok-cli"), "grok"),
-    (("cursor-agent",), "cursor"),
-    (("kimi-cli",), "kimi"),
-    (("kimi_cli",), "kimi"),
-)
+    #: Program basenames that are a harness themselves (basename -> harness).
+    names: Mapping[str, str] = attrs.field(factory=dict)
+    #: Consecutive path components that mark a script as a harness's own code.
+    markers: tuple[tuple[tuple[str, ...], str], ...] = ()
+    #: ``python -m <module>`` modules that are a harness.
+    modules: Mapping[str, str] = attrs.field(factory=dict)
 
-#: ``python -m <module>`` modules that are a harness.
-_HARNESS_MODULES: Mapping[str, str] = {"kimi_cli": "kimi", "kimi": "kimi"}
+    @classmethod
+    def of(cls, infos: Iterable[object]) -> HarnessTable:
+        names: dict[str, str] = {}
+        markers: list[tuple[tuple[str, ...], str]] = []
+        modules: dict[str, str] = {}
+        for info in infos:
+            harness = str(getattr(info, "name", ""))
+            names.update({n: harness for n in getattr(info, "process_names", ())})
+            markers += [(tuple(m), harness) for m in getattr(info, "package_markers", ())]
+            modules.update({m: harness for m in getattr(info, "python_modules", ())})
+        return cls(names, tuple(markers), modules)
+
+    def with_extra(self, env: Mapping[str, str]) -> HarnessTable:
+        """This table plus ``FM_HARNESS_PROCESS_NAMES`` (each name its own harness)."""
+        extra = {n.strip(): n.strip() for n in env.get(HARNESS_NAMES_ENV, "").split(",")
+                 if n.strip()}
+        return attrs.evolve(self, names={**extra, **self.names}) if extra else self
+
+
+_TABLES: dict[str, HarnessTable] = {}
+
+
+def harness_table(env: Mapping[str, str] | None = None) -> HarnessTable:
+    """The table of the installed harness plugins (loaded once per process and plugin
+    selection), plus ``FM_HARNESS_PROCESS_NAMES``."""
+    env = os.environ if env is None else env
+    selection = f"{env.get('FIRSTMATE_PLUGINS', '')}|{env.get('FIRSTMATE_DISABLE_PLUGINS', '')}"
+    table = _TABLES.get(selection)
+    if table is None:
+        from firstmate.plugins import load
+
+        try:
+            infos = load(env, core=False).harnesses()
+        except Exception:  # a broken plugin must not make every process unrecognisable
+            infos = []
+        table = _TABLES[selection] = HarnessTable.of(infos)
+    return table.with_extra(env)
+
 
 _INTERPRETER = re.compile(r"(node|nodejs|bun|deno|tsx|python(\d+(\.\d+)?)?|pypy3?)")
 _EVAL_OPTIONS = frozenset({"-c", "-e", "-p", "--eval", "--print"})
@@ -258,13 +278,6 @@ _VALUE_OPTIONS = frozenset(
      "--title", "--env-file", "--preload", "--cwd", "--config"}
 )
 _SUBCOMMANDS = frozenset({"run"})
-
-
-def _harness_names(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if env is None else env
-    names = {n.strip(): n.strip() for n in env.get(HARNESS_NAMES_ENV, "").split(",") if n.strip()}
-    names.update(_HARNESS_NAMES)
-    return names
 
 
 def _parts(path: str) -> list[str]:
@@ -278,51 +291,55 @@ def _base(path: str) -> str:
 
 
 def _versioned(parts: Sequence[str], names: Mapping[str, str]) -> str | None:
-    # A versioned install: ``…/claude/versions/2.1.220``, ``…/cursor-agent/versions/<v>/node``.
+    # A versioned install: ``…/<name>/versions/2.1.220``, ``…/<name>/versions/<v>/node``.
     for i in range(len(parts) - 2):
         if parts[i + 1] == "versions" and parts[i] in names:
             return names[parts[i]]
     return None
 
 
-def _script_harness(script: str, names: Mapping[str, str]) -> str | None:
+def _script_harness(script: str, table: HarnessTable) -> str | None:
+    names = table.names
     parts = _parts(script)
     if not parts:
         return None
     if parts[-1] in names:
         return names[parts[-1]]
-    for marker, harness in _PACKAGE_MARKERS:
+    for marker, harness in table.markers:
         n = len(marker)
         if any(tuple(parts[i : i + n]) == marker for i in range(len(parts) - n + 1)):
             return harness
     return _versioned(parts, names)
 
 
-def _interpreted_harness(args: Iterable[str], names: Mapping[str, str]) -> str | None:
-    """The harness an interpreter command line runs (``node …/cli.js``, ``python -m kimi_cli``)."""
+def _interpreted_harness(args: Iterable[str], table: HarnessTable) -> str | None:
+    """The harness an interpreter command line runs (``node …/cli.js``, ``python -m <module>``)."""
     it = iter(args)
     for arg in it:
         if arg in _EVAL_OPTIONS:
             return None
         if arg == "-m":
             module = next(it, "").split(".")[0]
-            return _HARNESS_MODULES.get(module)
+            return table.modules.get(module)
         if arg in _VALUE_OPTIONS:
             next(it, None)
             continue
         if arg.startswith("-") or arg in _SUBCOMMANDS:
             continue
-        return _script_harness(arg, names)
+        return _script_harness(arg, table)
     return None
 
 
-def harness_of(info: ProcInfo, env: Mapping[str, str] | None = None) -> str | None:
-    """Which harness *info* is (``claude``, ``codex``, ``cursor``, ``pi``, …), or None.
+def harness_of(info: ProcInfo, env: Mapping[str, str] | None = None,
+               table: HarnessTable | None = None) -> str | None:
+    """Which harness *info* is, by the *table* (default: what the installed plugins declare,
+    :func:`harness_table`), or None.
 
-    Names are matched as whole basenames or path components, never as substrings, so ``pip``,
-    ``pipx`` or ``api-server`` are not ``pi``.
+    Names are matched as whole basenames or path components, never as substrings, so a
+    harness named ``pi`` does not match ``pip``, ``pipx`` or ``api-server``.
     """
-    names = _harness_names(env)
+    table = harness_table(env) if table is None else table
+    names = table.names
     argv0 = info.cmdline[0] if info.cmdline else ""
     programs = [b for b in (info.name, _base(argv0), _base(info.exe)) if b]
     for base in programs:
@@ -333,7 +350,7 @@ def harness_of(info: ProcInfo, env: Mapping[str, str] | None = None) -> str | No
         if found:
             return found
     if any(_INTERPRETER.fullmatch(b) for b in programs):
-        return _interpreted_harness(info.cmdline[1:], names)
+        return _interpreted_harness(info.cmdline[1:], table)
     return None
 
 
@@ -351,12 +368,14 @@ def innermost_harness(
 __all__ = [
     "CMD_HASH_LEN",
     "HARNESS_NAMES_ENV",
+    "HarnessTable",
     "ProcInfo",
     "ProcessIdentity",
     "ancestry",
     "cmd_hash",
     "current",
     "harness_of",
+    "harness_table",
     "identity_of",
     "innermost_harness",
     "is_alive",

@@ -69,10 +69,6 @@ class PluginHost:
     def harness(self, name: str) -> HarnessInfo | None:
         return next((info for info in self.harnesses() if info.name == name), None)
 
-    def detect_harness(self, env: Mapping[str, str], payload: Mapping[str, Any] | None) -> str | None:
-        result = self.pm.hook.firstmate_detect_harness(env=env, payload=payload)
-        return str(result) if result is not None else None
-
     # --- watching -----------------------------------------------------------------------------
 
     def watch_sources(self, home: Home, env: Mapping[str, str]) -> list[Source]:

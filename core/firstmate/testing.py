@@ -441,6 +441,25 @@ class HarnessContract:
         assert harness in {info.name for info in host.harnesses()}
         assert not [f for f in host.failures if f.name == harness]
 
+    def test_its_processes_are_found_by_the_session_lock(self, harness: str, info: Any) -> None:
+        """The session lock finds the harness above an ``fm`` process only by what the plugin
+        declares (core knows no harness): every harness names its process."""
+        from firstmate.identity import HarnessTable, ProcInfo, harness_of
+
+        assert info.process_names, (
+            f"{harness} declares no process_names: the session lock could never find its process")
+        table = HarnessTable.of([info])
+        for name in info.process_names:
+            assert harness_of(ProcInfo(pid=2, ppid=1, name=name, cmdline=(name,)),
+                              table=table) == harness
+        for marker in info.package_markers:
+            script = "/n/node_modules/" + "/".join(marker) + "/cli.js"
+            assert harness_of(ProcInfo(pid=2, ppid=1, name="node", cmdline=("node", script)),
+                              table=table) == harness
+        # And through the installed plugins, as the session lock reads them.
+        assert harness_of(ProcInfo(pid=2, ppid=1, name=info.process_names[0],
+                                   cmdline=(info.process_names[0],))) == harness
+
     def test_plugin_is_not_comparable_by_value(self, plugin: object) -> None:
         # Plugins are services (attrs eq=False): two instances are never "equal" registrations.
         assert plugin != type(plugin)()

@@ -14,7 +14,7 @@ import attrs
 import psutil
 import pytest
 from firstmate import identity
-from firstmate.identity import ProcessIdentity, ProcInfo, harness_of
+from firstmate.identity import HarnessTable, ProcessIdentity, ProcInfo, harness_of
 from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
@@ -327,23 +327,62 @@ NEGATIVE = [
 ]
 
 
+#: What the harness plugins declare (their HarnessInfo process names, package markers and python
+#: modules), as the table identity builds from them; kimi stands for a harness with a module.
+TABLE = HarnessTable(
+    names={"claude": "claude", "codex": "codex", "opencode": "opencode", ".opencode": "opencode",
+           "grok": "grok", "cursor-agent": "cursor", "pi": "pi", "pi-signed": "pi", "omp": "omp",
+           "kimi": "kimi"},
+    markers=((("@anthropic-ai", "claude-code"), "claude"), (("@openai", "codex"), "codex"),
+             (("opencode-ai",), "opencode"), (("@mariozechner", "pi-coding-agent"), "pi"),
+             (("@earendil-works", "pi-coding-agent"), "pi"),
+             (("@oh-my-pi", "pi-coding-agent"), "omp"), (("@vibe-kit", "grok-cli"), "grok"),
+             (("cursor-agent",), "cursor"), (("kimi-cli",), "kimi"), (("kimi_cli",), "kimi")),
+    modules={"kimi_cli": "kimi", "kimi": "kimi"},
+)
+
+
 @pytest.mark.parametrize(("proc", "expected"), POSITIVE, ids=lambda v: repr(v)[:70] if isinstance(v, ProcInfo) else None)
 def test_harness_detected(proc: ProcInfo, expected: str) -> None:
-    assert harness_of(proc, env={}) == expected
+    assert harness_of(proc, env={}, table=TABLE) == expected
 
 
 @pytest.mark.parametrize("proc", NEGATIVE, ids=lambda v: repr(v)[:70])
 def test_not_a_harness(proc: ProcInfo) -> None:
-    assert harness_of(proc, env={}) is None
+    assert harness_of(proc, env={}, table=TABLE) is None
 
 
 def test_extra_harness_names_from_the_environment() -> None:
     env = {identity.HARNESS_NAMES_ENV: " mybot , other-agent ,,"}
-    assert harness_of(info("mybot"), env=env) == "mybot"
-    assert harness_of(info("node", "/opt/x/other-agent"), env=env) == "other-agent"
-    assert harness_of(info("mybot"), env={}) is None
-    # Built-in names keep their canonical harness.
-    assert harness_of(info("cursor-agent"), env={identity.HARNESS_NAMES_ENV: "cursor-agent"}) == "cursor"
+    table = TABLE.with_extra(env)
+    assert harness_of(info("mybot"), env=env, table=table) == "mybot"
+    assert harness_of(info("node", "/opt/x/other-agent"), env=env, table=table) == "other-agent"
+    assert harness_of(info("mybot"), env={}, table=TABLE) is None
+    # A plugin's names keep their canonical harness.
+    extra = TABLE.with_extra({identity.HARNESS_NAMES_ENV: "cursor-agent"})
+    assert harness_of(info("cursor-agent"), table=extra) == "cursor"
+
+
+def test_core_alone_knows_no_harness() -> None:
+    # No plugin installed (or allowed): nothing is a harness but what the environment names.
+    none = {"FIRSTMATE_PLUGINS": "none"}
+    assert identity.harness_table(none) == HarnessTable()
+    assert harness_of(info("claude"), env=none) is None
+    named = {**none, identity.HARNESS_NAMES_ENV: "claude"}
+    assert harness_of(info("claude"), env=named) == "claude"
+
+
+def test_the_table_is_what_the_plugins_declare() -> None:
+    from firstmate.harness import HarnessInfo
+
+    declared = HarnessInfo(name="acme", display_name="Acme", family="hook", rearm_owner="hook",
+                           wake_channel="x", process_names=("acme", "acme-cli"),
+                           package_markers=(("@acme", "agent"),), python_modules=("acme_agent",))
+    table = HarnessTable.of([declared])
+    assert harness_of(info("acme-cli"), table=table) == "acme"
+    assert harness_of(info("node", "/n/node_modules/@acme/agent/cli.js"), table=table) == "acme"
+    assert harness_of(info("python3", "-m", "acme_agent"), table=table) == "acme"
+    assert harness_of(info("claude"), table=table) is None
 
 
 def test_innermost_harness_walks_real_ancestry(tmp_path: Path) -> None:

@@ -131,13 +131,13 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_many_producers_with_concurrent_main_and_branch_consumers(
     fm_home: Home, procs: list[subprocess.Popen[bytes]]
 ) -> None:
-    stop = fm_home.root / "stop"
+    stop, stop_main = fm_home.root / "stop", fm_home.root / "stop-main"
     db = db_for(fm_home)
     seeded = [queue.append(db, "signal", f"seed-{i}", "seed") for i in range(20)]
     branch = python(BRANCH_CONSUMER, fm_home, str(stop))
     procs.append(branch)
     assert read_line(branch, 120) == "got-rows"  # the branch owns some rows before main starts
-    main = python(MAIN_CONSUMER, fm_home, str(stop))
+    main = python(MAIN_CONSUMER, fm_home, str(stop_main))
     procs.append(main)
     assert read_line(main, 120) == "ready"
     producers = [python(PRODUCER, fm_home, f"p{i}", str(APPENDS)) for i in range(PRODUCERS)]
@@ -148,12 +148,18 @@ def test_many_producers_with_concurrent_main_and_branch_consumers(
         assert isinstance(seqs, list) and len(seqs) == APPENDS
         appended += seqs
     stop.write_text("stop\n")
-    main_taken = output_json(main)
     branch_out = output_json(branch)
+    # Rows appended once the branch is gone are main's alone (under load the branch may have
+    # won every race before): main provably takes part.
+    tail = [queue.append(db, "signal", f"tail-{i}", "tail") for i in range(5)]
+    appended += tail
+    stop_main.write_text("stop\n")
+    main_taken = output_json(main)
     assert isinstance(main_taken, list) and isinstance(branch_out, dict)
     branch_taken = branch_out["taken"]
+    assert set(tail) <= set(main_taken)
 
-    total = PRODUCERS * APPENDS + len(seeded)
+    total = PRODUCERS * APPENDS + len(seeded) + len(tail)
     assert len(set(appended)) == total                     # every append got its own seq
     assert len(main_taken) == len(set(main_taken))         # main consumed nothing twice
     assert len(branch_taken) == len(set(branch_taken))     # the branch consumed nothing twice

@@ -109,9 +109,21 @@ class Ran:
     err: str
 
 
+#: The fake harnesses' names (no harness plugin is installed here: the environment names them).
+HARNESS_NAMES = "claude,codex,cursor-agent,pi,omp,opencode,grok"
+
+
+@pytest.fixture(autouse=True)
+def _harness_names(monkeypatch: pytest.MonkeyPatch, fm_home: Home) -> None:
+    """In this process too (inspect, probe): the fake harnesses are harnesses. (After fm_home,
+    which clears every FM_ variable.)"""
+    monkeypatch.setenv("FM_HARNESS_PROCESS_NAMES", HARNESS_NAMES)
+
+
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUB}
     env["PYTHONPATH"] = CORE
+    env["FM_HARNESS_PROCESS_NAMES"] = HARNESS_NAMES
     env.update(extra)
     return env
 

@@ -39,3 +39,26 @@ def test_every_spec_is_keyword_only_by_convention() -> None:
         if name.startswith("firstmate_"):
             kinds = {p.kind for p in inspect.signature(func).parameters.values()}
             assert kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}
+
+
+def test_every_spec_has_a_production_caller() -> None:
+    """A hook nobody calls is dead weight a plugin author would implement for nothing: every
+    spec is called from the core's (or a plugin's) own code, not only from tests."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [*sorted((root / "core" / "firstmate").rglob("*.py")),
+               *sorted((root / "plugins").glob("*/src/**/*.py"))]
+    text = "\n".join(p.read_text() for p in sources if p.name not in ("hookspecs.py",
+                                                                      "testing.py"))
+    uncalled = [name for name in spec_signatures()
+                if not re.search(rf"\bhook\.{name}\(", text)]
+    assert uncalled == []
+
+
+def test_each_wrapper_with_a_caller_is_used() -> None:
+    # The PluginHost wrappers of the continuity specs are what production code calls.
+    root = Path(__file__).resolve().parents[2]
+    text = "\n".join(p.read_text() for p in sorted((root / "core" / "firstmate").rglob("*.py"))
+                     if p.name not in ("plugins.py", "testing.py"))
+    for wrapper in ("rearm_owner", "readiness", "confirm_handoff", "deliver_wake",
+                    "bridge_profile", "watch_sources", "harnesses"):
+        assert re.search(rf"\.{wrapper}\(", text), f"PluginHost.{wrapper} has no caller"

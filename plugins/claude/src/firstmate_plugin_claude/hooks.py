@@ -32,6 +32,8 @@ INFO = HarnessInfo(
     wake_channel="Stop/StopFailure asyncRewake hook: exit 2 with the wake on stderr",
     config_files=(".claude/settings.json",),
     hook_events=EVENTS,
+    process_names=("claude",),
+    package_markers=(("@anthropic-ai", "claude-code"),),
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.

@@ -40,6 +40,8 @@ INFO = HarnessInfo(
     wake_channel="bounded fm checkpoint; Stop hook {decision: block} (opt-in: parked Stop)",
     config_files=(".codex/hooks.json", "AGENTS.md"),
     hook_events=EVENTS,
+    process_names=("codex",),
+    package_markers=(("@openai", "codex"),),
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

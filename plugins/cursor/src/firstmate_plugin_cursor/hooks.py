@@ -32,6 +32,8 @@ INFO = HarnessInfo(
     wake_channel="stop hook followup_message (exit 0)",
     config_files=(".cursor/hooks.json",),
     hook_events=EVENTS,
+    process_names=("cursor-agent",),
+    package_markers=(("cursor-agent",),),
 )
 
 #: Cursor ignores a hooks file without this key.

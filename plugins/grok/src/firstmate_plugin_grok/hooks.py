@@ -41,6 +41,8 @@ INFO = HarnessInfo(
     wake_channel="tracked background task running fm arm; Stop hook block",
     config_files=(HOOKS_FILE, RULES_FILE),
     hook_events=EVENTS,
+    process_names=("grok",),
+    package_markers=(("@vibe-kit", "grok-cli"),),
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.

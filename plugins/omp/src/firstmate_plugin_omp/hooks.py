@@ -35,6 +35,8 @@ INFO = HarnessInfo(
     rearm_owner="extension",
     wake_channel="pi.sendUserMessage(…) with no deliverAs, through fm bridge omp",
     owned_files=SPEC.owned_files(),
+    process_names=("omp",),
+    package_markers=(("@oh-my-pi", "pi-coding-agent"),),
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).

@@ -37,6 +37,8 @@ INFO = HarnessInfo(
     rearm_owner="extension",
     wake_channel="client.session.promptAsync through fm bridge opencode",
     owned_files=SPEC.owned_files(),
+    process_names=("opencode", ".opencode"),
+    package_markers=(("opencode-ai",),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 

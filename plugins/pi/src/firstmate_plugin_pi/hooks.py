@@ -34,6 +34,8 @@ INFO = HarnessInfo(
     rearm_owner="extension",
     wake_channel="pi.sendUserMessage(…, {deliverAs: 'followUp'}) through fm bridge pi",
     owned_files=SPEC.owned_files(),
+    process_names=("pi", "pi-signed"),
+    package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
