@@ -45,7 +45,7 @@ from typing import TextIO
 
 import attrs
 
-from firstmate import cyclelog
+from firstmate import cyclelog, stopsignals
 from firstmate.cyclelog import CycleRow, lock_text
 from firstmate.envnum import PID_MAX, decimal, env_float
 from firstmate.errors import FirstmateError, LockTimeout, UsageError
@@ -56,15 +56,10 @@ from firstmate.identity import ProcessIdentity
 from firstmate.store import Store
 from firstmate.watcher import (
     READY_FD_ENV,
-    STOP_SIGNALS,
-    block_stop_signals,
     cleanup_lock_bound,
     code_dir,
     disposable_checkout,
-    install_stop_handlers,
     predecessor_arm_pid,
-    restore_handlers,
-    unblock_stop_signals,
 )
 
 USAGE = ("usage: fm arm [--restart | --stop | --take-over [ARM_PID] | "
@@ -99,7 +94,7 @@ class Interrupted(BaseException):
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    block_stop_signals()
+    stopsignals.block()
     raise Interrupted(signum)
 
 
@@ -218,7 +213,7 @@ def _exit_fields(returncode: int | None) -> tuple[int | None, str]:
         return None, "unknown"
     if returncode < 0:
         return 128 - returncode, cyclelog.signal_name(-returncode)
-    if returncode - 128 in (int(s) for s in STOP_SIGNALS):
+    if returncode - 128 in (int(s) for s in stopsignals.STOP_SIGNALS):
         return returncode, cyclelog.signal_name(returncode - 128)
     return returncode, "none"
 
@@ -522,7 +517,7 @@ class Arm:
         env[READY_FD_ENV] = str(ready_w)
         # Hold stop signals while the child is created and recorded, so an interrupt always
         # finds it (the child resets its own mask before it installs its handlers).
-        block_stop_signals()
+        stopsignals.block()
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "firstmate", "watch"], stdin=subprocess.DEVNULL,
@@ -543,7 +538,7 @@ class Arm:
                 os.close(ready_r)
             raise
         finally:
-            unblock_stop_signals()
+            stopsignals.unblock()
 
     def _owned(self, health: WatcherHealth) -> bool:
         """Our child is the verified healthy holder. (Its pid cannot have been reused: we have
@@ -1051,11 +1046,11 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
     env = dict(os.environ if env is None else env)
     out = sys.stdout if out is None else out
     # Held from before the handlers exist until inside the try, so no stop lands in between.
-    block_stop_signals()
-    previous = install_stop_handlers(_interrupt, unblock=False)
+    stopsignals.block()
+    previous = stopsignals.install(_interrupt, unblock_now=False)
     arm: Arm | None = None
     try:
-        unblock_stop_signals()  # a stop pending since our spawn is handled by the except below
+        stopsignals.unblock()  # a stop pending since our spawn is handled by the except below
         refused = disposable_checkout(code_dir(), env)
         if refused is not None:
             out.write("watcher: FAILED - refusing to arm from a disposable validation checkout: "
@@ -1101,7 +1096,7 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
             arm.fail(what)
         return 128 + stop.signum
     finally:
-        restore_handlers(previous)
+        stopsignals.restore(previous)
 
 
 __all__ = ["REASON_RE", "USAGE", "Arm", "Link", "Mode", "child_env", "links", "parse_args",

@@ -408,9 +408,9 @@ class Interrupted(BaseException):
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    from firstmate.watcher import block_stop_signals
+    from firstmate import stopsignals
 
-    block_stop_signals()  # one stop is enough: the cleanup that follows runs uninterrupted
+    stopsignals.block()  # one stop is enough: the cleanup that follows runs uninterrupted
     raise Interrupted(signum)
 
 
@@ -948,18 +948,13 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
         sys.stderr.write(f"supervision-host: standing down - {refused}\n")
         return 0
     lock = away.host_lock(home)
-    from firstmate.watcher import (
-        block_stop_signals,
-        install_stop_handlers,
-        restore_handlers,
-        unblock_stop_signals,
-    )
+    from firstmate import stopsignals
 
     # Held until inside the try, so a stop never lands between the handlers and their except.
-    block_stop_signals()
-    previous = install_stop_handlers(_interrupt, unblock=False)
+    stopsignals.block()
+    previous = stopsignals.install(_interrupt, unblock_now=False)
     try:
-        unblock_stop_signals()
+        stopsignals.unblock()
         why = _supersede(home, lock)
         if why is not None:
             host.say(f"watcher: FAILED - {why}")
@@ -988,7 +983,7 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
         return 128 + stop.signum
     finally:
         lock.release()
-        restore_handlers(previous)
+        stopsignals.restore(previous)
 
 
 __all__ = [

@@ -254,20 +254,23 @@ class HarnessTable:
 _TABLES: dict[str, HarnessTable] = {}
 
 
-def harness_table(env: Mapping[str, str] | None = None) -> HarnessTable:
+def harness_table(env: Mapping[str, str] | None = None, *, only: str = "") -> HarnessTable:
     """The table of the installed harness plugins (loaded once per process and plugin
-    selection), plus ``FM_HARNESS_PROCESS_NAMES``."""
+    selection), plus ``FM_HARNESS_PROCESS_NAMES``. With *only*, just that harness's, asking
+    only its own plugin (no entry-point scan: the cheap way to check one recorded holder)."""
     env = os.environ if env is None else env
-    selection = f"{env.get('FIRSTMATE_PLUGINS', '')}|{env.get('FIRSTMATE_DISABLE_PLUGINS', '')}"
+    selection = (f"{env.get('FIRSTMATE_PLUGINS', '')}|{env.get('FIRSTMATE_DISABLE_PLUGINS', '')}"
+                 f"|{only}")
     table = _TABLES.get(selection)
     if table is None:
-        from firstmate.plugins import load
+        from firstmate.plugins import load, load_harness
 
         try:
-            infos = load(env, core=False).harnesses()
-        except Exception:  # a broken plugin must not make every process unrecognisable
+            infos = (load_harness(only, env) if only else load(env, core=False)).harnesses()
+        except Exception:  # a missing or broken plugin must not make every process unknown
             infos = []
-        table = _TABLES[selection] = HarnessTable.of(infos)
+        table = _TABLES[selection] = HarnessTable.of(
+            [i for i in infos if not only or getattr(i, "name", "") == only])
     return table.with_extra(env)
 
 

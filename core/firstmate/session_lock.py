@@ -37,6 +37,7 @@ from firstmate.identity import (
     ProcInfo,
     ancestry,
     harness_of,
+    harness_table,
     identity_of,
     is_alive,
     proc_info,
@@ -234,8 +235,10 @@ class LiveFacts:
 DEAD = LiveFacts(alive=False, signalable=False)
 
 
-def probe(pid: int) -> LiveFacts:
-    """Gather :class:`LiveFacts` for *pid* (psutil and ``kill(pid, 0)``; no ``ps`` binary)."""
+def probe(pid: int, harness: str = "") -> LiveFacts:
+    """Gather :class:`LiveFacts` for *pid* (psutil and ``kill(pid, 0)``; no ``ps`` binary).
+    With *harness* (a record's, not ``unknown``) it also checks the process still runs as that
+    harness, asking only that harness's plugin."""
     if pid <= 0 or not is_alive(pid):
         return DEAD
     signalable = True
@@ -249,9 +252,12 @@ def probe(pid: int) -> LiveFacts:
     ident = identity_of(pid)
     if ident is None and not is_alive(pid):
         return DEAD
+    if harness in ("", "unknown"):
+        return LiveFacts(alive=True, signalable=signalable, identity=ident)
     info = proc_info(pid)
-    harness = harness_of(info) if info is not None else None
-    return LiveFacts(alive=True, signalable=signalable, identity=ident, harness=harness,
+    runs_as = (harness_of(info, table=harness_table(only=harness)) if info is not None
+               else None)
+    return LiveFacts(alive=True, signalable=signalable, identity=ident, harness=runs_as,
                      harness_checked=True)
 
 
@@ -295,7 +301,7 @@ def blocks_reclaim(record: SessionRecord, facts: LiveFacts | None = None) -> boo
     the holder, so nobody may take its lock. *facts* default to a fresh :func:`probe`.
     """
     if facts is None:
-        facts = probe(record.pid)
+        facts = probe(record.pid, record.harness)
     return classify(record, facts) in _BLOCKING
 
 
@@ -358,7 +364,7 @@ def owned_by_self(
     trusted = trusted_claude_session(env, chain)
     if trusted is None or record.session_id != trusted.session_id:
         return False
-    return classify(record, probe(record.pid) if facts is None else facts) == "live"
+    return classify(record, probe(record.pid, record.harness) if facts is None else facts) == "live"
 
 
 def _chain(chain: Sequence[ProcInfo] | None) -> Sequence[ProcInfo]:
@@ -415,7 +421,7 @@ def inspect(home: Home, facts: LiveFacts | None = None) -> LockInspection:
     record = found.record
     if record is None:
         return LockInspection("unreadable", pid=found.pid, detail=found.detail)
-    owner = classify(record, probe(record.pid) if facts is None else facts)
+    owner = classify(record, probe(record.pid, record.harness) if facts is None else facts)
     state: LockState = (
         "held" if owner == "live" else "unknown" if owner == "unverifiable" else "stale"
     )

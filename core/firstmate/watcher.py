@@ -35,18 +35,19 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
 import attrs
 
+from firstmate import stopsignals
 from firstmate.downtime import OPEN_KEY
 from firstmate.envnum import env_float
 from firstmate.errors import FirstmateError, LockTimeout
 from firstmate.exitcodes import ExitCode
 from firstmate.home import Home, open_private, resolve_root
+from firstmate.stopsignals import Stopped
 
 if TYPE_CHECKING:
     from firstmate.doorbell import Doorbell
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from firstmate.sources.base import PollContext, Source, Wake
     from firstmate.store import Store
 
-STOP_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 DEFAULT_POLL = 15.0
 DEFAULT_CLEANUP_BOUND = 2
 DEFAULT_STARTUP_BOUND = 10.0
@@ -66,14 +66,6 @@ DISPOSABLE_MARKER = "/.no-mistakes/worktrees/"
 #: The env var naming the pipe the arm listens on for "first poll done".
 READY_FD_ENV = "FM_WATCH_READY_FD"
 PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
-
-
-class Stopped(BaseException):
-    """Raised in the main thread by a HUP/TERM/INT handler; carries the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 # --- small pure helpers ------------------------------------------------------------------------
@@ -141,46 +133,6 @@ def missing_ground(home: Home, code: Path | None = None) -> Path | None:
         if not os.path.isdir(path):
             return path
     return None
-
-
-def block_stop_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
-def unblock_stop_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    # One stop is enough: hold the others pending so the cleanup itself runs uninterrupted.
-    block_stop_signals()
-    raise Stopped(signum)
-
-
-Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-
-
-def install_stop_handlers(
-    handler: Callable[[int, FrameType | None], None] = _raise_stopped, *, unblock: bool = True,
-) -> dict[int, Handler]:
-    """Route HUP/TERM/INT to *handler* (and unblock them: a mask inherited from a parent that
-    held them while it spawned us must not silence our cleanup). Returns the old handlers.
-
-    With *unblock* False the caller unblocks them itself, inside the ``try`` that handles what
-    *handler* raises: a signal already pending (sent while the parent held it) runs the handler
-    the moment the mask drops.
-    """
-    previous: dict[int, Handler] = {}
-    for sig in STOP_SIGNALS:
-        previous[int(sig)] = signal.signal(sig, handler)
-    if unblock:
-        unblock_stop_signals()
-    return previous
-
-
-def restore_handlers(previous: Mapping[int, Handler]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 @runtime_checkable
@@ -251,7 +203,7 @@ class Watcher:
 
     def stopped(self, signum: int) -> int:
         """The HUP/TERM/INT cleanup: stop a running check, publish downtime, release, 128+n."""
-        block_stop_signals()
+        stopsignals.block()
         if self.closing:  # pragma: no cover - signals are blocked during a close
             return ExitCode.FAILED
         with contextlib.suppress(Exception):
@@ -431,7 +383,7 @@ class Watcher:
         from firstmate import queue
         from firstmate.sources.resurface import ResurfaceSource
 
-        block_stop_signals()
+        stopsignals.block()
         self.closing = True
         assert self.db is not None and self.home is not None
         reason = " ".join(wake.reason.split()) or wake.kind
@@ -498,7 +450,7 @@ class Watcher:
 
     def _finish(self, status: int, *, publish: bool) -> int:
         """End a cycle that delivered nothing: publish downtime (bounded), release, *status*."""
-        block_stop_signals()
+        stopsignals.block()
         if publish and self.db is not None and self.lock is not None and self.lock.held:
             from firstmate import episodes, queue
             from firstmate.store import kv_get, kv_set
@@ -581,21 +533,21 @@ def run(env: Mapping[str, str] | None = None, out: TextIO | None = None,
     """Run one watcher cycle in this process; returns its exit status."""
     watcher = Watcher(dict(os.environ if env is None else env),
                       sys.stdout if out is None else out, sys.stderr if err is None else err)
-    block_stop_signals()  # (the arm spawns us with them held; anyone else may not have)
-    previous = install_stop_handlers(unblock=False)
+    stopsignals.block()  # (the arm spawns us with them held; anyone else may not have)
+    previous = stopsignals.install(unblock_now=False)
     try:
         try:
-            unblock_stop_signals()  # a TERM pending since our spawn is handled right here
+            stopsignals.unblock()  # a TERM pending since our spawn is handled right here
             return watcher.run()
         except Stopped as stop:
             return watcher.stopped(stop.signum)
         except FirstmateError as exc:
-            block_stop_signals()  # this end is already under way: a late stop waits for it
+            stopsignals.block()  # this end is already under way: a late stop waits for it
             # On stdout, as a FAILED line, so the arm relays it at once.
             watcher._say(f"watcher: FAILED - {' '.join(exc.message.split())}")
             return watcher._finish(int(exc.exit_code), publish=True)
     finally:
-        restore_handlers(previous)
+        stopsignals.restore(previous)
 
 
 __all__ = [

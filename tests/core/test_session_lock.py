@@ -646,7 +646,7 @@ def test_a_live_process_that_is_no_longer_the_recorded_harness_does_not_hold_the
                       acquired_at=1.0, session_id=None)
         record = read_record(fm_home).record
         assert record is not None
-        facts = probe(proc.pid)
+        facts = probe(proc.pid, "claude")
         assert facts.harness_checked and facts.harness is None
         assert classify(record, facts) == "not-harness"
         assert not blocks_reclaim(record)

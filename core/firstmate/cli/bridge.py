@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from types import FrameType
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from firstmate.errors import FirstmateError, UsageError
@@ -23,14 +21,6 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 USAGE = "usage: fm bridge <harness> [--home DIR]   (JSON lines on stdin/stdout, see docs/bridge.md)"
-
-
-class _Stop(Exception):
-    pass
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop()
 
 
 def parse(argv: Sequence[str]) -> tuple[str, str | None]:
@@ -100,18 +90,18 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None,
         values["FM_HOME"] = os.path.abspath(home)
     # The shim sets it; a bridge started by hand is held for the process that started it.
     values.setdefault("FM_SESSION_HOLDER_PID", str(os.getppid()))
+    from firstmate import stopsignals
+
     owner = build(harness, values, stdout or sys.stdout.buffer)
-    previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
     try:
-        # Installed inside the try: a stop landing between two of them still quits the owner.
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            previous[signum] = signal.signal(signum, _stop)
-        serve(owner, stdin or sys.stdin.buffer)
-    except _Stop:
+        # A stop quits the owner (its arms stopped, held deliveries left queued); once one
+        # lands, further stops are held until the quit is done (firstmate.stopsignals).
+        with stopsignals.trapped():
+            serve(owner, stdin or sys.stdin.buffer)
+    except stopsignals.Stopped:
         pass
     finally:
-        for number in previous:
-            signal.signal(number, signal.SIG_IGN)
+        stopsignals.block()  # quitting: a stop now waits for the quit to finish
         owner.quit()
     return ExitCode.OK
 

@@ -71,9 +71,9 @@ class _Interrupted(BaseException):
 
 
 def _raise(signum: int, frame: object) -> None:
-    from firstmate.watcher import block_stop_signals
+    from firstmate import stopsignals
 
-    block_stop_signals()  # one stop is enough: stopping the arm must not be interrupted again
+    stopsignals.block()  # one stop is enough: stopping the arm must not be interrupted again
     raise _Interrupted(signum)
 
 
@@ -82,15 +82,10 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(USAGE + "\n")
         return 0
     seconds = parse_args(argv, os.environ)
+    from firstmate import stopsignals
     from firstmate.arm import REASON_RE, child_env
     from firstmate.exitcodes import ExitCode
     from firstmate.waketext import compose, one_line
-    from firstmate.watcher import (
-        block_stop_signals,
-        install_stop_handlers,
-        restore_handlers,
-        unblock_stop_signals,
-    )
 
     env = child_env(os.environ)
     env[CHECKPOINT_ENV] = "1"
@@ -102,14 +97,14 @@ def main(argv: Sequence[str]) -> int:
     quiet = False
     # Stops are held while the handlers go in and the arm is spawned (it inherits the mask and
     # unblocks it itself), so a stop either finds no arm yet or an arm we know to stop.
-    block_stop_signals()
-    old = install_stop_handlers(_raise, unblock=False)
+    stopsignals.block()
+    old = stopsignals.install(_raise, unblock_now=False)
     arm: subprocess.Popen[bytes] | None = None
     try:
         arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
                                start_new_session=True)
-        unblock_stop_signals()
+        stopsignals.unblock()
         assert arm.stdout is not None
         fd = arm.stdout.fileno()
         import select
@@ -145,7 +140,7 @@ def main(argv: Sequence[str]) -> int:
             _reap(arm)
         return 128 + exc.signum
     finally:
-        restore_handlers(old)  # after an interrupt stops stay held: we are on our way out
+        stopsignals.restore(old)  # after an interrupt stops stay held: we are on our way out
     _reap(arm)
     if reasons:
         sys.stdout.write(compose(reasons, None, "Codex checkpoint") + "\n")

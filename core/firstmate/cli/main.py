@@ -92,9 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     early = EARLY_STOP_LINES.get(args[0]) if args and argv is None else None
     if early is not None:
-        from firstmate.earlystop import install
+        from firstmate.stopsignals import early as stop_early
 
-        install(early)
+        stop_early(early)
     try:
         return dispatch(args)
     except (Exception, KeyboardInterrupt) as exc:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
+from firstmate import stopsignals
 from firstmate.envnum import env_int
 from firstmate.harness import HookOutcome
 from firstmate.home import Home
@@ -55,9 +56,6 @@ STORE_WAIT = 10.0
 MAX_EVIDENCE = 6
 
 WAKE_LINE = "One supervision event needs a handling turn now."
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
 class Interrupted(BaseException):
     """A stop signal reached the hook (BaseException: no broad ``except`` may swallow it)."""
 
@@ -372,7 +370,8 @@ class TurnEnd:
     def run(self) -> HookOutcome:
         outcome: HookOutcome | None = None
         try:
-            with _trapped():
+            # A stop becomes Interrupted; once one lands, a second cannot cut the notice short.
+            with stopsignals.trapped(Interrupted):
                 try:
                     outcome = self._run()
                 except Interrupted as exc:
@@ -497,31 +496,6 @@ class TurnEnd:
                 if not commit(self.home, self.entry, "failed"):
                     return HookOutcome.silent()  # superseded: the newer owner speaks
         return HookOutcome(2, "", interrupted_banner(signum, self.reasons))
-
-
-@contextlib.contextmanager
-def _trapped() -> Iterator[None]:
-    """Turn HUP/TERM/INT into :class:`Interrupted` while the hook runs (main thread only)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    fired: list[int] = []
-
-    def raise_it(signum: int, _frame: object) -> None:
-        if fired:
-            return  # already unwinding: a second signal must not cut the notice short
-        fired.append(signum)
-        raise Interrupted(signum)
-
-    previous = {sig: signal.signal(sig, raise_it) for sig in _SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def turn_end(event: str, payload: Mapping[str, Any] | None, home: Home,

@@ -238,10 +238,6 @@ class _Stop(Exception):
         self.signum = signum
 
 
-def _raise(signum: int, frame: object) -> None:
-    raise _Stop(signum)
-
-
 def _say(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
@@ -254,9 +250,6 @@ def main(argv: Sequence[str]) -> int:
     args = _args(argv)
     from pathlib import Path
 
-    from firstmate.continuity import Continuity
-    from firstmate.envnum import env_int
-    from firstmate.handoff import Session
     from firstmate.home import open_home
 
     env = dict(os.environ)
@@ -267,55 +260,74 @@ def main(argv: Sequence[str]) -> int:
 
         raise UsageError(f"--cwd {cwd} is not a directory; {USAGE}")
     command = shlex.split(args.get("codex") or env.get("FM_CODEX_COMMAND", "") or "codex")
-    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGINT,
-                                                        signal.SIGHUP)}
-    client: AppServerClient | None = None
-    engine: Continuity | None = None
-    try:
-        # The hooks Codex runs under this server see who owns re-arming: their advice then
-        # never tells the model to arm by hand (AGENTS.md forbids it in this mode).
-        from firstmate.guards import OWNER_ENV
+    from firstmate import stopsignals
 
-        child_env = {**env, OWNER_ENV: f"fm codex-serve (pid {os.getpid()})"}
-        try:
-            client = AppServerClient.spawn(command, cwd, child_env)
-        except OSError as exc:
-            _say(f"codex-serve: FAILED - codex app-server could not start ({exc})")
-            return 1
-        client.turn_wait = float(env_int(env, "FM_CODEX_SERVE_TURN_WAIT", DEFAULT_TURN_WAIT))
-        try:
-            thread = client.open(cwd, args.get("thread"))
-        except AppServerError as exc:
-            _say(f"codex-serve: FAILED - {exc}")
-            return 1
-        _say(f"codex-serve: thread {thread}")
-        CLIENTS[os.getpid()] = client
-        engine = Continuity.for_session(Session(home, "codex", env), display_name="Codex",
-                                        lock_check=lambda: serve_lock_check(home),
-                                        observer=lambda text: _say(f"codex-serve: {text}"))
-        refused = engine.start()
-        if refused is not None:
-            _say(refused)
-        if "prompt" in args:
-            # Successor first: the first turn starts once a watcher is confirmed, so its own
-            # turn end never meets a home with nothing watching.
-            if refused is None and not _watching(home, env, WATCH_WAIT):
-                _say(f"codex-serve: no watcher confirmed within {WATCH_WAIT:g}s; starting the "
-                     "first turn anyway (fm status shows why)")
-            client.start_turn(args["prompt"])
-        client.wait_closed()
-        _say("codex-serve: codex app-server exited")
-        return 0
+    served = _Served()
+    try:
+        with stopsignals.trapped(_Stop):
+            return _serve(served, args, env, home, cwd, command)
     except _Stop as exc:
         return 128 + exc.signum
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        stopsignals.block()  # stopping every arm and the server: a second stop waits for it
+        served.close()
+
+
+@attrs.define(eq=False)
+class _Served:
+    """What one ``fm codex-serve`` run started, for its cleanup."""
+
+    client: AppServerClient | None = None
+    engine: Any = None
+
+    def close(self) -> None:
         CLIENTS.pop(os.getpid(), None)
-        if engine is not None:
-            engine.close(stop_arm=True, detached_too=True)
-        if client is not None:
-            client.close()
+        if self.engine is not None:
+            self.engine.close(stop_arm=True, detached_too=True)
+        if self.client is not None:
+            self.client.close()
+
+
+def _serve(served: _Served, args: Mapping[str, str], env: dict[str, str], home: Any, cwd: str,
+           command: list[str]) -> int:
+    from firstmate.continuity import Continuity
+    from firstmate.envnum import env_int
+    from firstmate.guards import OWNER_ENV
+    from firstmate.handoff import Session
+
+    # The hooks Codex runs under this server see who owns re-arming: their advice then never
+    # tells the model to arm by hand (AGENTS.md forbids it in this mode).
+    child_env = {**env, OWNER_ENV: f"fm codex-serve (pid {os.getpid()})"}
+    try:
+        client = served.client = AppServerClient.spawn(command, cwd, child_env)
+    except OSError as exc:
+        _say(f"codex-serve: FAILED - codex app-server could not start ({exc})")
+        return 1
+    client.turn_wait = float(env_int(env, "FM_CODEX_SERVE_TURN_WAIT", DEFAULT_TURN_WAIT))
+    try:
+        thread = client.open(cwd, args.get("thread"))
+    except AppServerError as exc:
+        _say(f"codex-serve: FAILED - {exc}")
+        return 1
+    _say(f"codex-serve: thread {thread}")
+    CLIENTS[os.getpid()] = client
+    engine = served.engine = Continuity.for_session(
+        Session(home, "codex", env), display_name="Codex",
+        lock_check=lambda: serve_lock_check(home),
+        observer=lambda text: _say(f"codex-serve: {text}"))
+    refused = engine.start()
+    if refused is not None:
+        _say(refused)
+    if "prompt" in args:
+        # Successor first: the first turn starts once a watcher is confirmed, so its own turn
+        # end never meets a home with nothing watching.
+        if refused is None and not _watching(home, env, WATCH_WAIT):
+            _say(f"codex-serve: no watcher confirmed within {WATCH_WAIT:g}s; starting the "
+                 "first turn anyway (fm status shows why)")
+        client.start_turn(args["prompt"])
+    client.wait_closed()
+    _say("codex-serve: codex app-server exited")
+    return 0
 
 
 def _watching(home: Any, env: Mapping[str, str], timeout: float) -> bool:
