@@ -1002,13 +1002,14 @@ class Arm:
 
     # --- handoff confirmation ------------------------------------------------------------------
 
-    def handling_delivered(self, generation: str, watcher_pid: int) -> int:
+    def handling_delivered(self, generation: str, watcher_pid: int, *,
+                           timeout: float = 10.0) -> int:
         from firstmate import episodes
 
         health = self.health()
         if not (health.verified and health.pid == watcher_pid):
             return self.fail(f"pid={watcher_pid} is not the live identity-matched watcher")
-        with self.db.transaction(timeout=10.0) as conn:
+        with self.db.transaction(timeout=timeout) as conn:
             outcome = episodes.begin_handling(conn, generation)
             state = episodes.read(conn)
         token = state.token() if isinstance(state, episodes.Episode) else "none"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import subprocess
+import sqlite3
 import sys
 import threading
 import time
@@ -175,32 +175,41 @@ def _strip_failed(text: str) -> str:
 
 
 def confirm_with_arm(handoff: Handoff, timeout: float = CONFIRM_TIMEOUT) -> HandoffResult:
-    """Run ``fm arm --handling-delivered GEN --watcher-pid PID`` and read its verdict.
+    """The verdict of ``fm arm --handling-delivered GEN --watcher-pid PID``, reached in this
+    process (the same :meth:`firstmate.arm.Arm.handling_delivered`; no interpreter is started).
 
     Exit 0 confirms (a no-op when it says ``already acknowledged``); exit 3 (the generation
     moved on) means a newer pipeline superseded this one; anything else is a failure.
+    *timeout* bounds the wait for the store's write lock.
     """
     if handoff.generation is None or handoff.watcher_pid is None:
         return HandoffResult(True, noop=True,
                              message="successor attached to a live watcher; nothing to confirm")
-    from firstmate.arm import child_env
+    import io
+
+    from firstmate.arm import Arm, child_env
+    from firstmate.errors import FirstmateError
+    from firstmate.identity import current
+    from firstmate.store import Store
 
     env = child_env(handoff.session.env)
     env.pop(PREDECESSOR_ENV, None)
-    argv = [sys.executable, "-m", "firstmate", "arm", "--handling-delivered", handoff.generation,
-            "--watcher-pid", str(handoff.watcher_pid)]
+    out = io.StringIO()
+    db = Store(handoff.session.home)
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              env=env, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return HandoffResult(False, message=f"fm arm --handling-delivered ran past {timeout:g}s")
-    except OSError as exc:
-        return HandoffResult(False, message=f"fm arm --handling-delivered could not run: {exc}")
-    said = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
-    line = one_line(said[0]) if said else f"fm arm --handling-delivered exited {done.returncode}"
-    if done.returncode == ExitCode.OK:
+        arm = Arm(handoff.session.home, env, out, current(), db)
+        code = arm.handling_delivered(handoff.generation, handoff.watcher_pid,
+                                      timeout=min(timeout, 10.0))
+    except (FirstmateError, OSError, sqlite3.Error) as exc:
+        text = exc.message if isinstance(exc, FirstmateError) else str(exc)
+        return HandoffResult(False, message=f"the handoff could not be confirmed: {one_line(text)}")
+    finally:
+        db.close()
+    said = [line for line in out.getvalue().splitlines() if line.strip()]
+    line = one_line(said[0]) if said else f"fm arm --handling-delivered exited {code}"
+    if code == ExitCode.OK:
         return HandoffResult(True, noop="already acknowledged" in line, message=line)
-    if done.returncode == ExitCode.CONFLICT:
+    if code == ExitCode.CONFLICT:
         return HandoffResult(False, superseded=True, message=line)
     return HandoffResult(False, message=line)
 

@@ -195,18 +195,36 @@ def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHo
     return host
 
 
-def load_harness(name: str, env: Mapping[str, str] | None = None) -> PluginHost:
-    """Load the core defaults plus the one plugin for harness *name*, as cheaply as possible.
+#: Hosts load_harness built in this process, by harness and disabled list: the manager for a
+#: harness is built once per process (a hook and the engine it starts share it).
+_HARNESS_HOSTS: dict[tuple[str, str], PluginHost] = {}
+
+
+def load_harness(name: str, env: Mapping[str, str] | None = None, *,
+                 fresh: bool = False) -> PluginHost:
+    """The core defaults plus the one plugin for harness *name*, loaded as cheaply as possible
+    and once per process (*fresh* builds a host of the caller's own, to register more into).
 
     Tries the conventional module ``firstmate_plugin_<name>`` first (its ``plugin`` attribute);
     falls back to the entry-point scan only when that module is not importable.
     """
     env = os.environ if env is None else env
-    if name in _names(env.get("FIRSTMATE_DISABLE_PLUGINS")):
+    disabled = env.get("FIRSTMATE_DISABLE_PLUGINS", "")
+    if name in _names(disabled):
         raise FirstmateError(
             f"the {name} plugin is disabled by FIRSTMATE_DISABLE_PLUGINS; remove it from that list",
             exit_code=ExitCode.PLUGIN,
         )
+    key = (name, disabled)
+    if not fresh and key in _HARNESS_HOSTS:
+        return _HARNESS_HOSTS[key]
+    host = _build_harness_host(name)
+    if not fresh:
+        _HARNESS_HOSTS[key] = host
+    return host
+
+
+def _build_harness_host(name: str) -> PluginHost:
     pm = new_manager()
     host = PluginHost(pm)
     _register_core(pm)

@@ -389,7 +389,7 @@ class HarnessContract:
     def host(self, harness: str) -> Any:
         from firstmate.plugins import load_harness
 
-        return load_harness(harness)
+        return load_harness(harness, fresh=True)
 
     @pytest.fixture
     def plugin(self, harness: str, host: Any) -> object:

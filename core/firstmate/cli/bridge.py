@@ -44,7 +44,7 @@ def build(harness: str, env: Mapping[str, str], out: BinaryIO) -> BridgeOwner:
     from firstmate.home import Home, resolve_root
     from firstmate.plugins import load_harness
 
-    host = load_harness(harness, env)
+    host = load_harness(harness, env, fresh=True)  # (its own: the shim delivery joins it)
     profile = host.bridge_profile(harness)
     if profile is None:
         raise FirstmateError(
