@@ -17,26 +17,29 @@ Turn-end guard, in order (first match decides):
 2. not a genuine primary (:mod:`firstmate.scope`) → allow
 3. no supervision need (no registered crew, check or process source) → allow
 4. read-only session (another live session owns the session lock) → allow
-5. an identity-matched watcher with a fresh beacon → allow (Claude: clears the failure state)
+5. an identity-matched watcher with a fresh beacon → allow (with an auto-arm ledger: clears its
+   failure state)
 6. away mode and its owner (the parked supervision host) live with a fresh beacon → allow
 7. an open auto-arm generation claim still deciding → allow
-8. Claude: the cooperation table (:func:`_decide_claude`); others: a continuation already
-   forced for this stop (``stop_hook_active`` …) → allow
-9. otherwise block (Claude, Codex, Grok, omp: exit 2 with a banner) or one follow-up (Cursor,
-   Pi, OpenCode).
+8. a harness whose hook keeps an auto-arm ledger (its plugin's ``GuardProfile.rearm_ledger``):
+   the cooperation table (:func:`_decide_ledger`); others: a continuation already forced for
+   this stop (the profile's ``loop_flags``) → allow
+9. otherwise block (exit 2 with a banner) or one follow-up, as the harness's
+   ``GuardProfile.style`` says.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from firstmate.away import AwayFacts
 from firstmate.envnum import env_float, env_int
+from firstmate.harness import GuardProfile
 from firstmate.health import WatcherHealth
 from firstmate.home import Home
 from firstmate.scope import Scope
@@ -44,11 +47,6 @@ from firstmate.scope import Scope
 Action = Literal["allow", "block", "follow-up"]
 Style = Literal["block", "follow-up"]
 
-#: How each harness turns a "do not end this turn blind" into action.
-HARNESS_STYLE: dict[str, Style] = {
-    "claude": "block", "codex": "block", "grok": "block", "omp": "block",
-    "cursor": "follow-up", "pi": "follow-up", "opencode": "follow-up",
-}
 #: Operational-input prefix (docs/hooks.md): harness shims never mistake guard text for the captain.
 PREFIX = "FIRSTMATE_OP:"
 SOURCES_DIR = "sources"
@@ -70,9 +68,17 @@ NOT_AWAY = AwayFacts()
 _PROOFS = ("healthy", "away-owner", "claim-deciding", "rewake-fresh")
 
 
-def harness_style(harness: str) -> Style:
-    """``block`` (exit 2 and a banner) or ``follow-up``; unknown harnesses block."""
-    return HARNESS_STYLE.get(harness, "block")
+def guard_profile(harness: str, env: Mapping[str, str] | None = None) -> GuardProfile:
+    """How the turn-end guard treats *harness*: what its plugin declares (HarnessInfo.guard);
+    the defaults (block, the common loop flags) for a harness with no plugin here."""
+    from firstmate.errors import FirstmateError
+    from firstmate.plugins import load_harness
+
+    try:
+        info = load_harness(harness, env).harness(harness)
+    except FirstmateError:
+        info = None
+    return info.guard if info is not None else GuardProfile()
 
 
 # --- facts --------------------------------------------------------------------------------------
@@ -170,6 +176,8 @@ class TurnEndFacts:
     limit: int = DEFAULT_BLOCK_BUDGET
     #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
     owner: str = ""
+    #: How this harness is treated (its plugin's HarnessInfo.guard).
+    profile: GuardProfile = attrs.field(factory=GuardProfile)
 
 
 @attrs.frozen
@@ -210,20 +218,19 @@ class TurnEndDecision:
         return HookOutcome(0, "", text)
 
 
-def loop_active(harness: str, payload: Mapping[str, Any] | None) -> bool:
-    """Whether the payload says this stop already follows a forced continuation.
-
-    Grok's camel-case ``stopHookActive`` wins over ``stop_hook_active``; Cursor's ``loop_count``
-    counts follow-up-driven stops. Claude never asks (its guard ignores the flag).
-    """
+def loop_active(flags: Sequence[str], payload: Mapping[str, Any] | None) -> bool:
+    """Whether the payload says this stop already follows a forced continuation: the first of
+    *flags* (the harness's :attr:`GuardProfile.loop_flags`) that is a boolean decides; an
+    integer counts continuations."""
     if payload is None:
         return False
-    if harness == "grok" and isinstance(payload.get("stopHookActive"), bool):
-        return bool(payload["stopHookActive"])
-    if isinstance(payload.get("stop_hook_active"), bool):
-        return bool(payload["stop_hook_active"])
-    count = payload.get("loop_count")
-    return type(count) is int and count > 0
+    for flag in flags:
+        value = payload.get(flag)
+        if isinstance(value, bool):
+            return value
+        if type(value) is int:
+            return value > 0
+    return False
 
 
 # --- texts -------------------------------------------------------------------------------------
@@ -288,7 +295,7 @@ def turnend_banner(f: TurnEndFacts) -> str:
         f"{f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
         + _away_note(f.away),
     ]
-    if f.harness == "claude":
+    if f.profile.rearm_ledger:
         lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
     lines.append(f"Fix now: {fix(f.health, f.owner)}. Queued wakes stay durable: drain them with "
                  "`fm wake drain` as usual.")
@@ -313,7 +320,7 @@ def _allow(why: str, **changes: Any) -> TurnEndDecision:
 
 
 def _stop(f: TurnEndFacts, why: str, **changes: Any) -> TurnEndDecision:
-    style = harness_style(f.harness)
+    style = f.profile.style
     return TurnEndDecision("block" if style == "block" else "follow-up", why, turnend_banner(f),
                            **changes)
 
@@ -329,22 +336,22 @@ def decide_turnend(f: TurnEndFacts) -> TurnEndDecision:
     if f.read_only:
         return _allow("read-only")
     if f.health.healthy:
-        clear = f.harness == "claude" and not (
+        clear = f.profile.rearm_ledger and not (
             f.budget.empty and not f.claim.notified and not f.claim.alarmed)
         return _allow("healthy", clear_failure=clear)
     if f.away.supervising:
         return _allow("away-owner")
     if f.claim.deciding:
         return _allow("claim-deciding")
-    if f.harness == "claude":
-        return _decide_claude(f)
+    if f.profile.rearm_ledger:
+        return _decide_ledger(f)
     if f.loop_active:
         return _allow("continuation-spent")
     return _stop(f, "unhealthy")
 
 
-def _decide_claude(f: TurnEndFacts) -> TurnEndDecision:
-    """Claude cooperation mode (``stop_hook_active`` is ignored):
+def _decide_ledger(f: TurnEndFacts) -> TurnEndDecision:
+    """Cooperation with a harness's auto-arm ledger (Claude's; the loop flags are ignored):
 
     ======================================================  ==========================
     fresh rewake                                             allow ``rewake-fresh``
@@ -468,8 +475,9 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     env = os.environ if env is None else env
     now = time.time() if now is None else now
     limit = env_int(env, "FM_CLAUDE_TURNEND_BLOCK_BUDGET", DEFAULT_BLOCK_BUDGET)
-    base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(harness, payload),
-                        owner=rearm_owner(env))
+    profile = guard_profile(harness, env)
+    base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(profile.loop_flags, payload),
+                        owner=rearm_owner(env), profile=profile)
     if not isinstance(payload, Mapping) or not payload:
         return attrs.evolve(base, payload_present=False)
     from firstmate.scope import primary_scope
@@ -557,8 +565,8 @@ def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
         home = Home(resolve_root(env))
     facts = gather_turnend(harness, payload, home=home, env=env, cwd=cwd)
     decision = decide_turnend(facts)
-    if harness != "claude" or decision.why in ("no-payload", "out-of-scope", "no-need",
-                                               "read-only"):
+    if not facts.profile.rearm_ledger or decision.why in ("no-payload", "out-of-scope",
+                                                          "no-need", "read-only"):
         return decision
     if wait and decision.why not in _PROOFS:
         budget_ms = env_int(env, "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS", DEFAULT_SYNC_WAIT_MS,
@@ -731,7 +739,6 @@ def pull_guard(home: Home | None = None, env: Mapping[str, str] | None = None, *
 __all__ = [
     "BUDGET_KEY",
     "EPISODE_KEY",
-    "HARNESS_STYLE",
     "Budget",
     "ClaimFacts",
     "Need",
@@ -746,7 +753,7 @@ __all__ = [
     "gather_need",
     "gather_pull",
     "gather_turnend",
-    "harness_style",
+    "guard_profile",
     "loop_active",
     "pull_guard",
     "read_budget",

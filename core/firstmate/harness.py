@@ -17,6 +17,21 @@ REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
 
 
 @attrs.frozen
+class GuardProfile:
+    """How the turn-end guard treats a harness (docs/guards.md): its plugin declares it."""
+
+    #: ``block`` (exit 2 with the banner) or ``follow-up`` (one continuation message).
+    style: str = attrs.field(default="block", validator=attrs.validators.in_(("block",
+                                                                             "follow-up")))
+    #: Payload fields saying a stop already follows a forced continuation, in order of
+    #: precedence: the first boolean found decides; an integer counts continuations.
+    loop_flags: tuple[str, ...] = ("stop_hook_active", "loop_count")
+    #: The harness's own hook keeps an auto-arm ledger the guard cooperates with (it ignores
+    #: the loop flags, charges a re-block budget and hands failures over once).
+    rearm_ledger: bool = False
+
+
+@attrs.frozen
 class HarnessInfo:
     """What a harness plugin declares about itself."""
 
@@ -46,6 +61,8 @@ class HarnessInfo:
     package_markers: tuple[tuple[str, ...], ...] = ()
     #: ``python -m <module>`` modules that are this harness.
     python_modules: tuple[str, ...] = ()
+    #: How the turn-end guard treats this harness.
+    guard: GuardProfile = attrs.field(factory=GuardProfile)
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:

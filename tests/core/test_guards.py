@@ -23,8 +23,10 @@ from firstmate.guards import (
     TurnEndFacts,
     decide_pull,
     decide_turnend,
+    guard_profile,
     loop_active,
 )
+from firstmate.harness import GuardProfile
 from firstmate.health import WatcherHealth
 from firstmate.identity import identity_of
 from firstmate.scope import Scope, classify_dir, primary_scope
@@ -40,8 +42,39 @@ NEED = Need(crews=1)
 AWAY_OK = AwayFacts(True, 42, True, 5.0, 360.0)
 
 
+#: What the harness plugins declare (HarnessInfo.guard): core knows no harness, so these tests
+#: say it themselves; the process tests install stand-in plugins declaring the same.
+PROFILES = {
+    "claude": GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
+    "codex": GuardProfile(style="block", loop_flags=("stop_hook_active",)),
+    "grok": GuardProfile(style="block", loop_flags=("stopHookActive", "stop_hook_active")),
+    "omp": GuardProfile(style="block"),
+    "cursor": GuardProfile(style="follow-up"),
+    "pi": GuardProfile(style="follow-up"),
+    "opencode": GuardProfile(style="follow-up"),
+}
+
+STAND_IN = """
+from firstmate import hookimpl
+from firstmate.harness import GuardProfile, HarnessInfo
+
+
+class StandIn:
+    @hookimpl
+    def firstmate_harness_info(self):
+        return HarnessInfo(name={name!r}, display_name={name!r}, family="hook",
+                           rearm_owner="hook", wake_channel="stand-in", process_names=({name!r},),
+                           guard=GuardProfile(style={style!r}, loop_flags={flags!r},
+                                              rearm_ledger={ledger!r}))
+
+
+plugin = StandIn()
+"""
+
+
 def facts(harness: str = "codex", **changes: Any) -> TurnEndFacts:
-    return TurnEndFacts(harness, **{"need": NEED, "health": NONE, **changes})
+    return TurnEndFacts(harness, **{"need": NEED, "health": NONE,
+                                    "profile": PROFILES.get(harness, GuardProfile()), **changes})
 
 
 # --- the turn-end decision table ----------------------------------------------------------------
@@ -127,9 +160,15 @@ def test_under_a_long_lived_re_arm_owner_the_advice_never_says_arm_by_hand() -> 
     ("cursor", {"loop_count": 0}, False),
     ("codex", {"stop_hook_active": "yes"}, False),
     ("codex", None, False),
+    ("claude", {"stop_hook_active": True}, False),  # its guard cooperates with its ledger
 ])
 def test_loop_flags(harness: str, payload: dict[str, Any] | None, expected: bool) -> None:
-    assert loop_active(harness, payload) is expected
+    assert loop_active(PROFILES[harness].loop_flags, payload) is expected
+
+
+def test_a_harness_with_no_plugin_here_gets_the_default_profile() -> None:
+    assert guard_profile("no-such-harness", {}) == GuardProfile()
+    assert decide_turnend(facts("no-such-harness")).action == "block"
 
 
 FAILED = ClaimFacts(7, "failed", fresh=True, failed=True)
@@ -283,6 +322,15 @@ def grig(tmp_path: Path) -> Any:
     project = tmp_path / "project"
     (project / ".git").mkdir(parents=True)
     made.env["FM_PROJECT_DIR"] = str(project)
+    # Stand-in harness plugins (the real ones live in plugins/): how each is guarded.
+    stand_ins = tmp_path / "stand-ins"
+    stand_ins.mkdir()
+    for name, profile in PROFILES.items():
+        (stand_ins / f"firstmate_plugin_{name}.py").write_text(STAND_IN.format(
+            name=name, style=profile.style, flags=profile.loop_flags,
+            ledger=profile.rearm_ledger))
+    made.env["PYTHONPATH"] = os.pathsep.join(
+        [str(stand_ins), *filter(None, made.env.get("PYTHONPATH", "").split(os.pathsep))])
     try:
         yield made
     finally:

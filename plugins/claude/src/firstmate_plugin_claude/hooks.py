@@ -18,7 +18,7 @@ from firstmate.configfiles import (
     upsert_grouped_hook,
 )
 from firstmate.handoff import DeliveryReceipt, RearmOwner, Session, WakeDelivery
-from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
 from firstmate_plugin_claude.gate import EVENTS, foreign
@@ -34,6 +34,7 @@ INFO = HarnessInfo(
     hook_events=EVENTS,
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
+    guard=GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.

@@ -25,7 +25,7 @@ from firstmate.configfiles import (
     upsert_grouped_hook,
 )
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
 from firstmate_plugin_codex.gate import EVENTS, foreign
@@ -42,6 +42,7 @@ INFO = HarnessInfo(
     hook_events=EVENTS,
     process_names=("codex",),
     package_markers=(("@openai", "codex"),),
+    guard=GuardProfile(style="block", loop_flags=("stop_hook_active",)),
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

@@ -18,7 +18,7 @@ from firstmate.configfiles import (
     upsert_flat_hook,
 )
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
 from firstmate_plugin_cursor.gate import EVENTS, foreign
@@ -34,6 +34,7 @@ INFO = HarnessInfo(
     hook_events=EVENTS,
     process_names=("cursor-agent",),
     package_markers=(("cursor-agent",),),
+    guard=GuardProfile(style="follow-up"),
 )
 
 #: Cursor ignores a hooks file without this key.

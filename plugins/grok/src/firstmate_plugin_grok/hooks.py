@@ -25,7 +25,7 @@ from firstmate.configfiles import (
     upsert_block,
     upsert_grouped_hook,
 )
-from firstmate.harness import HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
 from firstmate_plugin_grok.gate import EVENTS, foreign
@@ -43,6 +43,7 @@ INFO = HarnessInfo(
     hook_events=EVENTS,
     process_names=("grok",),
     package_markers=(("@vibe-kit", "grok-cli"),),
+    guard=GuardProfile(style="block", loop_flags=("stopHookActive", "stop_hook_active")),
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import attrs
 from firstmate import hookimpl, shiminstall
-from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
+from firstmate.harness import (
+    BridgeProfile,
+    GuardProfile,
+    HarnessInfo,
+    InstallOptions,
+    InstallResult,
+)
 
 NAME = "omp"
 SPEC = shiminstall.ShimSpec(
@@ -37,6 +43,7 @@ INFO = HarnessInfo(
     owned_files=SPEC.owned_files(),
     process_names=("omp",),
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
+    guard=GuardProfile(style="block"),
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).

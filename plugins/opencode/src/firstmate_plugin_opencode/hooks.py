@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import attrs
 from firstmate import hookimpl, shiminstall
-from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
+from firstmate.harness import (
+    BridgeProfile,
+    GuardProfile,
+    HarnessInfo,
+    InstallOptions,
+    InstallResult,
+)
 
 NAME = "opencode"
 SPEC = shiminstall.ShimSpec(
@@ -39,6 +45,7 @@ INFO = HarnessInfo(
     owned_files=SPEC.owned_files(),
     process_names=("opencode", ".opencode"),
     package_markers=(("opencode-ai",),),
+    guard=GuardProfile(style="follow-up"),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 

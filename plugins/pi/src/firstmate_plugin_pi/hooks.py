@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import attrs
 from firstmate import hookimpl, shiminstall
-from firstmate.harness import BridgeProfile, HarnessInfo, InstallOptions, InstallResult
+from firstmate.harness import (
+    BridgeProfile,
+    GuardProfile,
+    HarnessInfo,
+    InstallOptions,
+    InstallResult,
+)
 
 NAME = "pi"
 SPEC = shiminstall.ShimSpec(
@@ -36,6 +42,7 @@ INFO = HarnessInfo(
     owned_files=SPEC.owned_files(),
     process_names=("pi", "pi-signed"),
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
+    guard=GuardProfile(style="follow-up"),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
