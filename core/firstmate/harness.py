@@ -10,10 +10,13 @@ from typing import Any
 import attrs
 
 #: The harnesses Firstmate ships plugins for (``firstmate-plugin-<name>``).
-KNOWN_HARNESSES = ("claude", "cursor", "pi", "omp", "opencode", "codex", "grok")
 
 #: How a harness gets re-armed after every close (SPEC §9).
 REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return read_only(mapping)  # (defined below; resolved when a value is built)
 
 
 @attrs.frozen
@@ -63,6 +66,11 @@ class HarnessInfo:
     python_modules: tuple[str, ...] = ()
     #: How the turn-end guard treats this harness.
     guard: GuardProfile = attrs.field(factory=GuardProfile)
+    #: A realistic hook payload and environment of this harness, for the contract kit and the
+    #: fuzzers (firstmate.testing.sample_call): a string value ``{Event}`` becomes the event in
+    #: PascalCase (``StopFailure``), ``{event}`` in camelCase (``stopFailure``).
+    sample_payload: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    sample_env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:

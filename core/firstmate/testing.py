@@ -261,33 +261,36 @@ def fake_harness() -> FakeHarness:
 
 # --- sample payloads -------------------------------------------------------------------------
 
-#: Harnesses whose hook payload shape the kit knows (the hook-process family).
-PAYLOAD_HARNESSES = ("claude", "cursor", "codex", "grok")
+def sample_of(info: Any, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """*info*'s declared sample hook call for *event* (HarnessInfo.sample_payload/sample_env),
+    the event name filled in; None when the harness declares none."""
+    if not info.sample_payload:
+        return None
+    pascal = "".join(part.capitalize() for part in event.split("-"))  # Stop, StopFailure
+    names = {"{Event}": pascal, "{event}": pascal[:1].lower() + pascal[1:]}
+
+    def fill(value: Any) -> Any:
+        return names.get(value, value) if isinstance(value, str) else value
+
+    payload = {key: fill(value) for key, value in info.sample_payload.items()}
+    env = {key: str(fill(value)) for key, value in info.sample_env.items()}
+    return payload, env
 
 
 def sample_call(harness: str, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
-    """A realistic ``(payload, env)`` for *harness* calling its *event* hook; None if unknown.
+    """A realistic ``(payload, env)`` for *harness* calling its *event* hook, as its installed
+    plugin declares it; None when it declares none or is not installed here."""
+    from firstmate.plugins import load
 
-    Shapes follow each harness's documented hook input (see docs/hooks.md and the harness pages).
-    """
-    camel = "".join(part.capitalize() for part in event.split("-"))  # Stop, StopFailure
-    if harness == "claude":
-        return ({"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
-                 "permission_mode": "default", "hook_event_name": camel,
-                 "stop_hook_active": False, "last_assistant_message": "done"}, {})
-    if harness == "cursor":
-        return ({"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
-                 "hook_event_name": camel[:1].lower() + camel[1:], "cursor_version": "2.0.0",
-                 "workspace_roots": ["/tmp"], "transcript_path": None, "status": "completed",
-                 "loop_count": 0}, {"CURSOR_VERSION": "2.0.0"})
-    if harness == "codex":
-        return ({"session_id": "s-1", "turn_id": "t-1", "transcript_path": None, "cwd": "/tmp",
-                 "hook_event_name": camel, "model": "gpt", "permission_mode": "default",
-                 "stop_hook_active": False, "last_assistant_message": "done"}, {})
-    if harness == "grok":
-        return ({"hookEventName": camel, "sessionId": "s-1", "cwd": "/tmp",
-                 "workspaceRoot": "/tmp"}, {"GROK_HOOK_EVENT": camel, "GROK_AGENT": "1"})
-    return None
+    info = load({}).harness(harness)
+    return sample_of(info, event) if info is not None else None
+
+
+def payload_harnesses() -> list[str]:
+    """The installed harnesses that declare a sample hook payload."""
+    from firstmate.plugins import load
+
+    return [info.name for info in load({}).harnesses() if info.sample_payload]
 
 
 #: Hostile stdin for ``fm hook``: empty, truncated, not UTF-8, not an object, too large, and
@@ -486,9 +489,10 @@ class HarnessContract:
 
     def test_hook_answers_none_for_another_harness_name(self, harness: str, host: Any,
                                                         info: Any, fm_home: Home) -> None:
-        from firstmate.harness import KNOWN_HARNESSES
+        from firstmate.plugins import load
 
-        others = [name for name in (*KNOWN_HARNESSES, "not-a-harness") if name != harness]
+        others = [name for name in (*(i.name for i in load({}).harnesses()), "not-a-harness",
+                                    "other-harness") if name != harness]
         for event in self.events(info):
             call = sample_call(harness, event)
             payload, env = call if call is not None else ({}, {})
@@ -500,7 +504,7 @@ class HarnessContract:
     def test_hook_answers_none_for_a_foreign_payload(self, harness: str, host: Any, info: Any,
                                                      fm_home: Home) -> None:
         for event in self.events(info):
-            for other in PAYLOAD_HARNESSES:
+            for other in payload_harnesses():
                 call = sample_call(other, event)
                 if other == harness or call is None:
                     continue
@@ -514,9 +518,12 @@ class HarnessContract:
                                           fm_home: Home) -> None:
         from firstmate.harness import HookOutcome
 
-        calls = [(event, sample_call(harness, event)) for event in info.hook_events]
-        if not any(call for _, call in calls):
-            pytest.skip(f"{harness} has no command hooks the kit has sample payloads for")
+        calls = [(event, sample_of(info, event)) for event in info.hook_events]
+        if not info.hook_events:
+            pytest.skip(f"{harness} has no command hooks")
+        assert info.sample_payload, (
+            f"{harness} declares hook events but no sample_payload: the contract cannot drive "
+            "its hooks (declare a realistic hook input in its HarnessInfo)")
         for event, call in calls:
             assert call is not None
             payload, env = call

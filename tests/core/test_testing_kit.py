@@ -65,14 +65,22 @@ def test_fake_harness_wait_fails_when_nothing_arrives() -> None:
         FakeHarness().wait_for(1, deadline=0.01)
 
 
-def test_sample_payloads_carry_the_marks_plugins_tell_apart() -> None:
-    claude = sample_call("claude", "stop-failure")
-    cursor = sample_call("cursor", "session-start")
-    grok = sample_call("grok", "stop")
-    assert claude is not None and claude[0]["hook_event_name"] == "StopFailure"
-    assert cursor is not None and cursor[0]["hook_event_name"] == "sessionStart"
-    assert grok is not None and grok[1]["GROK_HOOK_EVENT"] == "Stop"
-    assert sample_call("pi", "stop") is None
+def test_a_declared_sample_call_gets_its_event_name() -> None:
+    from firstmate.harness import HarnessInfo
+    from firstmate.testing import sample_of
+
+    info = HarnessInfo(name="acme", display_name="Acme", family="hook", rearm_owner="hook",
+                       wake_channel="x", sample_payload={"event": "{Event}", "kind": "{event}",
+                                                         "n": 1},
+                       sample_env={"ACME_EVENT": "{Event}"})
+    payload, env = sample_of(info, "stop-failure") or ({}, {})
+    assert payload == {"event": "StopFailure", "kind": "stopFailure", "n": 1}
+    assert env == {"ACME_EVENT": "StopFailure"}
+    bare = HarnessInfo(name="b", display_name="B", family="in-process", rearm_owner="extension",
+                       wake_channel="x")
+    assert sample_of(bare, "stop") is None
+    # Core knows no harness: a harness with no plugin here has no sample.
+    assert sample_call("no-such-harness", "stop") is None
 
 
 def test_json_contains() -> None:

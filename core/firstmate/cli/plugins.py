@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 
 import attrs
 
@@ -32,7 +33,10 @@ def main(argv: list[str]) -> int:
             "failures": [attrs.asdict(failure) for failure in host.failures],
             "missing": missing,
         }
-        sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+        # (Declared mappings are read-only views: shown as the objects they are.)
+        sys.stdout.write(json.dumps(payload, sort_keys=True,
+                                    default=lambda v: dict(v) if isinstance(v, Mapping) else str(v))
+                         + "\n")
     else:
         if not infos:
             sys.stdout.write("no harness plugins installed (pip install firstmate-plugin-<harness>)\n")

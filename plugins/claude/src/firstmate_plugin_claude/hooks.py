@@ -35,6 +35,10 @@ INFO = HarnessInfo(
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
     guard=GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
+    # A realistic hook call of this harness (its documented hook input), for the contract kit.
+    sample_payload={"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+                    "permission_mode": "default", "hook_event_name": "{Event}",
+                    "stop_hook_active": False, "last_assistant_message": "done"},
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.

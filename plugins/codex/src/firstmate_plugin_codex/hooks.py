@@ -43,6 +43,11 @@ INFO = HarnessInfo(
     process_names=("codex",),
     package_markers=(("@openai", "codex"),),
     guard=GuardProfile(style="block", loop_flags=("stop_hook_active",)),
+    # A realistic hook call of this harness (its documented hook input), for the contract kit.
+    sample_payload={"session_id": "s-1", "turn_id": "t-1", "transcript_path": None, "cwd": "/tmp",
+                    "hook_event_name": "{Event}", "model": "gpt",
+                    "permission_mode": "default", "stop_hook_active": False,
+                    "last_assistant_message": "done"},
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

@@ -35,6 +35,12 @@ INFO = HarnessInfo(
     process_names=("cursor-agent",),
     package_markers=(("cursor-agent",),),
     guard=GuardProfile(style="follow-up"),
+    # A realistic hook call of this harness (its documented hook input), for the contract kit.
+    sample_payload={"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
+                    "hook_event_name": "{event}", "cursor_version": "2.0.0",
+                    "workspace_roots": ["/tmp"], "transcript_path": None,
+                    "status": "completed", "loop_count": 0},
+    sample_env={"CURSOR_VERSION": "2.0.0"},
 )
 
 #: Cursor ignores a hooks file without this key.

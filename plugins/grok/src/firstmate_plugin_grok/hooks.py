@@ -44,6 +44,10 @@ INFO = HarnessInfo(
     process_names=("grok",),
     package_markers=(("@vibe-kit", "grok-cli"),),
     guard=GuardProfile(style="block", loop_flags=("stopHookActive", "stop_hook_active")),
+    # A realistic hook call of this harness (its documented hook input), for the contract kit.
+    sample_payload={"hookEventName": "{Event}", "sessionId": "s-1", "cwd": "/tmp",
+                    "workspaceRoot": "/tmp"},
+    sample_env={"GROK_HOOK_EVENT": "{Event}", "GROK_AGENT": "1"},
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.
