@@ -112,7 +112,7 @@ class Doctor:
                      f"pip install --force-reinstall firstmate-plugin-{failure.name}")
         if not infos:
             self.add("plugins", "warn", "no harness plugin is installed",
-                     "pip install firstmate-plugin-claude")
+                     "pip install firstmate-plugin-<harness> for the harness you run")
         else:
             names = ", ".join(
                 f"{info.name} {host.versions.get(info.name, '')}".strip()

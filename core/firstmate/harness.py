@@ -20,6 +20,16 @@ def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @attrs.frozen
+class SessionAnchor:
+    """Environment a harness gives the commands it runs that vouches for its session: the
+    variable naming the harness's own pid, and the one carrying its session id. The session
+    lock trusts the id only while that pid is this harness's process above the caller."""
+
+    pid_env: str
+    session_env: str
+
+
+@attrs.frozen
 class GuardProfile:
     """How the turn-end guard treats a harness (docs/guards.md): its plugin declares it."""
 
@@ -66,6 +76,8 @@ class HarnessInfo:
     python_modules: tuple[str, ...] = ()
     #: How the turn-end guard treats this harness.
     guard: GuardProfile = attrs.field(factory=GuardProfile)
+    #: The session-vouching environment this harness sets for its hooks, if any.
+    session_anchor: SessionAnchor | None = None
     #: A realistic hook payload and environment of this harness, for the contract kit and the
     #: fuzzers (firstmate.testing.sample_call): a string value ``{Event}`` becomes the event in
     #: PascalCase (``StopFailure``), ``{event}`` in camelCase (``stopFailure``).

@@ -231,18 +231,25 @@ class HarnessTable:
     markers: tuple[tuple[tuple[str, ...], str], ...] = ()
     #: ``python -m <module>`` modules that are a harness.
     modules: Mapping[str, str] = attrs.field(factory=dict)
+    #: (harness, pid variable, session-id variable) of each harness that vouches for its
+    #: session in its hooks' environment.
+    anchors: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
     def of(cls, infos: Iterable[object]) -> HarnessTable:
         names: dict[str, str] = {}
         markers: list[tuple[tuple[str, ...], str]] = []
         modules: dict[str, str] = {}
+        anchors: list[tuple[str, str, str]] = []
         for info in infos:
             harness = str(getattr(info, "name", ""))
             names.update({n: harness for n in getattr(info, "process_names", ())})
             markers += [(tuple(m), harness) for m in getattr(info, "package_markers", ())]
             modules.update({m: harness for m in getattr(info, "python_modules", ())})
-        return cls(names, tuple(markers), modules)
+            anchor = getattr(info, "session_anchor", None)
+            if anchor is not None:
+                anchors.append((harness, anchor.pid_env, anchor.session_env))
+        return cls(names, tuple(markers), modules, tuple(anchors))
 
     def with_extra(self, env: Mapping[str, str]) -> HarnessTable:
         """This table plus ``FM_HARNESS_PROCESS_NAMES`` (each name its own harness)."""

@@ -57,8 +57,6 @@ _RECORD_MAX = 64 * 1024
 _START_TOLERANCE = 0.011
 
 HOLDER_PID_ENV = "FM_SESSION_HOLDER_PID"
-CLAUDE_SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
-CLAUDE_PID_ENV = "CLAUDE_PID"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 _PID_IN_TEXT = re.compile(rb'"pid"\s*:\s*([0-9]{1,10})\b')
 
@@ -99,7 +97,7 @@ class SessionRecord:
     identity: str
     harness: str
     acquired_at: float
-    #: A trusted Claude session id, when the holder was anchored through one.
+    #: A trusted session id, when the holder was anchored through a harness's session anchor.
     session_id: str | None = None
 
     @property
@@ -307,35 +305,38 @@ def blocks_reclaim(record: SessionRecord, facts: LiveFacts | None = None) -> boo
 
 @attrs.frozen
 class TrustedSession:
-    """A Claude session id vouched for by ``CLAUDE_PID`` naming a Claude process above us."""
+    """A session id vouched for by a harness's session anchor (HarnessInfo.session_anchor):
+    its pid variable names that harness's process above us."""
 
     session_id: str
-    claude_pid: int
+    harness_pid: int
+    harness: str
 
 
-def trusted_claude_session(
+def trusted_session(
     env: Mapping[str, str] | None = None, chain: Sequence[ProcInfo] | None = None
 ) -> TrustedSession | None:
-    """The trusted Claude session of the caller, or None.
+    """The trusted session of the caller, or None.
 
     *chain* is the caller's ancestry, innermost (the caller itself) first; it defaults to this
-    process's.
-
-    Trusted means ``CLAUDE_CODE_SESSION_ID`` is a plausible id and ``CLAUDE_PID`` names a
-    Claude-shaped process in the caller's ancestry; a session id alone proves nothing.
+    process's. Trusted means an installed harness plugin's session anchor is set: its session
+    variable holds a plausible id and its pid variable names that harness's own process in the
+    caller's ancestry; a session id alone proves nothing.
     """
     env = os.environ if env is None else env
-    session_id = env.get(CLAUDE_SESSION_ENV, "").strip()
-    raw_pid = env.get(CLAUDE_PID_ENV, "").strip()
-    if not _SESSION_ID.fullmatch(session_id) or not (raw_pid.isascii() and raw_pid.isdigit()):
+    anchors = [a for a in harness_table(env).anchors if env.get(a[2], "").strip()]
+    if not anchors:
         return None
-    pid = int(raw_pid)
     chain = _chain(chain)
-    for info in chain[1:]:
-        if info.pid == pid:
-            if harness_of(info, env) == "claude":
-                return TrustedSession(session_id=session_id, claude_pid=pid)
-            return None
+    for harness, pid_env, session_env in anchors:
+        session_id = env.get(session_env, "").strip()
+        raw_pid = env.get(pid_env, "").strip()
+        if not _SESSION_ID.fullmatch(session_id) or not (raw_pid.isascii() and raw_pid.isdigit()):
+            continue
+        pid = int(raw_pid)
+        found = next((info for info in chain[1:] if info.pid == pid), None)
+        if found is not None and harness_of(found, env) == harness:
+            return TrustedSession(session_id=session_id, harness_pid=pid, harness=harness)
     return None
 
 
@@ -349,7 +350,8 @@ def owned_by_self(
     """True when *record* belongs to the calling process's own session.
 
     Either the recorded process is one of the caller's ancestors (same pid and start time), or
-    the caller runs under a trusted Claude session whose id the record carries and the recorded
+    the caller runs under a trusted session (a harness's session anchor) whose id the record
+    carries and the recorded
     holder is a verified live process (so a session keeps its lock after its helper chain is
     recycled). *chain* defaults to this process's ancestry; *facts* to a probe of the record.
     """
@@ -361,7 +363,7 @@ def owned_by_self(
         live = facts.identity if facts is not None else identity_of(record.pid)
         if live is not None and same_process(recorded, live):
             return True
-    trusted = trusted_claude_session(env, chain)
+    trusted = trusted_session(env, chain)
     if trusted is None or record.session_id != trusted.session_id:
         return False
     return classify(record, probe(record.pid, record.harness) if facts is None else facts) == "live"
@@ -431,7 +433,7 @@ def inspect(home: Home, facts: LiveFacts | None = None) -> LockInspection:
 # --- the holder --------------------------------------------------------------------------------
 
 
-HolderVia = Literal["walk", "claude-session", "override"]
+HolderVia = Literal["walk", "trusted-session", "override"]
 
 
 @attrs.frozen
@@ -458,7 +460,7 @@ def resolve_holder(
 
     1. ``FM_SESSION_HOLDER_PID`` (for in-process shims and tests): must name a process above the
        caller (not itself, not pid 1); it need not be recognisable as a harness.
-    2. A trusted Claude session (see :func:`trusted_claude_session`): its ``CLAUDE_PID``.
+    2. A trusted session (see :func:`trusted_session`): the harness pid its anchor names.
     3. Otherwise the innermost harness process above the caller, widened to the outermost process
        of the contiguous run of processes of that same harness (a wrapper and the harness it runs,
        or a harness and a transient helper copy of itself, are one session; the outermost lives
@@ -468,16 +470,16 @@ def resolve_holder(
     """
     env = os.environ if env is None else env
     chain = _chain(chain)
-    trusted = trusted_claude_session(env, chain)
+    trusted = trusted_session(env, chain)
     raw = env.get(HOLDER_PID_ENV, "").strip()
     if raw:
         index = _override_index(raw, chain)
         named = harness_of(chain[index], env) or "unknown"
-        session = trusted.session_id if trusted and trusted.claude_pid == chain[index].pid else None
+        session = trusted.session_id if trusted and trusted.harness_pid == chain[index].pid else None
         return _holder(chain, index, named, "override", session, env)
     if trusted is not None:
-        index = next(i for i, info in enumerate(chain) if info.pid == trusted.claude_pid)
-        return _holder(chain, index, "claude", "claude-session", trusted.session_id, env)
+        index = next(i for i, info in enumerate(chain) if info.pid == trusted.harness_pid)
+        return _holder(chain, index, trusted.harness, "trusted-session", trusted.session_id, env)
     for index, info in enumerate(chain):
         name = harness_of(info, env)
         if name is None:
@@ -730,5 +732,5 @@ __all__ = [
     "release",
     "resolve_holder",
     "same_process",
-    "trusted_claude_session",
+    "trusted_session",
 ]

@@ -111,18 +111,54 @@ class Ran:
 
 #: The fake harnesses' names (no harness plugin is installed here: the environment names them).
 HARNESS_NAMES = "claude,codex,cursor-agent,pi,omp,opencode,grok"
+NAMES = {"FM_HARNESS_PROCESS_NAMES": HARNESS_NAMES}
+
+
+#: A stand-in for the Claude plugin, installed as a distribution with an entry point: core
+#: knows no harness, and the trusted-session tests need one that declares a session anchor.
+STAND_IN = """
+from firstmate import hookimpl
+from firstmate.harness import HarnessInfo, SessionAnchor
+
+
+class StandIn:
+    @hookimpl
+    def firstmate_harness_info(self):
+        return HarnessInfo(name="claude", display_name="Claude", family="hook",
+                           rearm_owner="hook", wake_channel="stand-in", process_names=("claude",),
+                           session_anchor=SessionAnchor("CLAUDE_PID", "CLAUDE_CODE_SESSION_ID"))
+
+
+plugin = StandIn()
+"""
 
 
 @pytest.fixture(autouse=True)
-def _harness_names(monkeypatch: pytest.MonkeyPatch, fm_home: Home) -> None:
-    """In this process too (inspect, probe): the fake harnesses are harnesses. (After fm_home,
-    which clears every FM_ variable.)"""
+def _harnesses(monkeypatch: pytest.MonkeyPatch, fm_home: Home, tmp_path: Path) -> None:
+    """In this process and its children: the fake harnesses are harnesses (by name), and a
+    stand-in claude plugin declares its session anchor. (After fm_home, which clears every FM_
+    variable.)"""
+    from firstmate import identity
+
     monkeypatch.setenv("FM_HARNESS_PROCESS_NAMES", HARNESS_NAMES)
+    site = tmp_path / "stand-in-site"
+    site.mkdir()
+    (site / "firstmate_plugin_standin_claude.py").write_text(STAND_IN)
+    dist = site / "firstmate_plugin_standin_claude-0.0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: firstmate-plugin-standin-claude\nVersion: 0.0.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[firstmate.plugins]\nclaude = firstmate_plugin_standin_claude:plugin\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("FM_TEST_STAND_IN_SITE", str(site))
+    monkeypatch.setattr(identity, "_TABLES", {})
 
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUB}
-    env["PYTHONPATH"] = CORE
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("FM_TEST_STAND_IN_SITE"),
+                                                      CORE]))
     env["FM_HARNESS_PROCESS_NAMES"] = HARNESS_NAMES
     env.update(extra)
     return env
@@ -412,7 +448,7 @@ def test_contiguous_harness_run_is_anchored_at_its_outermost_process(
     assert inner != a.pid
 
 
-def test_trusted_claude_session_anchors_on_claude_pid_and_records_the_id(
+def test_a_trusted_session_anchors_on_the_harness_pid_and_records_the_id(
     harness: Factory, bindir: Path, fm_home: Home
 ) -> None:
     a, c = harness("claude"), harness("claude")
@@ -564,15 +600,15 @@ def test_resolve_holder_walk_rules() -> None:
     fm_proc = _info(99_999_991, "python3", "python3", "-m", "firstmate")
     shell = _info(99_999_992, "bash")
     run = [fm_proc, shell, _info(inner, "claude"), _info(outer, "claude"), shell]
-    holder = resolve_holder(env={}, chain=run)
+    holder = resolve_holder(env=NAMES, chain=run)
     assert (holder.pid, holder.harness, holder.via) == (outer, "claude", "walk")
     assert set(holder.run_pids) == {inner, outer}
     broken = [fm_proc, _info(inner, "codex"), shell, _info(outer, "claude")]
-    assert resolve_holder(env={}, chain=broken).pid == inner
+    assert resolve_holder(env=NAMES, chain=broken).pid == inner
     mixed = [fm_proc, _info(inner, "codex"), _info(outer, "claude")]
-    assert resolve_holder(env={}, chain=mixed).harness == "codex"
+    assert resolve_holder(env=NAMES, chain=mixed).harness == "codex"
     with pytest.raises(HarnessNotFound):
-        resolve_holder(env={}, chain=[fm_proc, shell])
+        resolve_holder(env=NAMES, chain=[fm_proc, shell])
 
 
 def test_resolve_holder_trusted_session_and_override() -> None:
@@ -581,12 +617,12 @@ def test_resolve_holder_trusted_session_and_override() -> None:
     shell = _info(99_999_992, "bash")
     chain = [fm_proc, _info(inner, "claude"), shell, _info(outer, "claude")]
     trusted = {"CLAUDE_CODE_SESSION_ID": "abc-123", "CLAUDE_PID": str(outer)}
-    holder = resolve_holder(env=trusted, chain=chain)
-    assert (holder.pid, holder.session_id, holder.via) == (outer, "abc-123", "claude-session")
+    holder = resolve_holder(env={**NAMES, **trusted}, chain=chain)
+    assert (holder.pid, holder.session_id, holder.via) == (outer, "abc-123", "trusted-session")
     # CLAUDE_PID must be a Claude-shaped ancestor, and the id must look like one.
     codex_chain = [fm_proc, _info(inner, "claude"), shell, _info(outer, "codex")]
-    assert resolve_holder(env=trusted, chain=codex_chain).session_id is None
-    assert resolve_holder(env={**trusted, "CLAUDE_CODE_SESSION_ID": "a b"}, chain=chain).pid == inner
+    assert resolve_holder(env={**NAMES, **trusted}, chain=codex_chain).session_id is None
+    assert resolve_holder(env={**NAMES, **trusted, "CLAUDE_CODE_SESSION_ID": "a b"}, chain=chain).pid == inner
     # The override wins, may name a non-harness, and never the caller itself.
     plain = [fm_proc, _info(inner, "node", "node", "/opt/ext.js"), shell]
     over = resolve_holder(env={"FM_SESSION_HOLDER_PID": str(inner)}, chain=plain)

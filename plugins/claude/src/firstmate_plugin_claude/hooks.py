@@ -18,7 +18,14 @@ from firstmate.configfiles import (
     upsert_grouped_hook,
 )
 from firstmate.handoff import DeliveryReceipt, RearmOwner, Session, WakeDelivery
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import (
+    GuardProfile,
+    HarnessInfo,
+    HookOutcome,
+    InstallOptions,
+    InstallResult,
+    SessionAnchor,
+)
 from firstmate.home import Home
 
 from firstmate_plugin_claude.gate import EVENTS, foreign
@@ -39,6 +46,9 @@ INFO = HarnessInfo(
     sample_payload={"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
                     "permission_mode": "default", "hook_event_name": "{Event}",
                     "stop_hook_active": False, "last_assistant_message": "done"},
+    # Claude Code gives its hooks and tools its pid and session id: the session lock trusts
+    # the id while that pid is a Claude process above the caller.
+    session_anchor=SessionAnchor(pid_env="CLAUDE_PID", session_env="CLAUDE_CODE_SESSION_ID"),
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.
