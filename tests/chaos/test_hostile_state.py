@@ -336,6 +336,35 @@ def test_a_full_state_directory(tmp_path: Path) -> None:
         assert rig.fm("wake", "append", "signal", "after", "signal: after").returncode == 0
 
 
+def test_a_full_disk_refuses_every_state_write_in_one_line(tmp_path: Path) -> None:
+    """ENOSPC from a tiny tmpfs: crew registration and reports, checks and the host's config
+    are each refused with exit 4 and one line, and a status log is whole or unchanged."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with mounted(["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs"], disk,
+                 "a full filesystem needs a small tmpfs"):
+        rig = Rig(tmp_path, disk / "home")
+        rig.home.ensure()
+        assert rig.fm("crew", "add", "c1", "--pane", "%1").returncode == 0
+        log = rig.home.crew_dir / "c1.status"
+        before = b""
+        filler = _fill(disk)
+        try:
+            # (A first report needs a new block: the disk has none.)
+            for argv in (("crew", "status", "c1", "needs-decision: key=k " + "x" * 300),
+                         ("crew", "add", "c2", "--pane", "%2"),
+                         ("check", "add", "disk", "--", "df", "-h"),
+                         ("host", "enable")):
+                done = rig.fm(*argv)
+                assert done.returncode == 4, (argv, done.returncode, done.stdout, done.stderr)
+                assert_one_line(done, {0, 2, 3, 4}, 4)
+            assert not log.exists() or log.read_bytes() == before  # whole or absent
+        finally:
+            filler.unlink()
+        assert rig.fm("crew", "status", "c1", "done: after").returncode == 0
+        assert log.read_bytes().endswith(b"\tdone: after\n") and log.read_bytes().count(b"\n") == 1
+
+
 def test_a_disk_that_fills_while_the_database_is_open(tmp_path: Path) -> None:
     """With another connection keeping the WAL index, SQLite itself reports the full disk."""
     disk = tmp_path / "disk"
