@@ -6,12 +6,13 @@ modules that need it, so that hot command paths stay cheap to start.
 
 from __future__ import annotations
 
+from firstmate.names import PROJECT
+
 # Not `from typing import …`: typing (and the re it pulls in) costs more than a hook's whole
 # start-up budget. Type checkers treat a module-level TYPE_CHECKING = False as typing's.
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"
-PROJECT = "firstmate"
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any

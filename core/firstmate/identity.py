@@ -266,7 +266,9 @@ def harness_table(env: Mapping[str, str] | None = None, *, only: str = "") -> Ha
     selection), plus ``FM_HARNESS_PROCESS_NAMES``. With *only*, just that harness's, asking
     only its own plugin (no entry-point scan: the cheap way to check one recorded holder)."""
     env = os.environ if env is None else env
-    selection = (f"{env.get('FIRSTMATE_PLUGINS', '')}|{env.get('FIRSTMATE_DISABLE_PLUGINS', '')}"
+    from firstmate.names import DISABLE_PLUGINS_ENV, PLUGINS_ENV
+
+    selection = (f"{env.get(PLUGINS_ENV, '')}|{env.get(DISABLE_PLUGINS_ENV, '')}"
                  f"|{only}")
     table = _TABLES.get(selection)
     if table is None:

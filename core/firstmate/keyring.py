@@ -19,10 +19,10 @@ import secrets
 from collections.abc import Mapping
 
 from firstmate.errors import StateError
+from firstmate.names import KEYS_DIR_ENV
 from firstmate.safepaths import make_private_dir, open_private
 from firstmate.trust import verify_ancestors, verify_dir, verify_file
 
-KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
 KEY_HEX_LEN = 64
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pluggy
 
-from firstmate import PROJECT, hookspecs
+from firstmate import PROJECT, hookspecs, names
 from firstmate.errors import FirstmateError
 from firstmate.exitcodes import ExitCode
 from firstmate.harness import (
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from firstmate.home import Home
     from firstmate.sources.base import Source
 
-ENTRY_POINT_GROUP = "firstmate.plugins"
+ENTRY_POINT_GROUP = names.ENTRY_POINT_GROUP
 
 
 def _names(value: str | None) -> set[str]:
@@ -172,8 +172,8 @@ def _entry_points() -> Iterable[Any]:
 def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHost:
     """Load the core defaults and every allowed installed plugin."""
     env = os.environ if env is None else env
-    allow = _names(env.get("FIRSTMATE_PLUGINS"))
-    block = _names(env.get("FIRSTMATE_DISABLE_PLUGINS"))
+    allow = _names(env.get(names.PLUGINS_ENV))
+    block = _names(env.get(names.DISABLE_PLUGINS_ENV))
     pm = new_manager()
     host = PluginHost(pm)
     if core:
@@ -209,7 +209,7 @@ def load_harness(name: str, env: Mapping[str, str] | None = None, *,
     falls back to the entry-point scan only when that module is not importable.
     """
     env = os.environ if env is None else env
-    disabled = env.get("FIRSTMATE_DISABLE_PLUGINS", "")
+    disabled = env.get(names.DISABLE_PLUGINS_ENV, "")
     if name in _names(disabled):
         raise FirstmateError(
             f"the {name} plugin is disabled by FIRSTMATE_DISABLE_PLUGINS; remove it from that list",
@@ -228,7 +228,7 @@ def _build_harness_host(name: str) -> PluginHost:
     pm = new_manager()
     host = PluginHost(pm)
     _register_core(pm)
-    module_name = f"firstmate_plugin_{name.replace('-', '_')}"
+    module_name = names.plugin_module(name)
     plugin: Any = None
     try:
         module = importlib.import_module(module_name)

@@ -142,7 +142,9 @@ def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[s
     """True when the plugin's quick gate is sure there is nothing to do."""
     try:
         # __import__, not importlib.import_module: the importlib package is not loaded yet.
-        module = __import__(f"firstmate_plugin_{harness.replace('-', '_')}")
+        from firstmate.names import plugin_module
+
+        module = __import__(plugin_module(harness))
     except Exception:
         return False  # not installed or broken: the full path reports it
     gate = getattr(module, "quick_gate", None)

@@ -1,0 +1,26 @@
+"""The project's names, in one stdlib-only place: what plugins register under, how their modules
+are named, and the environment variables that select them. Hot paths import this freely."""
+
+from __future__ import annotations
+
+#: The pluggy project name (hook markers and the plugin manager).
+PROJECT = "firstmate"
+#: The entry-point group every harness plugin registers in.
+ENTRY_POINT_GROUP = "firstmate.plugins"
+#: A harness plugin's conventional module: ``firstmate_plugin_<harness>`` (``-`` as ``_``).
+PLUGIN_MODULE_PREFIX = "firstmate_plugin_"
+#: Comma list: load only these plugins (``none`` loads none).
+PLUGINS_ENV = "FIRSTMATE_PLUGINS"
+#: Comma list: never load these plugins.
+DISABLE_PLUGINS_ENV = "FIRSTMATE_DISABLE_PLUGINS"
+#: Where the per-home secrets live (firstmate.keyring).
+KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
+
+
+def plugin_module(harness: str) -> str:
+    """The conventional module of *harness*'s plugin."""
+    return PLUGIN_MODULE_PREFIX + harness.replace("-", "_")
+
+
+__all__ = ["DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP", "KEYS_DIR_ENV", "PLUGINS_ENV",
+           "PLUGIN_MODULE_PREFIX", "PROJECT", "plugin_module"]
