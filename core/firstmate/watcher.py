@@ -61,7 +61,6 @@ DEFAULT_CLEANUP_BOUND = 2
 DEFAULT_STARTUP_BOUND = 10.0
 #: A watcher never waits less than this between polls (a source naming a past deadline).
 MIN_WAIT = 0.01
-#: The store fact naming the identity of the watcher whose cycle is open (cleared at its close).
 DISPOSABLE_MARKER = "/.no-mistakes/worktrees/"
 #: The env var naming the pipe the arm listens on for "first poll done".
 READY_FD_ENV = "FM_WATCH_READY_FD"
