@@ -138,9 +138,13 @@ class Rig:
         return ProcessIdentity.parse(health.identity)
 
     def sleeper(self) -> subprocess.Popen[bytes]:
-        """An unrelated live process (a stand-in for a recycled pid)."""
+        """An unrelated live process (a stand-in for a recycled pid), returned once its exec is
+        done: an identity read before that is the forking interpreter's and never matches."""
+        from firstmate.testing import exec_identity
+
         proc = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
         self.extra.append(proc)
+        exec_identity(proc)
         return proc
 
     def reap(self) -> None:
