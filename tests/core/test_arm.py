@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -143,6 +144,27 @@ def test_a_stale_watcher_under_the_stall_bound_is_reported_and_left_alone(rig: R
 WEDGE = {"FM_GUARD_GRACE": "1", "FM_ARM_STALL_BOUND": "2", "FM_ARM_STALL_PING": "1"}
 
 
+def _stop_between_polls(rig: Rig, pid: int) -> None:
+    """SIGSTOP the watcher at a moment it holds no queue lock (stopped inside a poll it would
+    block every producer too, which is another test)."""
+    from firstmate.errors import LockTimeout
+    from firstmate.locks import FileLock
+
+    probe = FileLock(rig.home.lock_path("queue"), "test-probe", rig.home.root)
+    deadline = time.monotonic() + 60
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            probe.acquire(0)
+        except LockTimeout:
+            os.kill(pid, signal.SIGCONT)  # mid-poll: let it finish and try again
+            assert time.monotonic() < deadline, "the watcher never left the queue lock"
+            time.sleep(0.02)
+            continue
+        probe.release()
+        return
+
+
 def _wedged(rig: Rig, pid: int) -> bool:
     health = watcher_health(rig.home, {**rig.env, **WEDGE})
     return health.pid == pid and health.beacon_age is not None and health.beacon_age >= 2.5
@@ -154,7 +176,7 @@ def test_a_wedged_watcher_is_replaced_by_the_next_re_arm_and_nothing_is_delivere
     # (The arm that started it waits longer, so the re-arm below is the one that recovers.)
     owner = rig.spawn("arm", env={**WEDGE, "FM_ARM_STALL_BOUND": "3600"})
     wedged = started_pid(owner.line())
-    os.kill(wedged, signal.SIGSTOP)  # alive, holding the lock, never polling again
+    _stop_between_polls(rig, wedged)  # alive, holding the singleton, never polling again
     rig.append("check", "during", "check: appended during the wedge")
     wait_for(lambda: _wedged(rig, wedged), "the beacon to pass the stall bound")
     rearm = rig.spawn("arm", env=WEDGE)
