@@ -41,6 +41,7 @@ from firstmate import crew as crewmod
 from firstmate import keyring
 from firstmate.errors import ConflictError, StateError, UsageError
 from firstmate.home import Home, atomic_write, make_private_dir
+from firstmate.trust import untrusted
 
 DEFINITION_VERSION = 1
 REJECTED_KEY = "unauthenticated-state-checks"
@@ -189,10 +190,9 @@ def _read_entry(p: Path) -> tuple[bytes | None, str | None]:
         return None, "symlink"
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file"
-    if st.st_uid != os.geteuid():
-        return None, f"owned by uid {st.st_uid}"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return None, "writable by other users"
+    foreign = untrusted(st)
+    if foreign is not None:
+        return None, foreign
     if not p.name.endswith(".json"):
         return None, "not a definition file"
     if st.st_size > 1 << 20:

@@ -275,13 +275,12 @@ class Doctor:
 
         if not self.home.state.is_dir():
             return
-        found = problems(self.home, self.env)
+        records = read_all(self.home)
+        found = problems(self.home, self.env, records=records)
         for problem in found:
-            harness = problem.split(":", 1)[0]
-            self.add("bridge", "warn", problem, f"fm install {harness}")
-        if not found and read_all(self.home):
-            self.add("bridge", "ok", ", ".join(f"{r.harness}: {r.phase}"
-                                               for r in read_all(self.home)))
+            self.add("bridge", "warn", problem.line, f"fm install {problem.harness}")
+        if records and not found:
+            self.add("bridge", "ok", ", ".join(f"{r.harness}: {r.phase}" for r in records))
 
 
 def diagnose(env: Mapping[str, str] | None = None, project: Path | None = None) -> list[Finding]:

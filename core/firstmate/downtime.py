@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+from firstmate.home import Home
 from firstmate.store import Store
 
 #: The identity of the watcher whose cycle is open (cleared by its close).
@@ -51,4 +52,15 @@ def publish_if_gone(db: Store, *, bound: float = LOCK_BOUND) -> bool:
     return False
 
 
-__all__ = ["LOCK_BOUND", "OPEN_KEY", "proven_gone", "publish_if_gone"]
+def publish_for(home: Home) -> bool:
+    """:func:`publish_if_gone` for *home*'s store, when it has one (a reader's entry point)."""
+    if not home.db.is_file():
+        return False
+    db = Store(home)
+    try:
+        return publish_if_gone(db)
+    finally:
+        db.close()
+
+
+__all__ = ["LOCK_BOUND", "OPEN_KEY", "proven_gone", "publish_for", "publish_if_gone"]

@@ -45,7 +45,6 @@ from firstmate.home import Home
 from firstmate.scope import Scope
 
 Action = Literal["allow", "block", "follow-up"]
-Style = Literal["block", "follow-up"]
 
 #: Operational-input prefix (docs/hooks.md): harness shims never mistake guard text for the captain.
 PREFIX = "FIRSTMATE_OP:"
@@ -497,16 +496,10 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
 
 def _publish_if_gone(home: Home, health: WatcherHealth) -> None:
     """No healthy watcher: one killed outright is reported as downtime now (firstmate.downtime)."""
-    if health.healthy or not home.db.is_file():
-        return
-    from firstmate.downtime import publish_if_gone
-    from firstmate.store import Store
+    if not health.healthy:
+        from firstmate.downtime import publish_for
 
-    db = Store(home)
-    try:
-        publish_if_gone(db)
-    finally:
-        db.close()
+        publish_for(home)
 
 
 def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
@@ -685,7 +678,8 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
                       need=gather_need(home) if scope.primary else Need(),
                       health=health, last_beat=_last_beat(home, now),
                       away=away_facts(home, env, now=now),
-                      bridges=tuple(bridge_problems(home, env, now)) if scope.primary else (),
+                      bridges=tuple(p.line for p in bridge_problems(home, env, now))
+                      if scope.primary else (),
                       owner=rearm_owner(env))
     if not home.db.exists():
         return facts

@@ -175,7 +175,7 @@ def retry_delay(delivered: int, base: float, cap: float) -> float:
     return min(max(cap, base), base * float(1 << steps))
 
 
-def _engine_body(home: Home, engine: str) -> dict[str, object]:
+def _engine_body(engine: str) -> dict[str, object]:
     return {"what": "supervision-host-engine", "engine": engine}
 
 
@@ -189,7 +189,7 @@ def _authenticated_engine(home: Home, values: Mapping[str, str], env: Mapping[st
 
     engine = values["engine"]
     key = keyring.read_key(str(home.root), env)
-    if not keyring.verify_mac(key, _engine_body(home, engine), values.get("engine_mac")):
+    if not keyring.verify_mac(key, _engine_body(engine), values.get("engine_mac")):
         raise StateError(
             f"the engine in {path} was not set by fm host enable for this home (copied, cloned "
             "or edited by hand), so it is not run; set it again: fm host enable --engine 'CMD …'"
@@ -210,7 +210,7 @@ def enable(home: Home, engine: str | None = None, handback: str | None = None,
                              "line breaks")
         key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
         lines.append(f"engine = {engine}")
-        lines.append(f"engine_mac = {keyring.mac(key, _engine_body(home, engine))}")
+        lines.append(f"engine_mac = {keyring.mac(key, _engine_body(engine))}")
     if handback:
         lines.append(f"handback = {handback}")
     atomic_write(config_path(home), ("\n".join(lines) + "\n").encode())

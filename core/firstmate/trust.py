@@ -70,13 +70,22 @@ def verify_file(path: str, what: str) -> bool:
     return True
 
 
-def _require_mine(st: os.stat_result, path: str, what: str, owner_fix: str) -> None:
+def untrusted(st: os.stat_result) -> str | None:
+    """Why a file or directory with status *st* is not this user's alone, or None."""
     if not owned_by_me(st):
-        raise _error(f"{what} {path} is owned by uid {st.st_uid}, not by you (uid "
-                     f"{os.geteuid()}); {owner_fix}")
+        return f"owned by uid {st.st_uid}"
     if st.st_mode & SHARED_WRITE:
-        raise _error(f"{what} {path} is writable by other users (mode "
-                     f"{stat.S_IMODE(st.st_mode):04o}); run: chmod go-w {path}")
+        return f"writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _require_mine(st: os.stat_result, path: str, what: str, owner_fix: str) -> None:
+    why = untrusted(st)
+    if why is None:
+        return
+    if not owned_by_me(st):
+        raise _error(f"{what} {path} is {why}, not by you (uid {os.geteuid()}); {owner_fix}")
+    raise _error(f"{what} {path} is {why}; run: chmod go-w {path}")
 
 
 def verify_ancestors(path: str) -> None:
@@ -121,4 +130,5 @@ def adoptable(marker: str) -> bool:
     return stat.S_ISDIR(st.st_mode) and owned_by_me(st)
 
 
-__all__ = ["adoptable", "verify_ancestors", "verify_dir", "verify_file", "verify_home"]
+__all__ = ["adoptable", "untrusted", "verify_ancestors", "verify_dir", "verify_file",
+           "verify_home"]

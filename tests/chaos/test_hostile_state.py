@@ -311,13 +311,20 @@ def _fill(directory: Path) -> Path:
     return filler
 
 
-def test_a_full_state_directory(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def tiny_disk(tmp_path: Path) -> Iterator[tuple[Path, Rig]]:
+    """A home on its own 512 KiB tmpfs (skipped where mounting one is not permitted)."""
     disk = tmp_path / "disk"
     disk.mkdir()
     with mounted(["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs"], disk,
                  "a full filesystem needs a small tmpfs"):
         rig = Rig(tmp_path, disk / "home")
         rig.home.ensure()
+        yield disk, rig
+
+
+def test_a_full_state_directory(tmp_path: Path) -> None:
+    with tiny_disk(tmp_path) as (disk, rig):
         rig.append(3)
         before = [k for _, k in rig.rows()]
         filler = _fill(disk)
@@ -339,12 +346,7 @@ def test_a_full_state_directory(tmp_path: Path) -> None:
 def test_a_full_disk_refuses_every_state_write_in_one_line(tmp_path: Path) -> None:
     """ENOSPC from a tiny tmpfs: crew registration and reports, checks and the host's config
     are each refused with exit 4 and one line, and a status log is whole or unchanged."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    with mounted(["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs"], disk,
-                 "a full filesystem needs a small tmpfs"):
-        rig = Rig(tmp_path, disk / "home")
-        rig.home.ensure()
+    with tiny_disk(tmp_path) as (disk, rig):
         assert rig.fm("crew", "add", "c1", "--pane", "%1").returncode == 0
         log = rig.home.crew_dir / "c1.status"
         before = b""
@@ -367,12 +369,7 @@ def test_a_full_disk_refuses_every_state_write_in_one_line(tmp_path: Path) -> No
 
 def test_a_disk_that_fills_while_the_database_is_open(tmp_path: Path) -> None:
     """With another connection keeping the WAL index, SQLite itself reports the full disk."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    with mounted(["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs"], disk,
-                 "a full filesystem needs a small tmpfs"):
-        rig = Rig(tmp_path, disk / "home")
-        rig.home.ensure()
+    with tiny_disk(tmp_path) as (disk, rig):
         rig.append(2)
         keeper = sqlite3.connect(str(rig.home.db), timeout=30)
         try:

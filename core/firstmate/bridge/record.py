@@ -94,35 +94,47 @@ def _alive(pid: int | None) -> bool:
     return True
 
 
-def problems(home: Home, env: Mapping[str, str] | None = None,
-             now: float | None = None) -> list[str]:
-    """One line per bridge that leaves its harness unsupervised, each naming the fix."""
+@attrs.frozen
+class BridgeProblem:
+    harness: str
+    #: One line naming the harness, what is wrong and the fix.
+    line: str
+
+
+def problems(home: Home, env: Mapping[str, str] | None = None, now: float | None = None,
+             records: list[BridgeRecord] | None = None) -> list[BridgeProblem]:
+    """One problem per bridge that leaves its harness unsupervised (of *records*, default
+    every record of *home*)."""
     env = os.environ if env is None else env
     now = time.time() if now is None else now
     grace = env_float(env, HANDOFF_GRACE_ENV, DEFAULT_HANDOFF_GRACE, allow_zero=True)
-    out = []
-    for rec in read_all(home):
+    out: list[BridgeProblem] = []
+
+    def add(harness: str, text: str) -> None:
+        out.append(BridgeProblem(harness, f"{harness}: {text}"))
+
+    for rec in read_all(home) if records is None else records:
         h = rec.harness
         if rec.phase == "quit":
             continue
         bridge_alive = _alive(rec.bridge_pid)
         if rec.phase in ("active", "handoff") and not bridge_alive:
             if _alive(rec.harness_pid):
-                out.append(f"{h}: its fm bridge (pid {rec.bridge_pid}) is gone while the {h} "
-                           f"session (pid {rec.harness_pid}) runs, so nothing re-arms it; run "
-                           f"/reload in {h} (or restart it) to start the bridge again")
+                add(h, f"its fm bridge (pid {rec.bridge_pid}) is gone while the {h} session "
+                       f"(pid {rec.harness_pid}) runs, so nothing re-arms it; run /reload in {h} "
+                       "(or restart it) to start the bridge again")
             continue
         if rec.phase == "handoff" and now - rec.updated_at > grace:
-            out.append(f"{h}: the session was replaced {now - rec.updated_at:.0f}s ago and the "
-                       f"new session has not loaded the Firstmate extension, so nothing re-arms "
-                       f"the watcher; check it is installed and current (fm doctor, "
-                       f"fm install {h}), then /reload or restart {h}")
+            add(h, f"the session was replaced {now - rec.updated_at:.0f}s ago and the new "
+                   "session has not loaded the Firstmate extension, so nothing re-arms the "
+                   f"watcher; check it is installed and current (fm doctor, fm install {h}), "
+                   f"then /reload or restart {h}")
             continue
         if rec.phase == "active" and rec.answer in ("read-only", "failed"):
-            out.append(f"{h}: the {h} session (pid {rec.harness_pid}) is not supervising "
-                       f"(its bridge answered {rec.answer}); see fm lock status and fm doctor")
+            add(h, f"the {h} session (pid {rec.harness_pid}) is not supervising (its bridge "
+                   f"answered {rec.answer}); see fm lock status and fm doctor")
     return out
 
 
-__all__ = ["DEFAULT_HANDOFF_GRACE", "HANDOFF_GRACE_ENV", "BridgeRecord", "path", "problems",
-           "read_all"]
+__all__ = ["DEFAULT_HANDOFF_GRACE", "HANDOFF_GRACE_ENV", "BridgeProblem", "BridgeRecord", "path",
+           "problems", "read_all"]

@@ -33,17 +33,12 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         refuse_symlink(home.lock_path(health.LOCK_NAME))
         refuse_symlink(home.beacon)
     watcher = health.watcher_health(home, env)
-    if not watcher.healthy and home.db.is_file():
+    if not watcher.healthy:
         # The one write a status read makes: a watcher proven gone is reported as downtime now,
         # so this snapshot, the guards and the away brief agree (firstmate.downtime).
-        from firstmate.downtime import publish_if_gone
-        from firstmate.store import Store
+        from firstmate.downtime import publish_for
 
-        db = Store(home)
-        try:
-            publish_if_gone(db)
-        finally:
-            db.close()
+        publish_for(home)
     queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
     episode: str | None = None
@@ -75,7 +70,7 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
 def _bridge_problems(home: Home, env: dict[str, str]) -> list[str]:
     from firstmate.bridge.record import problems
 
-    return problems(home, env) if home.state.is_dir() else []
+    return [p.line for p in problems(home, env)] if home.state.is_dir() else []
 
 
 def render(data: dict[str, object]) -> str:
