@@ -74,6 +74,12 @@ class HarnessInfo:
     package_markers: tuple[tuple[str, ...], ...] = ()
     #: ``python -m <module>`` modules that are this harness.
     python_modules: tuple[str, ...] = ()
+    #: The hook event whose hook keeps the watcher armed: for ``rearm_owner="hook"`` it parks
+    #: on the watcher and returns the wake; for a protocol harness it is the turn-end guard.
+    rearm_event: str = ""
+    #: For ``checkpoint`` and ``model-task`` owners: the ``fm`` arguments the model runs to
+    #: re-arm and wait (its stdout carries the wake), as the harness's protocol tells it to.
+    rearm_command: tuple[str, ...] = ()
     #: How the turn-end guard treats this harness.
     guard: GuardProfile = attrs.field(factory=GuardProfile)
     #: The session-vouching environment this harness sets for its hooks, if any.

@@ -697,3 +697,62 @@ class HarnessContract:
         for line, expected in cases.items():
             got = host.readiness(line, arm)
             assert (got.ready, got.kind, got.watcher_pid, got.generation) == expected, line
+
+    # --- continuity: the plugin keeps the fleet watched (firstmate.rearmkit) -----------------
+
+    def test_declares_how_it_rearms(self, harness: str, host: Any, info: Any) -> None:
+        """The re-arm path its owner implies is declared, so the contract can drive it."""
+        owner = info.rearm_owner
+        if owner == "hook":
+            assert info.rearm_event in info.hook_events, (
+                f"{harness} owns re-arm through a hook but declares no rearm_event among its "
+                f"hook_events {info.hook_events}")
+        elif owner == "extension":
+            assert host.bridge_profile(harness) is not None, (
+                f"{harness} owns re-arm in-process but gives no bridge profile")
+        elif owner in ("checkpoint", "model-task"):
+            assert info.rearm_command, (
+                f"{harness}'s model re-arms ({owner}) but it declares no rearm_command")
+            assert info.rearm_event in info.hook_events, (
+                f"{harness} declares no rearm_event: no stop hook makes its model re-arm")
+        else:
+            pytest.skip(f"{harness} re-arms through the supervision host")
+
+    def test_a_wake_reaches_the_model_once_and_the_watch_goes_on(
+            self, harness: str, host: Any, info: Any, tmp_path: Path) -> None:
+        """Two wakes in a row through the declared path, each delivered exactly once; for hook
+        and in-process harnesses a successor watcher holds the lock at each delivery."""
+        from firstmate import rearmkit
+
+        with rearmkit.continuity_rig(harness, tmp_path, {}) as rig:
+            if info.rearm_owner == "hook":
+                rearmkit.drive_hook(rig, info)
+            elif info.rearm_owner == "extension":
+                rearmkit.drive_bridge(rig, info, host.bridge_profile(harness))
+            elif info.rearm_owner in ("checkpoint", "model-task"):
+                rearmkit.drive_command(rig, info)
+            else:
+                pytest.skip(f"{harness} re-arms through the supervision host")
+            assert len(rig.delivered) == 2
+
+    def test_a_foreign_payload_arms_nothing(self, harness: str, info: Any,
+                                            tmp_path: Path) -> None:
+        """Another harness's call of the re-arm event neither arms a watcher nor answers."""
+        from firstmate import rearmkit
+
+        event = info.rearm_event
+        others = [other for other in payload_harnesses() if other != harness]
+        if not event or not others:
+            pytest.skip("no re-arm hook, or no other harness's payload installed here")
+        with rearmkit.continuity_rig(harness, tmp_path, {}) as rig:
+            for other in others:
+                call = sample_call(other, event)
+                if call is None:
+                    continue
+                payload, env = call
+                done = rig.fm("hook", harness, event, stdin=json.dumps(payload),
+                              env={**rig.env, **env})
+                assert done.returncode == 0 and not done.stdout.strip(), (
+                    f"fm hook {harness} {event} answered a {other} payload: {done!r}")
+                assert rig.watcher() is None, (
+                    f"fm hook {harness} {event} armed a watcher for a {other} payload")

@@ -15,7 +15,7 @@ import pytest
 from firstmate.harness import InstallOptions
 from firstmate.home import Home
 from firstmate.plugins import load_harness
-from firstmate.testing import fm_command
+from firstmate.testing import HarnessContract, fm_command
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-plugin.md"
 SOURCE = str(Path(firstmate.__file__).resolve().parents[1])
@@ -94,20 +94,73 @@ def test_the_example_installs_idempotently_and_uninstalls(site: Path, tmp_path: 
     assert not (project / ".acme").exists()
 
 
-def test_the_example_hook_blocks_while_wakes_are_queued(site: Path, tmp_path: Path) -> None:
-    home_root = tmp_path / "home"
-    env = _env(site, home_root)
+def test_the_example_stands_aside_with_nothing_to_watch(site: Path, tmp_path: Path) -> None:
+    env = _env(site, tmp_path / "home")
     payload = json.dumps({"acme_session": "a-1"}).encode()
     quiet = subprocess.run(fm_command("hook", "acme", "stop"), input=payload, capture_output=True,
                            timeout=60, check=False, env=env)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"", b"")
-    appended = subprocess.run(fm_command("wake", "append", "signal", "k", "hello"),
-                              capture_output=True, timeout=60, check=False, env=env)
-    assert appended.returncode == 0, appended.stderr
-    woken = subprocess.run(fm_command("hook", "acme", "stop"), input=payload, capture_output=True,
-                           timeout=60, check=False, env=env)
-    assert woken.returncode == 2, woken.stderr
-    assert b"1 queued wake(s)" in woken.stderr
     garbage = subprocess.run(fm_command("hook", "acme", "stop"), input=b"\xff{", capture_output=True,
                              timeout=60, check=False, env=env)
     assert garbage.returncode == 0 and b"Traceback" not in garbage.stderr
+
+
+# --- the whole contract, continuity included ---------------------------------------------------
+
+
+@pytest.fixture
+def contract_site(site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example importable by the contract's own ``fm`` children too."""
+    from firstmate import identity
+
+    # The installed harnesses' process table is read once per process: read it anew with acme.
+    monkeypatch.setattr(identity, "_TABLES", {})
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(site), SOURCE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+    return site
+
+
+class TestTheExamplePassesTheContract(HarnessContract):
+    @pytest.fixture
+    def harness(self, contract_site: Path) -> str:
+        return "acme"
+
+
+#: Two broken variants of the example's stop hook: one only blocks while wakes are queued (it
+#: never arms a watcher), one parks and then drops the wake.
+BROKEN = {
+    "it never armed a watcher": """
+        return HookOutcome.silent()
+""",
+    "must reach the model exactly once": """
+        from firstmate.park import park
+
+        park(home, NAME, env, seconds=PARK_SECONDS, display_name="Acme")
+        return HookOutcome.silent()
+""",
+}
+HOOK_HEAD = """
+    @hookimpl
+    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
+        if harness != NAME or event not in EVENTS:
+            return None
+        if not isinstance(payload, Mapping) or "acme_session" not in payload:
+            return None
+"""
+
+
+@pytest.mark.parametrize("failure", sorted(BROKEN))
+def test_the_contract_fails_a_plugin_that_does_not_keep_watch(contract_site: Path, tmp_path: Path,
+                                                               failure: str) -> None:
+    code = example_code()
+    head = code[:code.index("    @hookimpl\n    def firstmate_hook(")]
+    (contract_site / f"{MODULE}.py").write_text(
+        head + HOOK_HEAD + BROKEN[failure] + "\n\nplugin = AcmePlugin()\n")
+    sys.modules.pop(MODULE, None)
+    from firstmate import rearmkit
+
+    info = load_harness("acme", env={}, fresh=True).harness("acme")
+    with rearmkit.continuity_rig("acme", tmp_path, {}) as rig, \
+            pytest.raises((AssertionError, pytest.fail.Exception), match=failure):
+        rearmkit.drive_hook(rig, info)

@@ -39,6 +39,7 @@ INFO = HarnessInfo(
     wake_channel="Stop/StopFailure asyncRewake hook: exit 2 with the wake on stderr",
     config_files=(".claude/settings.json",),
     hook_events=EVENTS,
+    rearm_event="stop",
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
     guard=GuardProfile(style="block", loop_flags=(), rearm_ledger=True),

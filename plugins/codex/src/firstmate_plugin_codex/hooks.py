@@ -40,6 +40,8 @@ INFO = HarnessInfo(
     wake_channel="bounded fm checkpoint; Stop hook {decision: block} (opt-in: parked Stop)",
     config_files=(".codex/hooks.json", "AGENTS.md"),
     hook_events=EVENTS,
+    rearm_event="stop",
+    rearm_command=("checkpoint", "--seconds", "600"),
     process_names=("codex",),
     package_markers=(("@openai", "codex"),),
     guard=GuardProfile(style="block", loop_flags=("stop_hook_active",)),

@@ -32,6 +32,7 @@ INFO = HarnessInfo(
     wake_channel="stop hook followup_message (exit 0)",
     config_files=(".cursor/hooks.json",),
     hook_events=EVENTS,
+    rearm_event="stop",
     process_names=("cursor-agent",),
     package_markers=(("cursor-agent",),),
     guard=GuardProfile(style="follow-up"),

@@ -41,12 +41,14 @@ INFO = HarnessInfo(
     wake_channel="tracked background task running fm arm; Stop hook block",
     config_files=(HOOKS_FILE, RULES_FILE),
     hook_events=EVENTS,
+    rearm_event="stop",
+    rearm_command=("arm",),
     process_names=("grok",),
     package_markers=(("@vibe-kit", "grok-cli"),),
     guard=GuardProfile(style="block", loop_flags=("stopHookActive", "stop_hook_active")),
     # A realistic hook call of this harness (its documented hook input), for the contract kit.
     sample_payload={"hookEventName": "{Event}", "sessionId": "s-1", "cwd": "/tmp",
-                    "workspaceRoot": "/tmp"},
+                    "workspaceRoot": "/tmp", "stopHookActive": False},
     sample_env={"GROK_HOOK_EVENT": "{Event}", "GROK_AGENT": "1"},
 )
 
