@@ -123,7 +123,7 @@ def file_drain_and_ack(path: Path, through: int) -> tuple[float, float]:
 
 
 def bench_drain_ack(tmp: Path) -> dict[str, dict[str, float]]:
-    from firstmate import queue
+    from firstmate import drain, queue
     from firstmate.home import Home
     from firstmate.store import open_store
 
@@ -133,11 +133,11 @@ def bench_drain_ack(tmp: Path) -> dict[str, dict[str, float]]:
         for i in range(ROWS):
             queue.append_locked(conn, "signal", f"t{i}.status", f"signal: /h/state/t{i}.status")
     t = time.perf_counter()
-    result = queue.drain(db, "main", env={})
+    result = drain.drain(db, "main", env={})
     drained = time.perf_counter() - t
     assert len(result.rows) == ROWS and result.ack_through is not None and result.generation
     t = time.perf_counter()
-    done = queue.acknowledge(db, "main", result.ack_through, result.generation, env={})
+    done = drain.acknowledge(db, "main", result.ack_through, result.generation, env={})
     acked = time.perf_counter() - t
     assert done.consumed == ROWS and done.retired
 

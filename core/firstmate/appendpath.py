@@ -13,8 +13,10 @@ always the same, whoever calls them:
 4. ring the watcher's doorbell.
 
 The command-line entry :func:`append` opens the database itself when it exists with the current
-schema; anything else (a new home, an older schema that needs migrating) goes through
-:func:`firstmate.store.open_store`, which creates or migrates it, and then continues the same way.
+schema; anything else (a new home, an older schema that needs migrating, a platform without
+``/proc/self`` or POSIX ``flock``) goes through the caller's *fallback*: the full
+:func:`firstmate.queue.append`, which creates or migrates the store. This module stays inside the
+standard-library layer: it never imports the store itself.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from firstmate import dbconn, episoderow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from firstmate.safepaths import StrPath
 
@@ -45,26 +47,18 @@ def insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: floa
 
 
 def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root: StrPath,
-           kind: str, key: str, payload: str, *, at: float | None = None) -> int:
+           kind: str, key: str, payload: str, *, at: float | None = None,
+           token: str | None = None) -> int:
     """Hold the queue lock and one ``BEGIN IMMEDIATE`` transaction around :func:`insert`.
 
-    *kind*, *key* and *payload* must already be validated. Waits for both locks as long as it
-    must. Does not ring the doorbell (the caller does, after this returns).
+    POSIX only (``flock``). *kind*, *key* and *payload* must already be validated; *token* is
+    this process's identity token for the lock's owner record (read from ``/proc/self`` when
+    not given). Waits for both locks as long as it must. Does not ring the doorbell (the caller
+    does, after this returns).
     """
-    if os.name != "posix":  # pragma: no cover - portalocker's lock, through FileLock
-        from pathlib import Path
-
-        from firstmate.locks import FileLock
-
-        lock = FileLock(Path(lock_path), role="queue", home=Path(root))
-        lock.acquire(None)
-        try:
-            return _transact(conn, db_path, kind, key, payload, at)
-        finally:
-            lock.release()
     from firstmate import ownerlock
 
-    fd = ownerlock.flock_with_record(lock_path, "queue", root)
+    fd = ownerlock.acquire_recorded(lock_path, "queue", root, token)[0]
     try:
         return _transact(conn, db_path, kind, key, payload, at)
     finally:
@@ -83,14 +77,14 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, kind: str, key: str, p
     return seq
 
 
-def _open(root: str, state: str, db: str) -> sqlite3.Connection:
-    """The database connection: directly when it exists at the current schema, else through the
-    store (which creates or migrates it)."""
+def _open(state: str, db: str) -> sqlite3.Connection | None:
+    """The database connection when the file exists at the current schema, else None (the
+    caller's full path creates or migrates it)."""
     dbconn.check_paths(state, db)
     try:
         os.lstat(db)
     except FileNotFoundError:
-        return _open_full(root)
+        return None
     dbconn.prepare_file(db)
     conn = dbconn.open_connection(db)
     try:
@@ -101,22 +95,19 @@ def _open(root: str, state: str, db: str) -> sqlite3.Connection:
     if current:
         return conn
     conn.close()
-    return _open_full(root)
+    return None
 
 
-def _open_full(root: str) -> sqlite3.Connection:
-    from pathlib import Path
+def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = None, *,
+           fallback: Callable[[str, str, str, str], int]) -> int:
+    """``fm wake append KIND KEY PAYLOAD`` for the home *env* names: the new row's sequence.
 
-    from firstmate.home import Home
-    from firstmate.store import open_store
-
-    return open_store(Home(Path(root))).connection()
-
-
-def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = None) -> int:
-    """``fm wake append KIND KEY PAYLOAD`` for the home *env* names: the new row's sequence."""
+    ``fallback(root, kind, key, payload)`` appends through the full store when this path cannot
+    (see the module docstring); it rings the doorbell itself.
+    """
     from firstmate import bell
     from firstmate.homeroot import find_root
+    from firstmate.procself import current_fields
     from firstmate.safepaths import ensure_home
     from firstmate.wakeinput import validate
 
@@ -125,7 +116,9 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     ensure_home(root)
     state = os.path.join(root, "state")
     db = os.path.join(state, "firstmate.db")
-    conn = _open(root, state, db)
+    conn = _open(state, db) if os.name == "posix" and current_fields() is not None else None
+    if conn is None:
+        return fallback(root, kind, key, payload)
     seq = commit(conn, db, os.path.join(state, "queue.lock"), root, kind, key, payload)
     bell.ring_address(bell.address_of(state))
     return seq

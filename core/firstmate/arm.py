@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import select
 import signal
 import sqlite3
 import subprocess
@@ -46,14 +44,26 @@ from typing import TextIO
 import attrs
 
 from firstmate import cyclelog, stopsignals
+from firstmate.armargs import parse_args
+from firstmate.armlinks import Link, record_link, started_link
 from firstmate.cyclelog import CycleRow, lock_text
-from firstmate.envnum import PID_MAX, decimal, env_float
-from firstmate.errors import FirstmateError, LockTimeout, UsageError
+from firstmate.envnum import env_float
+from firstmate.errors import FirstmateError
 from firstmate.exitcodes import ExitCode
 from firstmate.health import LOCK_NAME, WatcherHealth, watcher_health
 from firstmate.home import Home, refuse_symlink, resolve_root
 from firstmate.identity import ProcessIdentity
 from firstmate.store import Store
+from firstmate.watchchild import (
+    REASON_RE,
+    Child,
+    _exit_fields,
+    _pidfd,
+    _readable,
+    _started,
+    child_env,
+    reason_class,
+)
 from firstmate.watcher import (
     READY_FD_ENV,
     cleanup_lock_bound,
@@ -62,10 +72,6 @@ from firstmate.watcher import (
     predecessor_arm_pid,
 )
 
-USAGE = ("usage: fm arm [--restart | --stop | --take-over [ARM_PID] | "
-         "--handling-delivered GEN --watcher-pid PID]")
-#: A reason line, as every adapter recognises it.
-REASON_RE = re.compile(r"(signal:|stale:|check:|heartbeat($|:))")
 DEFAULT_CONFIRM_TIMEOUT = 10.0
 #: A verified watcher of ours whose beacon is older than this many graces is wedged
 #: (``FM_ARM_STALL_BOUND`` sets the seconds); it is rung, given ``FM_ARM_STALL_PING`` seconds to
@@ -74,17 +80,9 @@ STALL_GRACES = 2.0
 STALL_BOUND_ENV = "FM_ARM_STALL_BOUND"
 STALL_PING_ENV = "FM_ARM_STALL_PING"
 DEFAULT_STALL_PING = 5.0
-#: The queue key of the row announcing a replaced wedged watcher.
-REPLACED_KEY = "watcher-replaced"
-#: ``state/recover.lock``: one arm at a time replaces a wedged watcher.
-RECOVER_LOCK = "recover"
 DEFAULT_TICK = 1.0
-#: How long a take-over waits for the taken-over arm's cycle row.
-TAKEOVER_ROW_WAIT = 2.0
 #: Bounded polls on failure paths (waiting for a successor to publish its beacon).
 SUCCESSOR_POLL = 0.05
-#: Cycle links kept in the store.
-LINKS_KEEP = 256
 
 
 class Interrupted(BaseException):
@@ -96,232 +94,6 @@ class Interrupted(BaseException):
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     stopsignals.block()
     raise Interrupted(signum)
-
-
-# --- arguments -------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Mode:
-    name: str
-    arm_pid: int | None = None
-    generation: str | None = None
-    watcher_pid: int | None = None
-
-
-def _pid(text: str, what: str) -> int:
-    pid = decimal(text, minimum=1, maximum=PID_MAX)
-    if pid is None:
-        raise UsageError(f"watcher: invalid {what}")
-    return pid
-
-
-def parse_args(argv: Sequence[str]) -> Mode:
-    """The mode *argv* asks for; :class:`UsageError` (exit 2, one line) for anything else."""
-    args = list(argv)
-    if not args or args == ["--arm"]:
-        return Mode("arm")
-    head = args[0]
-    if head in ("--restart", "--stop") and len(args) == 1:
-        return Mode(head[2:])
-    if head == "--take-over" and len(args) <= 2:
-        return Mode("take-over", arm_pid=_pid(args[1], "arm pid") if len(args) == 2 else None)
-    if head == "--handling-delivered":
-        if len(args) != 4 or args[2] != "--watcher-pid":
-            raise UsageError("watcher: invalid handling delivery confirmation; " + USAGE[7:])
-        from firstmate.episodes import valid_generation
-
-        if not valid_generation(args[1]):
-            raise UsageError("watcher: invalid recovery generation (expected [A-Za-z0-9._-]+)")
-        return Mode("handling-delivered", generation=args[1],
-                    watcher_pid=_pid(args[3], "successor watcher pid"))
-    raise UsageError(USAGE)
-
-
-# --- cycle links (store) ---------------------------------------------------------------------
-
-
-@attrs.frozen
-class Link:
-    """Which arm started or attached to which watcher (and whose successor that watcher was)."""
-
-    arm_pid: int
-    arm_identity: str
-    origin: str
-    watcher_pid: int
-    watcher_identity: str
-    predecessor_pid: int | None = None
-    predecessor_identity: str | None = None
-    predecessor_arm_pid: int | None = None
-
-
-def record_link(db: Store, link: Link) -> None:
-    with db.transaction(timeout=10.0) as conn:
-        conn.execute(
-            "INSERT INTO cycle_links (at, arm_pid, arm_identity, origin, watcher_pid, "
-            "watcher_identity, predecessor_pid, predecessor_identity, predecessor_arm_pid) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (time.time(), link.arm_pid, link.arm_identity, link.origin, link.watcher_pid,
-             link.watcher_identity, link.predecessor_pid, link.predecessor_identity,
-             link.predecessor_arm_pid),
-        )
-        conn.execute("DELETE FROM cycle_links WHERE id <= (SELECT max(id) FROM cycle_links) - ?",
-                     (LINKS_KEEP,))
-
-
-def started_link(db: Store, arm_pid: int) -> Link | None:
-    """The newest cycle the arm *arm_pid* started, or None."""
-    with db.reading() as conn:
-        row = conn.execute(
-            "SELECT arm_pid, arm_identity, origin, watcher_pid, watcher_identity, predecessor_pid,"
-            " predecessor_identity, predecessor_arm_pid FROM cycle_links"
-            " WHERE arm_pid = ? AND origin = 'started' ORDER BY id DESC LIMIT 1",
-            (int(arm_pid),),
-        ).fetchone()
-    return None if row is None else _link(row)
-
-
-def links(db: Store) -> list[Link]:
-    """Every kept link, oldest first."""
-    with db.reading() as conn:
-        rows = conn.execute(
-            "SELECT arm_pid, arm_identity, origin, watcher_pid, watcher_identity, predecessor_pid,"
-            " predecessor_identity, predecessor_arm_pid FROM cycle_links ORDER BY id"
-        ).fetchall()
-    return [_link(row) for row in rows]
-
-
-def _link(row: Sequence[object]) -> Link:
-    def opt_int(value: object) -> int | None:
-        return int(value) if isinstance(value, int) else None
-
-    return Link(int(str(row[0])), str(row[1]), str(row[2]), int(str(row[3])), str(row[4]),
-                opt_int(row[5]), None if row[6] is None else str(row[6]), opt_int(row[7]))
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def reason_class(line: str) -> str:
-    head = line.split(":", 1)[0].strip()
-    return f"actionable-{head if head in ('signal', 'stale', 'check') else 'heartbeat'}"
-
-
-def _exit_fields(returncode: int | None) -> tuple[int | None, str]:
-    """(exit status as a shell shows it, signal name) for a child's return code."""
-    if returncode is None:
-        return None, "unknown"
-    if returncode < 0:
-        return 128 - returncode, cyclelog.signal_name(-returncode)
-    if returncode - 128 in (int(s) for s in stopsignals.STOP_SIGNALS):
-        return returncode, cyclelog.signal_name(returncode - 128)
-    return returncode, "none"
-
-
-def _pidfd(pid: int) -> int | None:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:
-        return None
-
-
-def _started(ident: ProcessIdentity | None, fallback: float) -> float:
-    """When a watcher started: its identity's start time, else *fallback* (an upper bound)."""
-    return ident.started if ident is not None else fallback
-
-
-def _readable(fds: Sequence[int | None], timeout: float) -> set[int]:
-    """The descriptors of *fds* that are readable (or hung up) within *timeout* seconds."""
-    live = [fd for fd in fds if fd is not None and fd >= 0]
-    if not live:
-        time.sleep(max(0.0, timeout))
-        return set()
-    poller = select.poll()
-    for fd in live:
-        poller.register(fd, select.POLLIN | select.POLLPRI)
-    try:
-        events = poller.poll(max(0.0, timeout) * 1000)
-    except OSError:
-        return set()
-    return {fd for fd, _ in events}
-
-
-def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The watcher child's environment: ours, with this code first on PYTHONPATH."""
-    out = dict(env)
-    parent = str(code_dir().parent)
-    paths = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if parent not in paths and parent not in _site_dirs():
-        out["PYTHONPATH"] = os.pathsep.join([parent, *paths])
-    return out
-
-
-def _site_dirs() -> set[str]:
-    import site
-
-    dirs = set(site.getsitepackages()) if hasattr(site, "getsitepackages") else set()
-    with contextlib.suppress(Exception):
-        dirs.add(site.getusersitepackages())
-    return {os.path.abspath(d) for d in dirs}
-
-
-@attrs.define(eq=False)
-class Child:
-    """The watcher this arm spawned."""
-
-    proc: subprocess.Popen[bytes]
-    identity: ProcessIdentity | None
-    started_at: float
-    pidfd: int | None = None
-    ready: int | None = None
-    out_fd: int | None = None
-    buffer: bytes = b""
-    lines: list[str] = attrs.Factory(list)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def read(self) -> None:
-        """Take what the child wrote; complete lines go to :attr:`lines`."""
-        while self.out_fd is not None:
-            try:
-                data = os.read(self.out_fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError:
-                data = b""
-            if not data:
-                os.close(self.out_fd)
-                self.out_fd = None
-                if self.buffer:
-                    self.lines.append(self.buffer.decode("utf-8", "replace"))
-                    self.buffer = b""
-                break
-            self.buffer += data
-            *done, self.buffer = self.buffer.split(b"\n")
-            self.lines.extend(part.decode("utf-8", "replace") for part in done)
-
-    def take_ready(self) -> None:
-        if self.ready is not None:
-            with contextlib.suppress(OSError):
-                os.read(self.ready, 64)
-            with contextlib.suppress(OSError):
-                os.close(self.ready)
-            self.ready = None
-
-    def exited(self) -> bool:
-        return self.proc.poll() is not None
-
-    def close(self) -> None:
-        for fd in (self.pidfd, self.ready, self.out_fd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.pidfd = self.ready = self.out_fd = None
 
 
 # --- the arm ---------------------------------------------------------------------------------
@@ -488,7 +260,9 @@ class Arm:
     def stale(self, health: WatcherHealth, *, origin: str = "attached",
               started_at: float | None = None) -> int:
         if self.wedged(health):
-            return self.recover_wedged(health, origin=origin, started_at=started_at)
+            from firstmate.armrecover import recover_wedged
+
+            return recover_wedged(self, health, origin=origin, started_at=started_at)
         self.row(watcher_pid=health.pid, origin=origin,
                  started_at=time.time() if started_at is None else started_at,
                  reason="stale-beacon", lock_before=lock_text(health.pid, health.identity))
@@ -660,7 +434,9 @@ class Arm:
             now = self.health()
             if now.state == "stale-beacon" and now.pid == child.pid and self.wedged(now):
                 # Our own child stopped polling: given until the stall bound, then replaced.
-                return self.recover_wedged(now, origin="started", started_at=child.started_at)
+                from firstmate.armrecover import recover_wedged
+
+                return recover_wedged(self, now, origin="started", started_at=child.started_at)
 
     def child_closed(self, lock_before: str = "none", *, announce: bool = False) -> int:
         """Our child exited: resolve its cycle. With *announce* no status line was printed yet
@@ -798,230 +574,6 @@ class Arm:
             predecessor = (pid, token)
             health = successor
 
-    # --- a wedged watcher ----------------------------------------------------------------------
-
-    def recover_wedged(self, health: WatcherHealth, *, origin: str = "attached",
-                       started_at: float | None = None) -> int:
-        """Replace a verified watcher of ours whose beacon is older than the stall bound.
-
-        It is rung first and given :attr:`ping_window` to prove it is alive (one that was only
-        suspended, a laptop that slept, refreshes its beacon at once and is followed, not
-        replaced). Otherwise it is stopped through the same verified signalling a take-over
-        uses, a ``check: watcher-replaced`` row records the replacement (the next wake shows it
-        once, with whatever queued meanwhile), and a fresh cycle starts.
-        """
-        from firstmate.locks import FileLock
-
-        assert health.pid is not None
-        # One recoverer at a time (every arm following the watcher meets the wedge at once): the
-        # others wait for its outcome and then attach to whatever watches.
-        lock = FileLock(self.home.lock_path(RECOVER_LOCK), "recover", self.home.root)
-        bound = (self.ping_window + cleanup_lock_bound(self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND"))
-                 + 5.0 + self.confirm_timeout)
-        try:
-            lock.acquire(bound)
-        except LockTimeout:
-            return self.fail(f"wedged watcher pid={health.pid} is being replaced by another arm "
-                             "that did not finish; run fm status")
-        try:
-            now = self.health()
-            if not (now.pid == health.pid and self.wedged(now)):
-                outcome: WatcherHealth | str = "again"  # recovered (or gone) meanwhile
-            else:
-                outcome = self.replace_wedged(now, origin=origin, started_at=started_at)
-        finally:
-            lock.release()
-        child = self.child
-        if (outcome == "again" or isinstance(outcome, WatcherHealth)) and child is not None \
-                and not child.exited() and self.health().pid == child.pid:
-            return self.follow_owned()  # our own child answered: go on following it
-        if isinstance(outcome, WatcherHealth):
-            return self.follow(outcome)  # it answered the ring: only slow, not wedged
-        if outcome == "again":
-            return self.arm()
-        if outcome == "start":
-            return self.start()
-        return self.fail(outcome)
-
-    def replace_wedged(self, health: WatcherHealth, *, origin: str,
-                       started_at: float | None) -> WatcherHealth | str:
-        """Under the recovery lock: ring, wait the ping window, then stop the wedged watcher and
-        record the replacement. The answer: the watcher's health when it answered the ring,
-        ``again`` when it went away meanwhile, ``start`` when a fresh cycle may start, or the
-        message of a failure."""
-        from firstmate import bell, queue
-
-        assert health.pid is not None
-        pid, age = health.pid, health.beacon_age
-        with contextlib.suppress(OSError, FirstmateError):
-            bell.ring(self.home)
-        deadline = time.monotonic() + self.ping_window
-        while time.monotonic() < deadline:
-            time.sleep(SUCCESSOR_POLL)
-            now = self.health()
-            if now.healthy and now.pid == pid:
-                return now
-            if now.pid != pid:
-                return "again"
-        self.row(watcher_pid=pid, origin=origin,
-                 started_at=time.time() if started_at is None else started_at,
-                 reason="stalled-holder-replaced", lock_before=lock_text(pid, health.identity))
-        if self.stop_watcher(health) == "alive":
-            return (f"wedged watcher pid={pid} (beacon {health.age_text()}s) did not stop when "
-                    "signalled; left running - inspect it (it may be stuck in the kernel)")
-        previous = self.child
-        if previous is not None and previous.pid == pid:  # our own child: reap it
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                previous.proc.wait(timeout=self.confirm_timeout)
-            previous.close()
-            self.child = None
-        shown = "unknown" if age is None else f"{age:.0f}s"
-        with contextlib.suppress(FirstmateError, sqlite3.Error):
-            queue.append(self.db, "check", REPLACED_KEY,
-                         f"check: watcher-replaced: watcher pid={pid} was wedged (beacon "
-                         f"{shown} old, stall bound {self.stall_bound:g}s) and was replaced; "
-                         "wakes queued meanwhile are delivered with this one")
-        return "start"
-
-    # --- stopping ------------------------------------------------------------------------------
-
-    def stop_watcher(self, health: WatcherHealth) -> str:
-        """TERM the verified watcher *health* names and wait for it: ``stopped``, ``gone`` (it
-        was no longer that process), or ``alive`` (it outlived the wait)."""
-        from firstmate.identity import matches, signal_verified
-
-        ident = ProcessIdentity.parse(health.identity)
-        if ident is None or ident.pid != health.pid:
-            return "gone"
-        pidfd = _pidfd(ident.pid)
-        try:
-            if not signal_verified(ident, signal.SIGTERM):
-                return "gone"
-            # A stopped (SIGSTOP) watcher handles its TERM only once it runs again.
-            signal_verified(ident, signal.SIGCONT)
-            bound = cleanup_lock_bound(self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND")) + 5.0
-            deadline = time.monotonic() + bound
-            while matches(ident):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return "alive"
-                _readable([pidfd], min(left, 0.1 if pidfd is None else left))
-            return "stopped"
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-
-    def verified_holder(self) -> WatcherHealth:
-        """The current holder, waiting (bounded) for a starting holder to publish its record."""
-        health = self.health()
-        deadline = time.monotonic() + self.confirm_timeout
-        while health.state == "unverified" and not health.verified and \
-                time.monotonic() < deadline:
-            time.sleep(SUCCESSOR_POLL)
-            health = self.health()
-        return health
-
-    def stop(self) -> int:
-        health = self.verified_holder()
-        if health.state == "none":
-            self.say("watcher: none running")
-            return ExitCode.OK
-        if not health.verified:
-            return self.fail(f"lock holder pid={health.pid} could not be verified; left alone")
-        outcome = self.stop_watcher(health)
-        if outcome == "alive":
-            return self.fail(f"pid={health.pid} did not stop")
-        self.say(f"watcher: stopped pid={health.pid}" if outcome == "stopped"
-                 else "watcher: none running")
-        return ExitCode.OK
-
-    def restart(self) -> int:
-        health = self.verified_holder()
-        if health.state != "none":
-            if not health.verified:
-                return self.fail(f"lock holder pid={health.pid} could not be verified; left alone")
-            if self.stop_watcher(health) == "alive":
-                return self.fail(f"pid={health.pid} did not stop")
-        return self.start()
-
-    def take_over(self, arm_pid: int | None) -> int:
-        from firstmate import episodes
-        from firstmate.identity import identity_of
-        from firstmate.store import last_seq
-
-        health = self.verified_holder()
-        if arm_pid is not None:
-            link = started_link(self.db, arm_pid)
-            live_arm = identity_of(arm_pid)
-            owns = (
-                link is not None and health.verified and health.pid == link.watcher_pid
-                and health.identity == link.watcher_identity
-                and (live_arm is None or live_arm.token() == link.arm_identity)
-            )
-            if not owns:
-                # That arm owns no live cycle here: just attach (or start when none runs).
-                return self.arm()
-        if health.state == "none":
-            return self.start()
-        if not health.verified:
-            return self.fail(f"lock holder pid={health.pid} could not be verified; left alone")
-        with self.db.reading() as conn:
-            before, seq_before = episodes.read(conn), last_seq(conn)
-        term_at = time.time()
-        outcome = self.stop_watcher(health)
-        if outcome == "alive":
-            return self.fail(f"pid={health.pid} did not stop")
-        if outcome == "stopped" and isinstance(before, episodes.Episode) and \
-                before.status == "acked" and health.pid is not None:
-            self.restore_acked(before, seq_before, health.pid, arm_pid, term_at)
-        return self.start()
-
-    def restore_acked(self, before: object, seq_before: int, watcher_pid: int,
-                      arm_pid: int | None, term_at: float) -> None:
-        """Re-retire the episode the take-over's stop reopened, when the taken-over watcher's
-        cycle row shows it ended by that TERM and no wake was appended since."""
-        from firstmate import episodes, queue
-        from firstmate.store import last_seq
-
-        assert isinstance(before, episodes.Episode)
-        deadline = time.monotonic() + TAKEOVER_ROW_WAIT
-        while not any(
-            row.watcher_pid == watcher_pid and row.signal == "TERM"
-            and (arm_pid is None or row.arm_pid == arm_pid) and row.ended_at >= term_at - 1.0
-            for row in cyclelog.rows(self.home, self.env)
-        ):
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(SUCCESSOR_POLL)
-        with contextlib.suppress(FirstmateError), queue.locked(self.db, timeout=10.0) as conn:
-            now = episodes.read(conn)
-            if (isinstance(now, episodes.Episode) and now.status == "pending"
-                    and now.kind == "downtime" and now.generation != before.generation
-                    and last_seq(conn) == seq_before):
-                episodes.acknowledge(conn, now.generation)
-
-    # --- handoff confirmation ------------------------------------------------------------------
-
-    def handling_delivered(self, generation: str, watcher_pid: int, *,
-                           timeout: float = 10.0) -> int:
-        from firstmate import episodes
-
-        health = self.health()
-        if not (health.verified and health.pid == watcher_pid):
-            return self.fail(f"pid={watcher_pid} is not the live identity-matched watcher")
-        with self.db.transaction(timeout=timeout) as conn:
-            outcome = episodes.begin_handling(conn, generation)
-            state = episodes.read(conn)
-        token = state.token() if isinstance(state, episodes.Episode) else "none"
-        if outcome is episodes.Handling.MISMATCH:
-            return self.fail(f"recovery generation {generation} does not match the current "
-                             f"episode {token}", ExitCode.CONFLICT)
-        if outcome is episodes.Handling.UNUSABLE:
-            return self.fail(f"no open recovery episode to hand off (episode {token})")
-        note = " (already acknowledged)" if outcome is episodes.Handling.ALREADY_ACKED else ""
-        self.say(f"watcher: handling delivered generation={generation} pid={watcher_pid}{note}")
-        return ExitCode.OK
-
     # --- interruption --------------------------------------------------------------------------
 
     def interrupted(self, signum: int) -> int:
@@ -1041,6 +593,7 @@ class Arm:
 def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         out: TextIO | None = None) -> int:
     """``fm arm``: returns the exit status (see docs/cli.md)."""
+    from firstmate import armcontrol
     from firstmate.identity import current
 
     mode = parse_args(argv)
@@ -1073,14 +626,14 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
             return arm.ground_failed(gone)
         try:
             if mode.name == "stop":
-                return arm.stop()
+                return armcontrol.stop(arm)
             if mode.name == "restart":
-                return arm.restart()
+                return armcontrol.restart(arm)
             if mode.name == "take-over":
-                return arm.take_over(mode.arm_pid)
+                return armcontrol.take_over(arm, mode.arm_pid)
             if mode.name == "handling-delivered":
                 assert mode.generation is not None and mode.watcher_pid is not None
-                return arm.handling_delivered(mode.generation, mode.watcher_pid)
+                return armcontrol.handling_delivered(arm, mode.generation, mode.watcher_pid)
             return arm.arm()
         except Interrupted as stop:
             return arm.interrupted(stop.signum)
@@ -1100,5 +653,4 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         stopsignals.restore(previous)
 
 
-__all__ = ["REASON_RE", "USAGE", "Arm", "Link", "Mode", "child_env", "links", "parse_args",
-           "reason_class", "record_link", "run", "started_link"]
+__all__ = ["Arm", "run"]

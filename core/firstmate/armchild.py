@@ -33,7 +33,7 @@ EXITED = "exited"
 
 
 def _reason(line: str) -> bool:
-    from firstmate.arm import REASON_RE
+    from firstmate.watchchild import REASON_RE
 
     return REASON_RE.match(line) is not None
 

@@ -365,7 +365,7 @@ def brief(home: Home, env: Mapping[str, str] | None = None) -> Brief:
     queued = held = 0
     if home.db.exists():
         from firstmate import deliveries as ledger
-        from firstmate import episodes, queue
+        from firstmate import episodes, queuestatus
         from firstmate.store import Store
 
         db = Store(home)
@@ -375,8 +375,8 @@ def brief(home: Home, env: Mapping[str, str] | None = None) -> Brief:
                 state = episodes.read(conn)
                 if isinstance(state, episodes.Episode) and state.open:
                     episode, kind = state.token(), state.kind
-                queued = queue.pending_count(conn, "main")
-                held = queue.pending_count(conn, "branch")
+                queued = queuestatus.pending_count(conn, "main")
+                held = queuestatus.pending_count(conn, "branch")
         finally:
             db.close()
     from firstmate import cyclelog

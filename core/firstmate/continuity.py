@@ -187,10 +187,12 @@ def confirm_with_arm(handoff: Handoff, timeout: float = CONFIRM_TIMEOUT) -> Hand
                              message="successor attached to a live watcher; nothing to confirm")
     import io
 
-    from firstmate.arm import Arm, child_env
+    from firstmate.arm import Arm
+    from firstmate.armcontrol import handling_delivered
     from firstmate.errors import FirstmateError
     from firstmate.identity import current
     from firstmate.store import Store
+    from firstmate.watchchild import child_env
 
     env = child_env(handoff.session.env)
     env.pop(PREDECESSOR_ENV, None)
@@ -198,7 +200,7 @@ def confirm_with_arm(handoff: Handoff, timeout: float = CONFIRM_TIMEOUT) -> Hand
     db = Store(handoff.session.home)
     try:
         arm = Arm(handoff.session.home, env, out, current(), db)
-        code = arm.handling_delivered(handoff.generation, handoff.watcher_pid,
+        code = handling_delivered(arm, handoff.generation, handoff.watcher_pid,
                                       timeout=min(timeout, 10.0))
     except (FirstmateError, OSError, sqlite3.Error) as exc:
         text = exc.message if isinstance(exc, FirstmateError) else str(exc)
@@ -742,7 +744,7 @@ class Continuity:
         return line
 
     def _launch(self, predecessor: int | None, *, detached: bool) -> ArmChild:
-        from firstmate.arm import child_env
+        from firstmate.watchchild import child_env
 
         env = child_env(self.session.env)
         env.pop(PREDECESSOR_ENV, None)

@@ -48,3 +48,6 @@ class CorePlugin:
         from firstmate.continuity import confirm_with_arm
 
         return confirm_with_arm(handoff)
+
+
+plugin = CorePlugin()

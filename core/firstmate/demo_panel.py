@@ -133,8 +133,7 @@ def sample(home_root: Path, env: Mapping[str, str], elapsed: float,
            wakes: Sequence[WakeRow], events: Sequence[str]) -> Snapshot:
     """Read the demo home as it is now; a part that cannot be read shows as ``-``."""
     from firstmate import crew as crewmod
-    from firstmate import health
-    from firstmate import queue as wakequeue
+    from firstmate import health, queuestatus
     from firstmate.backends.tmux import TmuxBackend
     from firstmate.envnum import env_float
     from firstmate.home import Home
@@ -150,7 +149,7 @@ def sample(home_root: Path, env: Mapping[str, str], elapsed: float,
     if home.db.exists():
         store = Store(home)
         try:
-            status = wakequeue.query(store).to_json()
+            status = queuestatus.query(store).to_json()
             depth, episode = status.get("depth"), status.get("episode")
             snap = attrs.evolve(snap, queue_depth=depth if isinstance(depth, int) else None,
                                 episode=episode if isinstance(episode, str) else None)

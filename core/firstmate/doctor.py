@@ -216,12 +216,12 @@ class Doctor:
             self.add("queue", "ok", "empty (no database yet)")
             self.add("episode", "ok", "none")
             return
-        from firstmate import queue as wakequeue
+        from firstmate import queuestatus
         from firstmate.errors import FirstmateError
         from firstmate.store import open_store
 
         try:
-            status = wakequeue.query(open_store(self.home)).to_json()
+            status = queuestatus.query(open_store(self.home)).to_json()
         except FirstmateError as exc:
             self.add("queue", "fail", f"the database {self.home.db} is unusable: {exc}",
                      f"mv {self.home.db} {self.home.db}.broken   # then fm status")

@@ -91,7 +91,7 @@ def reserved(conn: sqlite3.Connection) -> list[int]:
 
 def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:
     # Handed back, not unowned: main was never shown these rows, so its acknowledgement must not
-    # claim them unseen; its next drain presents them (see queue.acknowledge_locked).
+    # claim them unseen; its next drain presents them (see drain.acknowledge_locked).
     conn.execute(f"UPDATE wakes SET claim = '{RETURNED}' WHERE claim = 'branch'")
     if drop_owner:
         conn.execute("DELETE FROM branch_grant")

@@ -683,13 +683,13 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
                       owner=rearm_owner(env))
     if not home.db.exists():
         return facts
-    from firstmate import grants, queue
+    from firstmate import grants, queuestatus
     from firstmate.store import Store, kv_get
 
     db = Store(home)
     try:
         with db.reading() as conn:
-            mine = queue.pending_count(conn, who)
+            mine = queuestatus.pending_count(conn, who)
             grant = grants.live_grant(conn)
             held = tuple(grants.reserved(conn)) if grant is not None else ()
             announced = kv_get(conn, EPISODE_KEY)

@@ -465,9 +465,9 @@ class Host:
     # --- arms -------------------------------------------------------------------------------
 
     def launch_arm(self, predecessor: int | None, *, restart: bool = False) -> Any:
-        from firstmate.arm import child_env
         from firstmate.armchild import ArmChild
         from firstmate.handoff import ArmRef
+        from firstmate.watchchild import child_env
 
         env = child_env(self.env)
         env.pop(PREDECESSOR_ENV, None)
@@ -524,7 +524,7 @@ class Host:
                     return "handback"
 
     def stop_watcher(self) -> None:
-        from firstmate.arm import child_env
+        from firstmate.watchchild import child_env
 
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run([sys.executable, "-m", "firstmate", "arm", "--stop"],
@@ -621,14 +621,14 @@ class Host:
         if self.boundary_left() < self.config.turn_timeout + ENGINE_GRACE + 5.0:
             return AwayResult(False, "the cycle boundary is too close for an engine turn",
                               successor)
-        from firstmate import queue
+        from firstmate import queue, queuestatus
         from firstmate.errors import LockTimeout
 
         db = self.store()
         try:
             with queue.locked(db, timeout=10.0) as conn:
                 seqs = claimable_rows(conn, away=True)
-                mine = queue.pending_count(conn, "main")
+                mine = queuestatus.pending_count(conn, "main")
         except LockTimeout:
             return AwayResult(False, "the queue lock stayed busy; the rows stay queued",
                               successor)
@@ -662,8 +662,8 @@ class Host:
     def engine_turn(self, reasons: Sequence[str], seqs: Sequence[int], successor: Any,
                     handoff_gen: str | None) -> AwayResult:
         from firstmate import away, grants
-        from firstmate.arm import child_env
         from firstmate.queue import ACTOR_ENV
+        from firstmate.watchchild import child_env
 
         generation = f"host.{os.getpid()}.{int(time.time())}.{os.urandom(3).hex()}"
         db = self.store()
@@ -720,13 +720,13 @@ class Host:
     def settle(self, handoff_gen: str | None) -> None:
         """Under the queue lock: a row left for main makes the episode recoverable; a handling
         episode of this handoff with nothing left is retired."""
-        from firstmate import doorbell, episodes, queue
+        from firstmate import doorbell, episodes, queue, queuestatus
 
         db = self.store()
         changed = False
         try:
             with queue.locked(db, timeout=30.0) as conn:
-                mine = queue.pending_count(conn, "main")
+                mine = queuestatus.pending_count(conn, "main")
                 state = episodes.read(conn)
                 if mine:
                     before = state.token() if isinstance(state, episodes.Episode) else None

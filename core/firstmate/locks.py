@@ -137,6 +137,13 @@ class OwnerRecord:
         return cls(pid=pid, identity=identity, home=home, role=role, acquired_at=float(at))
 
 
+def _token() -> str:
+    """This process's identity token (``/proc/self``, else psutil)."""
+    from firstmate.identity import current
+
+    return current().token()
+
+
 def _salvage_pid(data: bytes) -> int:
     m = _PID_IN_TEXT.search(data)
     return int(m.group(1)) if m else 0
@@ -180,7 +187,8 @@ class FileLock:
             raise RuntimeError(f"lock {self.role} is already held by this FileLock")
         if timeout is None and os.name == "posix":
             # The blocking POSIX case is exactly the fast append path's: one implementation.
-            fd, (pid, identity, at) = acquire_recorded(self.path, self.role, self.home)
+            fd, (pid, identity, at) = acquire_recorded(self.path, self.role, self.home,
+                                                       _token())
             self._record = OwnerRecord(pid=pid, identity=identity, home=str(self.home),
                                        role=self.role, acquired_at=at, verified=True)
             self._fh, self._owner_pid = os.fdopen(fd, "r+b", buffering=0), os.getpid()
@@ -284,7 +292,7 @@ class FileLock:
         )
 
     def _write_record(self, fh: IO[bytes]) -> OwnerRecord:
-        pid, identity, at = write_record(fh.fileno(), self.path, self.role, self.home)
+        pid, identity, at = write_record(fh.fileno(), self.path, self.role, self.home, _token())
         return OwnerRecord(pid=pid, identity=identity, home=str(self.home), role=self.role,
                            acquired_at=at, verified=True)
 

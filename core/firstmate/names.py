@@ -9,6 +9,10 @@ PROJECT = "firstmate"
 ENTRY_POINT_GROUP = "firstmate.plugins"
 #: A harness plugin's conventional module: ``firstmate_plugin_<harness>`` (``-`` as ``_``).
 PLUGIN_MODULE_PREFIX = "firstmate_plugin_"
+#: The module holding the core's own defaults (its ``plugin``), registered in every plugin
+#: manager under :data:`CORE_PLUGIN_NAME`, like any plugin and replaceable like one.
+CORE_PLUGIN_MODULE = "firstmate.core_plugin"
+CORE_PLUGIN_NAME = "firstmate-core"
 #: Comma list: load only these plugins (``none`` loads none).
 PLUGINS_ENV = "FIRSTMATE_PLUGINS"
 #: Comma list: never load these plugins.
@@ -22,5 +26,5 @@ def plugin_module(harness: str) -> str:
     return PLUGIN_MODULE_PREFIX + harness.replace("-", "_")
 
 
-__all__ = ["DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP", "KEYS_DIR_ENV", "PLUGINS_ENV",
+__all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP", "KEYS_DIR_ENV", "PLUGINS_ENV",
            "PLUGIN_MODULE_PREFIX", "PROJECT", "plugin_module"]

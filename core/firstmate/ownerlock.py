@@ -48,11 +48,13 @@ def record_json(pid: int, identity: str, home: str, role: str, acquired_at: floa
     )
 
 
-def write_record(fd: int, path: StrPath, role: str, home: StrPath) -> Written:
-    """Replace the lock file's contents with this process's owner record."""
+def write_record(fd: int, path: StrPath, role: str, home: StrPath,
+                 token: str | None = None) -> Written:
+    """Replace the lock file's contents with this process's owner record (*token*: this
+    process's identity token, read from ``/proc/self`` when not given)."""
     from firstmate.procself import current_token
 
-    pid, identity, at = os.getpid(), current_token(), time.time()
+    pid, identity, at = os.getpid(), token or current_token(), time.time()
     data = record_json(pid, identity, os.fspath(home), role, at).encode()
     try:
         os.ftruncate(fd, 0)
@@ -73,7 +75,8 @@ def lock_failed(path: StrPath, exc: object) -> Exception:
     )
 
 
-def acquire_recorded(path: StrPath, role: str, home: StrPath) -> tuple[int, Written]:
+def acquire_recorded(path: StrPath, role: str, home: StrPath,
+                     token: str | None = None) -> tuple[int, Written]:
     """Open *path* (0600, never through a symlink), wait for its exclusive ``flock`` as long as
     it takes, and write the owner record. POSIX only. Returns the descriptor and the record."""
     import fcntl
@@ -85,7 +88,7 @@ def acquire_recorded(path: StrPath, role: str, home: StrPath) -> tuple[int, Writ
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as exc:
             raise lock_failed(path, exc) from exc
-        return fd, write_record(fd, path, role, home)
+        return fd, write_record(fd, path, role, home, token)
     except BaseException:
         os.close(fd)
         raise

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import pluggy
@@ -28,6 +28,8 @@ from firstmate.harness import (
     InstallResult,
     PluginFailure,
 )
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from firstmate.backends.base import CrewBackend
@@ -101,20 +103,15 @@ class PluginHost:
         return RearmOwner(info.rearm_owner, f"declared by the {info.name} harness")
 
     def readiness(self, line: str, arm: ArmRef) -> Readiness:
-        """The first plugin's reading of *line*; the core's parser when nobody answers."""
-        from firstmate.handoff import Readiness
-
+        """The first plugin's reading of *line* (the core plugin answers last)."""
         found: Readiness | None = self.pm.hook.firstmate_readiness(line=line, arm=arm)
-        return found if found is not None else Readiness.parse(line)
+        return _answered(found, "firstmate_readiness")
 
     def confirm_handoff(self, handoff: Handoff) -> HandoffResult:
-        """The first plugin's confirmation; ``fm arm --handling-delivered`` when nobody answers."""
+        """The first plugin's confirmation (the core plugin's ``fm arm --handling-delivered``
+        verdict answers last)."""
         result: HandoffResult | None = self.pm.hook.firstmate_confirm_handoff(handoff=handoff)
-        if result is not None:
-            return result
-        from firstmate.continuity import confirm_with_arm
-
-        return confirm_with_arm(handoff)
+        return _answered(result, "firstmate_confirm_handoff")
 
     def deliver_wake(self, wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
         """The receipt of the plugin that delivered *wake*; None when no plugin took it."""
@@ -157,10 +154,19 @@ def new_manager() -> pluggy.PluginManager:
     return pm
 
 
-def _register_core(pm: pluggy.PluginManager) -> None:
-    from firstmate import core_plugin
+def _answered(value: T | None, hook: str) -> T:
+    if value is None:
+        raise FirstmateError(f"no plugin answered {hook}: the core plugin is not registered in "
+                             "this plugin manager; build it with firstmate.plugins.load()",
+                             exit_code=ExitCode.PLUGIN)
+    return value
 
-    pm.register(core_plugin.CorePlugin(), name="firstmate-core")
+
+def _register_core(pm: pluggy.PluginManager) -> None:
+    # The core's defaults are a plugin like any other, loaded by name: the plugin layer never
+    # imports the layers above it that implement them.
+    module = importlib.import_module(names.CORE_PLUGIN_MODULE)
+    pm.register(module.plugin, name=names.CORE_PLUGIN_NAME)
 
 
 def _entry_points() -> Iterable[Any]:

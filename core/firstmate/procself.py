@@ -77,14 +77,18 @@ def current_fields() -> Fields | None:
     return _cached
 
 
-def current_token() -> str:
-    """This process's identity token (what ``identity.current().token()`` gives)."""
-    found = current_fields()
-    if found is None:  # not Linux, or /proc unreadable: psutil's answer via the full module
-        from firstmate.identity import current
+class ProcUnavailable(OSError):
+    """``/proc/self`` cannot be read (not Linux, or a restricted mount): the caller falls back to
+    :func:`firstmate.identity.current`, which asks psutil."""
 
-        return current().token()
+
+def current_token() -> str:
+    """This process's identity token (what ``identity.current().token()`` gives), from
+    ``/proc/self``; :class:`ProcUnavailable` when that cannot be read."""
+    found = current_fields()
+    if found is None:
+        raise ProcUnavailable("cannot read /proc/self")
     return token(*found)
 
 
-__all__ = ["CMD_HASH_LEN", "cmd_hash", "current_fields", "current_token", "from_proc", "split_cmdline", "token"]
+__all__ = ["CMD_HASH_LEN", "ProcUnavailable", "cmd_hash", "current_fields", "current_token", "from_proc", "split_cmdline", "token"]

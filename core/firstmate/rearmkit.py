@@ -134,7 +134,7 @@ class ContinuityRig:
         from then on a wake cannot close the watcher with nobody following it."""
         import psutil
 
-        from firstmate.arm import links
+        from firstmate.armlinks import links
         from firstmate.store import open_store
 
         watcher = self.watcher()

@@ -30,14 +30,13 @@ import attrs
 
 from firstmate.errors import FirstmateError, StateError, UsageError
 from firstmate.exitcodes import ExitCode
+from firstmate.harnessprocs import harness_of, harness_table
 from firstmate.home import Home, atomic_write
 from firstmate.identity import (
     DEFAULT_MAX_HOPS,
     ProcessIdentity,
     ProcInfo,
     ancestry,
-    harness_of,
-    harness_table,
     identity_of,
     is_alive,
     proc_info,

@@ -447,7 +447,8 @@ class HarnessContract:
     def test_its_processes_are_found_by_the_session_lock(self, harness: str, info: Any) -> None:
         """The session lock finds the harness above an ``fm`` process only by what the plugin
         declares (core knows no harness): every harness names its process."""
-        from firstmate.identity import HarnessTable, ProcInfo, harness_of
+        from firstmate.harnessprocs import HarnessTable, harness_of
+        from firstmate.identity import ProcInfo
 
         assert info.process_names, (
             f"{harness} declares no process_names: the session lock could never find its process")

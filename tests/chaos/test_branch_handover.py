@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from chaos_support import base_env
-from firstmate import grants, queue
+from firstmate import drain, grants, queue
 from firstmate.home import Home
 from firstmate.store import Store, open_store
 
@@ -55,13 +55,13 @@ def _main_sees_it_after_ack(db: Store, held: int, second: int,
                             hand_back: Callable[[], object]) -> None:
     """Main drains (the branch still holds its row), the row is handed back, main acknowledges
     what it was shown: the handed-back row must still be there for main's next drain."""
-    shown = queue.drain(db, "main", env={})
+    shown = drain.drain(db, "main", env={})
     assert [r.seq for r in shown.rows] == [second]
     hand_back()
     assert shown.ack_through is not None and shown.generation is not None
-    done = queue.acknowledge(db, "main", shown.ack_through, shown.generation, env={})
+    done = drain.acknowledge(db, "main", shown.ack_through, shown.generation, env={})
     assert done.consumed == 1, "main's acknowledgement consumed a row it was never shown"
-    again = queue.drain(db, "main", env={})
+    again = drain.drain(db, "main", env={})
     assert [r.seq for r in again.rows] == [held], "the handed-back row was never presented"
 
 
@@ -93,8 +93,8 @@ def test_a_drain_that_reclaims_presents_the_rows_it_takes_back(
     held, second = _branch_holds_first_row(db, owner)
     owner.kill()
     owner.wait()
-    shown = queue.drain(db, "main", env={})
+    shown = drain.drain(db, "main", env={})
     assert [r.seq for r in shown.rows] == [held, second]
     assert shown.ack_through is not None and shown.generation is not None
-    done = queue.acknowledge(db, "main", shown.ack_through, shown.generation, env={})
+    done = drain.acknowledge(db, "main", shown.ack_through, shown.generation, env={})
     assert done.consumed == 2

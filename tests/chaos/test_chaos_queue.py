@@ -53,9 +53,9 @@ from chaos_support import (
     watcher_identity,
 )
 from firstmate import queue
-from firstmate.arm import REASON_RE
 from firstmate.home import Home
 from firstmate.identity import ProcessIdentity, signal_verified
+from firstmate.watchchild import REASON_RE
 
 pytestmark = pytest.mark.slow
 

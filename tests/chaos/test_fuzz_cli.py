@@ -24,8 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 from chaos_support import DEADLINE, base_env, fm_argv, run_fm, stop_watcher
-from firstmate import arm as armmod
-from firstmate import queue
+from firstmate import armargs, drain, queue, watchchild
 from firstmate.cli.main import main as fm_main
 from firstmate.errors import UsageError
 from firstmate.home import Home
@@ -208,7 +207,7 @@ def test_wake_text_is_drained_without_control_sequences(home: Home, kind: str, k
         except UsageError:
             assert not queue.clean(key).strip()  # only an empty key is refused
             return
-        result = queue.drain(db, "main", env={})
+        result = drain.drain(db, "main", env={})
         shown = [row for row in result.rows if row.seq == seq]
         assert len(shown) == 1 or kind == "heartbeat"
         for row in result.rows:
@@ -217,7 +216,7 @@ def test_wake_text_is_drained_without_control_sequences(home: Home, kind: str, k
             assert not FORBIDDEN.search(f"{data['key']}{data['payload']}"), data
             assert len(row.payload) <= queue.PAYLOAD_MAX and len(row.key) <= queue.KEY_MAX
         assert result.generation is not None and result.ack_through is not None
-        queue.acknowledge(db, "main", result.ack_through, result.generation, env={})
+        drain.acknowledge(db, "main", result.ack_through, result.generation, env={})
     finally:
         db.close()
     rc, out, err = run_inline(home, ["wake", "query", "--json"])
@@ -315,7 +314,7 @@ def test_bytes_argv_that_is_not_utf8_never_crashes_append_or_drain(
 def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
     """Garbage (including bytes that are not UTF-8) is one usage line and exit 2."""
     try:
-        armmod.parse_args([os.fsdecode(a) for a in args])
+        armargs.parse_args([os.fsdecode(a) for a in args])
     except UsageError:
         pass
     else:
@@ -336,7 +335,7 @@ def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
 def test_fm_arm_arguments_parse_or_refuse_in_one_line(home: Home, args: list[str]) -> None:
     """In-process: every argv either parses to a mode or is a one-line usage error (exit 2)."""
     try:
-        mode = armmod.parse_args(args)
+        mode = armargs.parse_args(args)
     except UsageError as exc:
         assert "\n" not in exc.message
         rc, out, err = run_inline(home, ["arm", *args])
@@ -367,7 +366,7 @@ def test_every_arm_mode_ends_with_a_reason_or_a_failed_line(home: Home, args: li
     only with a reason line (or --stop / --handling-delivered's own line), otherwise exactly
     one ``watcher: FAILED`` line or a usage line, and never a traceback."""
     try:
-        armmod.parse_args(args)
+        armargs.parse_args(args)
     except UsageError:
         assume(False)
     env = base_env(home.root, FM_ARM_CONFIRM_TIMEOUT="20")
@@ -390,8 +389,8 @@ def test_every_arm_mode_ends_with_a_reason_or_a_failed_line(home: Home, args: li
         elif args[:1] == ["--handling-delivered"]:
             assert last.startswith("watcher: handling delivered"), out
         else:
-            assert armmod.REASON_RE.match(last), out
-            assert sum(1 for line in lines if armmod.REASON_RE.match(line)) == 1, out
+            assert watchchild.REASON_RE.match(last), out
+            assert sum(1 for line in lines if watchchild.REASON_RE.match(line)) == 1, out
     elif proc.returncode == 2:
         assert err.count("\n") == 1, err
     else:

@@ -34,9 +34,9 @@ from chaos_support import (
     run_fm,
     stop_watcher,
 )
-from firstmate.arm import REASON_RE
 from firstmate.home import Home
 from firstmate.identity import matches
+from firstmate.watchchild import REASON_RE
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ import time
 
 import psutil
 import pytest
-from firstmate import arm as armmod
-from firstmate import cyclelog, episodes
+from firstmate import armargs, armlinks, cyclelog, episodes
 from firstmate.errors import UsageError
 from firstmate.health import watcher_health
 from firstmate.identity import identity_of
@@ -409,7 +408,7 @@ def test_an_attached_arm_follows_a_successor_chain_across_two_cycles(rig: Rig) -
     named = [r.successor for r in cyclelog.rows(rig.home)
              if r.arm_pid == follower.pid and r.watcher_pid == first]
     assert named == [f"attached:{second}"]
-    links = armmod.links(open_store(rig.home))
+    links = armlinks.links(open_store(rig.home))
     chained = [link for link in links
                if link.arm_pid == follower.pid and link.watcher_pid == second]
     assert chained and chained[-1].origin == "attached"
@@ -476,16 +475,16 @@ def test_bad_usage_is_one_line_and_exit_2(rig: Rig, argv: list[str]) -> None:
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1, done.stderr
     with pytest.raises(UsageError):
-        armmod.parse_args(argv)
+        armargs.parse_args(argv)
 
 
 def test_parse_args_modes() -> None:
-    assert armmod.parse_args([]).name == "arm"
-    assert armmod.parse_args(["--restart"]).name == "restart"
-    assert armmod.parse_args(["--stop"]).name == "stop"
-    assert armmod.parse_args(["--take-over"]) == armmod.Mode("take-over")
-    assert armmod.parse_args(["--take-over", "42"]).arm_pid == 42
-    mode = armmod.parse_args(["--handling-delivered", "a.1-b", "--watcher-pid", "7"])
+    assert armargs.parse_args([]).name == "arm"
+    assert armargs.parse_args(["--restart"]).name == "restart"
+    assert armargs.parse_args(["--stop"]).name == "stop"
+    assert armargs.parse_args(["--take-over"]) == armargs.Mode("take-over")
+    assert armargs.parse_args(["--take-over", "42"]).arm_pid == 42
+    mode = armargs.parse_args(["--handling-delivered", "a.1-b", "--watcher-pid", "7"])
     assert (mode.generation, mode.watcher_pid) == ("a.1-b", 7)
 
 

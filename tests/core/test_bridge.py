@@ -368,7 +368,8 @@ def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
 
 def _status(pending: int, seq: int, at: float) -> Any:
     from firstmate import episodes
-    from firstmate.queue import QueueStatus, WakeRow
+    from firstmate.queue import WakeRow
+    from firstmate.queuestatus import QueueStatus
 
     oldest = WakeRow(seq, at, "signal", "builder", "signal: builder done: OWED") if pending else None
     return QueueStatus(depth=pending, last_seq=seq, oldest=oldest, pending_main=pending,

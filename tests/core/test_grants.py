@@ -7,7 +7,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from firstmate import episodes, grants, identity, queue
+from firstmate import drain as drainmod
+from firstmate import episodes, grants, identity, queue, queuestatus
 from firstmate.episodes import Episode
 from firstmate.errors import ConflictError, FirstmateError, UsageError
 from firstmate.exitcodes import ExitCode
@@ -34,12 +35,12 @@ def fill(db: Store, n: int, kind: str = "signal") -> list[int]:
     return [queue.append(db, kind, f"k{i}", f"payload {i}") for i in range(n)]
 
 
-def drain(db: Store, actor: str) -> queue.DrainResult:
-    return queue.drain(db, actor, env={})
+def drain(db: Store, actor: str) -> drainmod.DrainResult:
+    return drainmod.drain(db, actor, env={})
 
 
-def ack(db: Store, actor: str, through: int, gen: str) -> queue.AckResult:
-    return queue.acknowledge(db, actor, through, gen, env={})
+def ack(db: Store, actor: str, through: int, gen: str) -> drainmod.AckResult:
+    return drainmod.acknowledge(db, actor, through, gen, env={})
 
 
 def test_activate_binds_the_live_owner_identity(db: Store, owner: subprocess.Popen[bytes]) -> None:
@@ -109,7 +110,7 @@ def test_the_branch_command_omits_the_flag_when_the_environment_sets_the_actor(
     fill(db, 1)
     grants.activate(db, owner.pid, GEN)
     grants.publish(db, GEN, [1])
-    result = queue.drain(db, None, env={"FM_SUPERVISION_ACTOR": "branch"})
+    result = drainmod.drain(db, None, env={"FM_SUPERVISION_ACTOR": "branch"})
     assert result.actor == "branch"
     assert result.ack_command is not None and result.ack_command.endswith(
         f"--recovery-generation {result.generation}")
@@ -292,12 +293,12 @@ def test_pending_counts_per_actor(db: Store, fm_home: Home, owner: subprocess.Po
     grants.activate(db, owner.pid, GEN)
     grants.publish(db, GEN, [2])
     with db.reading() as conn:
-        assert queue.pending_count(conn, "branch") == 1
-        assert queue.pending_count(conn, "main") == 3  # rows 1, 3 and the unusable one
+        assert queuestatus.pending_count(conn, "branch") == 1
+        assert queuestatus.pending_count(conn, "main") == 3  # rows 1, 3 and the unusable one
     finish(owner)
     with db.reading() as conn:
-        assert queue.pending_count(conn, "branch") == 0
-        assert queue.pending_count(conn, "main") == 4  # a gone owner's rows count for main
+        assert queuestatus.pending_count(conn, "branch") == 0
+        assert queuestatus.pending_count(conn, "main") == 4  # a gone owner's rows count for main
 
 
 def test_rows_above_a_main_cutoff_stay_grantable(db: Store, fm_home: Home, owner: subprocess.Popen[bytes]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate import away, episodes, host, queue, session_lock
+from firstmate import away, episodes, host, queue, queuestatus, session_lock
 from firstmate.errors import StateError
 from firstmate.home import Home
 from firstmate.identity import identity_of
@@ -79,7 +79,7 @@ class HostRig:
         db = Store(self.home)
         try:
             with db.reading() as conn:
-                return queue.pending_count(conn, actor)
+                return queuestatus.pending_count(conn, actor)
         finally:
             db.close()
 

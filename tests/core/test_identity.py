@@ -13,8 +13,9 @@ from pathlib import Path
 import attrs
 import psutil
 import pytest
-from firstmate import identity
-from firstmate.identity import HarnessTable, ProcessIdentity, ProcInfo, harness_of
+from firstmate import harnessprocs, identity
+from firstmate.harnessprocs import HarnessTable, harness_of
+from firstmate.identity import ProcessIdentity, ProcInfo
 from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
@@ -353,22 +354,22 @@ def test_not_a_harness(proc: ProcInfo) -> None:
 
 
 def test_extra_harness_names_from_the_environment() -> None:
-    env = {identity.HARNESS_NAMES_ENV: " mybot , other-agent ,,"}
+    env = {harnessprocs.HARNESS_NAMES_ENV: " mybot , other-agent ,,"}
     table = TABLE.with_extra(env)
     assert harness_of(info("mybot"), env=env, table=table) == "mybot"
     assert harness_of(info("node", "/opt/x/other-agent"), env=env, table=table) == "other-agent"
     assert harness_of(info("mybot"), env={}, table=TABLE) is None
     # A plugin's names keep their canonical harness.
-    extra = TABLE.with_extra({identity.HARNESS_NAMES_ENV: "cursor-agent"})
+    extra = TABLE.with_extra({harnessprocs.HARNESS_NAMES_ENV: "cursor-agent"})
     assert harness_of(info("cursor-agent"), table=extra) == "cursor"
 
 
 def test_core_alone_knows_no_harness() -> None:
     # No plugin installed (or allowed): nothing is a harness but what the environment names.
     none = {"FIRSTMATE_PLUGINS": "none"}
-    assert identity.harness_table(none) == HarnessTable()
+    assert harnessprocs.harness_table(none) == HarnessTable()
     assert harness_of(info("claude"), env=none) is None
-    named = {**none, identity.HARNESS_NAMES_ENV: "claude"}
+    named = {**none, harnessprocs.HARNESS_NAMES_ENV: "claude"}
     assert harness_of(info("claude"), env=named) == "claude"
 
 
@@ -394,12 +395,12 @@ def test_innermost_harness_walks_real_ancestry(tmp_path: Path) -> None:
     code = (
         "import subprocess\n"
         f"out = subprocess.run([{sys.executable!r}, '-c',"
-        " 'from firstmate.identity import innermost_harness;"
+        " 'from firstmate.harnessprocs import innermost_harness;"
         " h = innermost_harness(); print(h.pid if h else None)'],"
         " capture_output=True, text=True, check=True).stdout.strip()\n"
         "print(out, flush=True)\n"
     )
-    proc = spawn(code, argv0=str(fake), **{identity.HARNESS_NAMES_ENV: "fmtestharness"})
+    proc = spawn(code, argv0=str(fake), **{harnessprocs.HARNESS_NAMES_ENV: "fmtestharness"})
     try:
         assert read_line(proc) == str(proc.pid)
     finally:
@@ -407,5 +408,5 @@ def test_innermost_harness_walks_real_ancestry(tmp_path: Path) -> None:
 
 
 def test_innermost_harness_ignores_unrelated_ancestry(live_child: subprocess.Popen[bytes]) -> None:
-    found = identity.innermost_harness(live_child.pid, max_hops=1)
+    found = harnessprocs.innermost_harness(live_child.pid, max_hops=1)
     assert found is None or found.pid == os.getpid()

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from firstmate import queue
+from firstmate import drain, queue
 from firstmate.episodes import Episode
 from firstmate.errors import StateError, UsageError
 from firstmate.home import Home
@@ -80,9 +80,9 @@ def test_import_is_idempotent_even_after_the_rows_were_acknowledged(fm_home: Hom
     assert again.imported == () and again.retired == () and again.skipped == 6
     assert len(rows(fm_home)) == 3
     db = db_for(fm_home)
-    presented = queue.drain(db, "main", env={})
+    presented = drain.drain(db, "main", env={})
     assert presented.generation == "seed.1.aaa"
-    queue.acknowledge(db, "main", 7, "seed.1.aaa", env={})
+    drain.acknowledge(db, "main", 7, "seed.1.aaa", env={})
     assert rows(fm_home) == []
     third = import_legacy(fm_home, legacy)
     assert third.imported == () and rows(fm_home) == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from firstmate import episodes, queue
+from firstmate import drain as drainmod
+from firstmate import episodes, queue, queuestatus
 from firstmate.episodes import Episode
 from firstmate.errors import UsageError
 from firstmate.home import Home
@@ -22,12 +23,12 @@ def db(fm_home: Home) -> Store:
     return db_for(fm_home)
 
 
-def ack(db: Store, through: int, gen: str, actor: str = "main") -> queue.AckResult:
-    return queue.acknowledge(db, actor, through, gen, env={})
+def ack(db: Store, through: int, gen: str, actor: str = "main") -> drainmod.AckResult:
+    return drainmod.acknowledge(db, actor, through, gen, env={})
 
 
-def drain(db: Store, actor: str = "main") -> queue.DrainResult:
-    return queue.drain(db, actor, env={})
+def drain(db: Store, actor: str = "main") -> drainmod.DrainResult:
+    return drainmod.drain(db, actor, env={})
 
 
 # --- append ----------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def test_sequence_is_never_reused_after_the_queue_empties(db: Store) -> None:
     d = drain(db)
     assert d.generation is not None
     ack(db, s1, d.generation)
-    assert queue.query(db).depth == 0
+    assert queuestatus.query(db).depth == 0
     assert queue.append(db, "signal", "a", "x") == s1 + 1
 
 
@@ -201,7 +202,7 @@ def test_drain_of_an_empty_queue_with_an_open_episode_asks_for_ack_through_zero(
 
 def test_drain_with_nothing_at_all_requires_nothing(db: Store) -> None:
     result = drain(db)
-    assert result == queue.DrainResult(actor="main")
+    assert result == drainmod.DrainResult(actor="main")
     assert result.ack_required is None
 
 
@@ -223,7 +224,7 @@ def test_drain_skips_and_changes_nothing_while_the_queue_lock_is_held(db: Store,
     holder = FileLock(fm_home.lock_path("queue"), "queue", fm_home.root)
     holder.acquire()
     try:
-        result = queue.drain(db, "main", env={"FM_STATUS_PRESENTATION_LOCK_TIMEOUT": "1"})
+        result = drainmod.drain(db, "main", env={"FM_STATUS_PRESENTATION_LOCK_TIMEOUT": "1"})
     finally:
         holder.release()
     assert result.skipped == (
@@ -320,11 +321,11 @@ def test_ack_of_an_unknown_generation_with_nothing_open_says_so(db: Store, fm_ho
 
 def test_ack_arguments_are_validated(db: Store) -> None:
     with pytest.raises(UsageError, match="invalid acknowledgement sequence"):
-        queue.acknowledge(db, "main", "12a", "g", env={})
+        drainmod.acknowledge(db, "main", "12a", "g", env={})
     with pytest.raises(UsageError, match="requires its recovery generation"):
-        queue.acknowledge(db, "main", 1, "", env={})
+        drainmod.acknowledge(db, "main", 1, "", env={})
     with pytest.raises(UsageError, match="invalid recovery generation"):
-        queue.acknowledge(db, "main", 1, "a b", env={})
+        drainmod.acknowledge(db, "main", 1, "a b", env={})
 
 
 def test_ack_of_ten_thousand_rows_consumes_them_all(db: Store, fm_home: Home) -> None:
@@ -397,8 +398,8 @@ def test_unusable_rows_count_for_main_and_are_excluded_from_rows_after(db: Store
     with db.reading() as conn:
         assert queue.depth(conn) == 3
         assert queue.unusable_count(conn) == 1
-        assert queue.pending_count(conn, "main") == 3
-        assert queue.pending_count(conn, "branch") == 0
+        assert queuestatus.pending_count(conn, "main") == 3
+        assert queuestatus.pending_count(conn, "branch") == 0
         assert [r.seq for r in queue.rows_after(conn, 0)] == [1, 10]
         assert [r.seq for r in queue.rows_after(conn, 1)] == [10]
         oldest = queue.oldest(conn)
@@ -406,10 +407,10 @@ def test_unusable_rows_count_for_main_and_are_excluded_from_rows_after(db: Store
 
 
 def test_query_snapshot(db: Store) -> None:
-    empty = queue.query(db)
+    empty = queuestatus.query(db)
     assert (empty.depth, empty.oldest, empty.pending_main, empty.last_seq) == (0, None, 0, 0)
     queue.append(db, "signal", "a", "1")
-    snap = queue.query(db).to_json()
+    snap = queuestatus.query(db).to_json()
     assert snap["depth"] == 1 and snap["pending"] == {"main": 1, "branch": 0}
     assert str(snap["episode"]).startswith("pending:downtime:")
     assert snap["episode_state"] == "valid" and snap["grant"] is None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import episodes, grants, identity, queue
+from firstmate import drain, episodes, grants, identity, queue
 from firstmate.errors import ConflictError, FirstmateError
 from firstmate.home import Home
 from firstmate.store import Store, last_seq, open_store
@@ -161,7 +161,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def drain_main(self) -> None:
-        result = queue.drain(self.db, "main", env={})
+        result = drain.drain(self.db, "main", env={})
         reclaimed = self.reclaim()
         had_usable = bool(self.rows)
         had_bad = bool(self.bad)
@@ -178,13 +178,13 @@ class QueueMachine(RuleBasedStateMachine):
         g = self.grant
         if g is None or not g.live or not self.claim_of("branch"):
             with pytest.raises(FirstmateError) as err:
-                queue.drain(self.db, "branch", env={})
+                drain.drain(self.db, "branch", env={})
             assert err.value.exit_code == 1
             return
-        result = queue.drain(self.db, "branch", env={})
+        result = drain.drain(self.db, "branch", env={})
         self.check_presentation(result, "branch", True)
 
-    def check_presentation(self, result: queue.DrainResult, actor: str, had_usable: bool) -> None:
+    def check_presentation(self, result: drain.DrainResult, actor: str, had_usable: bool) -> None:
         mine = self.claim_of(actor)
         if not had_usable:
             assert result.rows == ()
@@ -217,9 +217,9 @@ class QueueMachine(RuleBasedStateMachine):
         cutoff = data.draw(st.sampled_from([0, *presented, self.last() + 1]))
         if actor == "branch" and self.grant is None:
             with pytest.raises(FirstmateError, match="no supervision grant"):
-                queue.acknowledge(self.db, actor, cutoff, gen, env={})
+                drain.acknowledge(self.db, actor, cutoff, gen, env={})
             return
-        result = queue.acknowledge(self.db, actor, cutoff, gen, env={})
+        result = drain.acknowledge(self.db, actor, cutoff, gen, env={})
         reclaimed = had_bad = False
         if actor == "main":
             reclaimed = self.reclaim()

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from firstmate import episodes, queue
+from firstmate import drain, episodes, queue
 from firstmate.home import Home
 from firstmate.locks import FileLock
 from firstmate.store import last_seq
@@ -45,7 +45,7 @@ print(json.dumps(seqs), flush=True)
 
 MAIN_CONSUMER = """
 import json, os, sys
-from firstmate import queue
+from firstmate import drain, queue
 from firstmate.home import open_home
 from firstmate.store import open_store
 db = open_store(open_home(os.environ))
@@ -54,11 +54,11 @@ taken = []
 print("ready", flush=True)
 while True:
     stopping = os.path.exists(stop)
-    result = queue.drain(db, "main", env={})
+    result = drain.drain(db, "main", env={})
     if result.skipped:
         continue
     if result.rows:
-        done = queue.acknowledge(db, "main", result.ack_through, result.generation, env={})
+        done = drain.acknowledge(db, "main", result.ack_through, result.generation, env={})
         if done.consumed != len(result.rows):
             sys.exit(f"main consumed {done.consumed} but was shown {len(result.rows)}")
         taken += [r.seq for r in result.rows]
@@ -69,7 +69,7 @@ print(json.dumps(taken), flush=True)
 
 BRANCH_CONSUMER = """
 import json, os, sys
-from firstmate import grants, queue
+from firstmate import drain, grants, queue
 from firstmate.errors import ConflictError, FirstmateError
 from firstmate.home import open_home
 from firstmate.store import open_store
@@ -99,10 +99,10 @@ while True:
     except FirstmateError:
         grants.deactivate(db, os.getpid(), gen)
         continue
-    result = queue.drain(db, "branch", env={})
+    result = drain.drain(db, "branch", env={})
     if sorted(r.seq for r in result.rows) != sorted(free):
         sys.exit(f"branch was shown {[r.seq for r in result.rows]} for grant {free}")
-    done = queue.acknowledge(db, "branch", result.ack_through, result.generation, env={})
+    done = drain.acknowledge(db, "branch", result.ack_through, result.generation, env={})
     if done.consumed != len(free):
         sys.exit(f"branch consumed {done.consumed} of its {len(free)} granted rows")
     taken += free
@@ -185,18 +185,18 @@ def test_a_drain_racing_an_append_never_loses_or_double_presents_the_row(fm_home
     for _ in range(15):
         proc = python(APPEND_ONE, fm_home)
         try:
-            result = queue.drain(db, "main", env={})
+            result = drain.drain(db, "main", env={})
             seq = int(read_line(proc, DEADLINE))
         finally:
             finish(proc)
         appended.append(seq)
         if result.rows:
             assert result.ack_through is not None and result.generation is not None
-            queue.acknowledge(db, "main", result.ack_through, result.generation, env={})
+            drain.acknowledge(db, "main", result.ack_through, result.generation, env={})
             presented += [r.seq for r in result.rows]
         # Either this drain showed (and we consumed) the row, or it is still queued, unowned.
         assert (seq in presented) != (claims(fm_home).get(seq, "absent") is None)
-    final = queue.drain(db, "main", env={})
+    final = drain.drain(db, "main", env={})
     presented += [r.seq for r in final.rows]
     assert sorted(presented) == sorted(appended)
 
@@ -270,9 +270,9 @@ def test_sigkill_at_arbitrary_instants_keeps_every_confirmed_append(fm_home: Hom
     with raw(fm_home) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert isinstance(episode(db), episodes.Episode)
-    result = queue.drain(db, "main", env={})
+    result = drain.drain(db, "main", env={})
     assert result.ack_through == stored[-1] and result.generation is not None
-    assert queue.acknowledge(db, "main", stored[-1], result.generation, env={}).consumed == len(stored)
+    assert drain.acknowledge(db, "main", stored[-1], result.generation, env={}).consumed == len(stored)
 
 
 HOLDER = """

@@ -138,7 +138,7 @@ def _harnesses(monkeypatch: pytest.MonkeyPatch, fm_home: Home, tmp_path: Path) -
     """In this process and its children: the fake harnesses are harnesses (by name), and a
     stand-in claude plugin declares its session anchor. (After fm_home, which clears every FM_
     variable.)"""
-    from firstmate import identity
+    from firstmate import harnessprocs
 
     monkeypatch.setenv("FM_HARNESS_PROCESS_NAMES", HARNESS_NAMES)
     site = tmp_path / "stand-in-site"
@@ -152,7 +152,7 @@ def _harnesses(monkeypatch: pytest.MonkeyPatch, fm_home: Home, tmp_path: Path) -
         "[firstmate.plugins]\nclaude = firstmate_plugin_standin_claude:plugin\n")
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("FM_TEST_STAND_IN_SITE", str(site))
-    monkeypatch.setattr(identity, "_TABLES", {})
+    monkeypatch.setattr(harnessprocs, "_TABLES", {})
 
 
 def base_env(**extra: str) -> dict[str, str]:

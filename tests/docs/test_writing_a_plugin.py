@@ -111,10 +111,10 @@ def test_the_example_stands_aside_with_nothing_to_watch(site: Path, tmp_path: Pa
 @pytest.fixture
 def contract_site(site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The example importable by the contract's own ``fm`` children too."""
-    from firstmate import identity
+    from firstmate import harnessprocs
 
     # The installed harnesses' process table is read once per process: read it anew with acme.
-    monkeypatch.setattr(identity, "_TABLES", {})
+    monkeypatch.setattr(harnessprocs, "_TABLES", {})
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(site), SOURCE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
     return site

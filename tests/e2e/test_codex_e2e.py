@@ -93,7 +93,7 @@ def _watcher(env: dict[str, str]) -> int | None:
 
 
 def _attached(fm_home: Path, watcher: object) -> bool:
-    from firstmate.arm import links
+    from firstmate.armlinks import links
     from firstmate.home import Home
     from firstmate.store import Store
 

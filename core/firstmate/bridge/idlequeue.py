@@ -20,7 +20,7 @@ from firstmate.envnum import env_int
 
 if TYPE_CHECKING:
     from firstmate.bridge.owner import BridgeOwner
-    from firstmate.queue import QueueStatus
+    from firstmate.queuestatus import QueueStatus
 
 TICK_ENV = "FM_OMP_QUEUE_TICK_MS"
 DEFAULT_TICK = 15.0
@@ -93,13 +93,13 @@ class IdleQueue:
         return text
 
     def _read(self) -> QueueStatus | None:
-        from firstmate import queue
+        from firstmate import queuestatus
         from firstmate.store import Store
 
         try:
             db = Store(self.owner.home)
             try:
-                return queue.query(db)
+                return queuestatus.query(db)
             finally:
                 db.close()
         except Exception:  # any read failure counts; the third in a row is announced

@@ -11,7 +11,7 @@ from firstmate.exitcodes import ExitCode
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
-        from firstmate.arm import USAGE
+        from firstmate.armargs import USAGE
 
         sys.stdout.write(USAGE + "\n")
         return ExitCode.OK

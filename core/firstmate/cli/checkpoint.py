@@ -83,9 +83,9 @@ def main(argv: Sequence[str]) -> int:
         return 0
     seconds = parse_args(argv, os.environ)
     from firstmate import stopsignals
-    from firstmate.arm import REASON_RE, child_env
     from firstmate.exitcodes import ExitCode
     from firstmate.waketext import compose, one_line
+    from firstmate.watchchild import REASON_RE, child_env
 
     env = child_env(os.environ)
     env[CHECKPOINT_ENV] = "1"

@@ -43,10 +43,10 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
     episode: str | None = None
     if home.db.exists() or home.db.is_symlink():
-        from firstmate import queue as wakequeue
+        from firstmate import queuestatus
         from firstmate.store import Store
 
-        status = wakequeue.query(Store(home)).to_json()
+        status = queuestatus.query(Store(home)).to_json()
         episode = status.pop("episode", None)  # type: ignore[assignment]
         queue.update(status)
     lock = session_lock.inspect(home) if home.state.is_dir() else session_lock.LockInspection("free")

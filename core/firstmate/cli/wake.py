@@ -15,8 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Mapping, Sequence
 
+    from firstmate.drain import DrainResult
     from firstmate.home import Home
-    from firstmate.queue import DrainResult
     from firstmate.store import Store
 
     DrainContextHook = Callable[[Home, DrainResult], Sequence[str]]
@@ -45,8 +45,8 @@ def __getattr__(name: str) -> object:
     if name == "DrainContextHook":
         from collections.abc import Callable, Sequence
 
+        from firstmate.drain import DrainResult
         from firstmate.home import Home
-        from firstmate.queue import DrainResult
 
         alias = Callable[[Home, DrainResult], Sequence[str]]
         globals()[name] = alias
@@ -101,6 +101,21 @@ def main(argv: list[str]) -> int:
 # --- append ----------------------------------------------------------------------------------
 
 
+def _append_full(root: str, kind: str, key: str, payload: str) -> int:
+    """The store's own append: creates or migrates the database, and any platform's lock."""
+    from pathlib import Path
+
+    from firstmate.home import Home
+    from firstmate.queue import append
+    from firstmate.store import open_store
+
+    db = open_store(Home(Path(root)))
+    try:
+        return append(db, kind, key, payload)
+    finally:
+        db.close()
+
+
 def _append(args: list[str], env: Mapping[str, str]) -> int:
     if len(args) != 3:
         raise _usage(APPEND_USAGE)
@@ -108,7 +123,7 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
     # bad input), then the home, the lock, one transaction and the doorbell.
     from firstmate.appendpath import append
 
-    seq = append(args[0], args[1], args[2], env)
+    seq = append(args[0], args[1], args[2], env, fallback=_append_full)
     # The row is committed: a caller must not append it again, so telling its number is best
     # effort and a closed or full stdout still exits 0.
     try:
@@ -151,14 +166,14 @@ def _options(args: list[str], flags: Sequence[str], valued: Sequence[str], usage
 def _drain(args: list[str], env: Mapping[str, str]) -> int:
     opts = _options(args, ("--json",), ("--actor", "--ack-through", "--recovery-generation"),
                     DRAIN_USAGE)
-    from firstmate import queue
+    from firstmate import drain, queue
 
     actor = queue.resolve_actor(opts.get("--actor"), env)
     as_json = "--json" in opts
     if "--ack-through" in opts or "--recovery-generation" in opts:
         return _acknowledge(opts, actor, as_json, env)
     db = _open(env)
-    result = queue.drain(db, actor, env=env)
+    result = drain.drain(db, actor, env=env)
     if result.skipped:
         if as_json:
             _json({**result.to_json(), "context": []})
@@ -206,7 +221,7 @@ def _context(home: Home, result: DrainResult) -> list[str]:
 
 
 def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
-    from firstmate import episodes, queue
+    from firstmate import drain, episodes
     from firstmate.envnum import decimal
 
     if "--ack-through" not in opts:
@@ -220,7 +235,7 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
         raise _usage("wake drain: acknowledgement requires its recovery generation")
     if not episodes.valid_generation(generation):
         raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
-    result = queue.acknowledge(_open(env), actor, through, generation, env=env)
+    result = drain.acknowledge(_open(env), actor, through, generation, env=env)
     if as_json:
         _json(result.to_json())
         return 0
@@ -268,10 +283,10 @@ def _grant(args: list[str], env: Mapping[str, str]) -> int:
 def _query(args: list[str], env: Mapping[str, str]) -> int:
     import time
 
-    from firstmate import episodes, queue
+    from firstmate import episodes, queuestatus
 
     opts = _options(args, ("--json",), (), QUERY_USAGE)
-    status = queue.query(_open(env))
+    status = queuestatus.query(_open(env))
     if "--json" in opts:
         _json(status.to_json())
         return 0

@@ -126,7 +126,7 @@ class Rig:
     def hook_linked(self, watcher: int) -> bool:
         """Whether an arm under a live hook process started or attached to *watcher*."""
         import psutil
-        from firstmate.arm import links
+        from firstmate.armlinks import links
         from firstmate.store import open_store
 
         arms: set[int] = set()
