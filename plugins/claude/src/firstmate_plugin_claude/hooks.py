@@ -20,7 +20,8 @@ from firstmate.home import Home
 from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec
 from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_claude.gate import EVENTS, foreign
+from firstmate_plugin_claude import gate
+from firstmate_plugin_claude.gate import EVENTS
 
 NAME = "claude"
 INFO = HarnessInfo(
@@ -84,8 +85,7 @@ class ClaudePlugin(HookWakePlugin):
     def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
         return LOCAL_HOOKS if options.flag("local") else HOOKS
 
-    def foreign(self, payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
-        return foreign(payload, env)
+    foreign = staticmethod(gate.foreign)
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

@@ -17,7 +17,8 @@ from firstmate.home import Home
 from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_codex.gate import EVENTS, foreign
+from firstmate_plugin_codex import gate
+from firstmate_plugin_codex.gate import EVENTS
 from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
 NAME = "codex"
@@ -120,8 +121,7 @@ class CodexPlugin(HookWakePlugin):
 
             raise UsageError("fm install codex takes --parked or --app-server, not both")
 
-    def foreign(self, payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
-        return foreign(payload, env)
+    foreign = staticmethod(gate.foreign)
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

@@ -11,7 +11,8 @@ from firstmate.home import Home
 from firstmate.hookinstall import FLAT, HookEvent, HookInstallSpec
 from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_cursor.gate import EVENTS, foreign
+from firstmate_plugin_cursor import gate
+from firstmate_plugin_cursor.gate import EVENTS
 
 NAME = "cursor"
 INFO = HarnessInfo(
@@ -63,8 +64,7 @@ class CursorPlugin(HookWakePlugin):
     # The parked stop hook prints the wake as its followup_message once restoration is done.
     WAKE_RECEIPT = "returned by the parked stop hook as its followup_message"
 
-    def foreign(self, payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
-        return foreign(payload, env)
+    foreign = staticmethod(gate.foreign)
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

@@ -16,7 +16,8 @@ from firstmate.home import Home
 from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.pluginbase import HookHarnessPlugin
 
-from firstmate_plugin_grok.gate import EVENTS, foreign
+from firstmate_plugin_grok import gate
+from firstmate_plugin_grok.gate import EVENTS
 
 NAME = "grok"
 HOOKS_FILE = ".grok/hooks/firstmate.json"
@@ -78,8 +79,7 @@ class GrokPlugin(HookHarnessPlugin):
     INFO = INFO
     HOOKS = HOOKS
 
-    def foreign(self, payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
-        return foreign(payload, env)
+    foreign = staticmethod(gate.foreign)
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:
