@@ -151,7 +151,7 @@ class Doctor:
                          f"{name}: the plugin does not implement fm install",
                          f"pip install -U firstmate-plugin-{name}")
                 continue
-            stale = [change for change in result.changes if change.action != "unchanged"]
+            stale = result.stale
             if not result.changes:
                 self.add("harness-config", "ok", f"{name}: no project config files to install")
             elif stale:

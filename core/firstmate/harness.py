@@ -205,6 +205,11 @@ class InstallResult:
     def changed(self) -> bool:
         return any(change.action != "unchanged" for change in self.changes)
 
+    @property
+    def stale(self) -> tuple[FileChange, ...]:
+        """The changes that are not ``unchanged``: of a dry run, the files not yet current."""
+        return tuple(change for change in self.changes if change.action != "unchanged")
+
 
 @attrs.frozen
 class HookOutcome:

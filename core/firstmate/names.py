@@ -21,10 +21,17 @@ DISABLE_PLUGINS_ENV = "FIRSTMATE_DISABLE_PLUGINS"
 KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
 
 
+#: Submodules of the plugin package tried, after the package itself, for the ``plugin`` object
+#: and the ``quick_gate`` function: a plugin may keep its package ``__init__`` empty.
+PLUGIN_SUBMODULE = "hooks"
+GATE_SUBMODULE = "gate"
+
+
 def plugin_module(harness: str) -> str:
     """The conventional module of *harness*'s plugin."""
     return PLUGIN_MODULE_PREFIX + harness.replace("-", "_")
 
 
-__all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP", "KEYS_DIR_ENV", "PLUGINS_ENV",
-           "PLUGIN_MODULE_PREFIX", "PROJECT", "plugin_module"]
+__all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP",
+           "GATE_SUBMODULE", "KEYS_DIR_ENV", "PLUGINS_ENV", "PLUGIN_MODULE_PREFIX",
+           "PLUGIN_SUBMODULE", "PROJECT", "plugin_module"]

@@ -211,8 +211,8 @@ def load_harness(name: str, env: Mapping[str, str] | None = None, *,
     """The core defaults plus the one plugin for harness *name*, loaded as cheaply as possible
     and once per process (*fresh* builds a host of the caller's own, to register more into).
 
-    Tries the conventional module ``firstmate_plugin_<name>`` first (its ``plugin`` attribute);
-    falls back to the entry-point scan only when that module is not importable.
+    Tries the conventional module ``firstmate_plugin_<name>`` first (the ``plugin`` attribute of
+    the package or of its ``hooks`` submodule); falls back to the entry-point scan only when that module is not importable.
     """
     env = os.environ if env is None else env
     disabled = env.get(names.DISABLE_PLUGINS_ENV, "")
@@ -230,17 +230,23 @@ def load_harness(name: str, env: Mapping[str, str] | None = None, *,
     return host
 
 
+def _conventional_plugin(package: str) -> Any:
+    """The ``plugin`` of *package* or of its ``hooks`` submodule; None when neither has one."""
+    for module_name in (package, f"{package}.{names.PLUGIN_SUBMODULE}"):
+        try:
+            plugin = getattr(importlib.import_module(module_name), "plugin", None)
+        except ImportError:
+            return None  # not installed under the conventional name: the entry-point scan
+        if plugin is not None:
+            return plugin
+    return None
+
+
 def _build_harness_host(name: str) -> PluginHost:
     pm = new_manager()
     host = PluginHost(pm)
     _register_core(pm)
-    module_name = names.plugin_module(name)
-    plugin: Any = None
-    try:
-        module = importlib.import_module(module_name)
-        plugin = getattr(module, "plugin", None)
-    except ImportError:
-        plugin = None
+    plugin = _conventional_plugin(names.plugin_module(name))
     if plugin is None:
         for ep in _entry_points():
             if ep.name == name:

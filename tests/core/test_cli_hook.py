@@ -103,6 +103,26 @@ def test_a_gate_that_says_no_exits_silently_before_loading_anything(env: dict[st
     assert done.stderr.decode() == "(0, [])"
 
 
+@pytest.fixture
+def split_env(env: dict[str, str]) -> dict[str, str]:
+    """The same plugin laid out as the shipped ones are: an empty package ``__init__``, the gate
+    in ``gate.py`` and the plugin object in ``hooks.py`` (its entry point names hooks:plugin)."""
+    pkg = Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "firstmate_plugin_fakeh"
+    gate = textwrap.dedent(PACKAGE_INIT).split("def __getattr__")[0]
+    (pkg / "__init__.py").write_text('"""A plugin package with nothing in it."""\n')
+    (pkg / "gate.py").write_text(gate)
+    (pkg / "hooks.py").write_text("from firstmate_plugin_fakeh.impl import plugin  # noqa: F401\n")
+    return env
+
+
+def test_an_empty_package_init_finds_the_gate_and_the_plugin_in_their_submodules(
+        split_env: dict[str, str]) -> None:
+    done = hook(split_env, "fakeh", "stop", stdin=b'{"session_id": "s1"}', FAKEH_EXIT="2")
+    assert done.returncode == 2 and seen(done)["payload"] == {"session_id": "s1"}
+    gated = hook(split_env, "fakeh", "stop", stdin=b"{}", FAKEH_GATE="false", FAKEH_BROKEN="1")
+    assert (gated.returncode, gated.stdout, gated.stderr) == (0, b"", b"")
+
+
 def test_a_broken_gate_never_decides_alone(env: dict[str, str]) -> None:
     done = hook(env, "fakeh", "stop", stdin=b"{}", FAKEH_GATE="raise")
     assert done.returncode == 0 and seen(done)["payload"] == {}

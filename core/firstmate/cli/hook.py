@@ -5,9 +5,10 @@ or break its harness:
 
 1. The payload is read from stdin with a size cap (1 MiB) and a deadline (``FM_HOOK_STDIN_TIMEOUT``,
    2 s), so a harness that never closes stdin cannot hold us.
-2. The plugin module's optional ``quick_gate(event, payload, env, home)`` decides, with the
-   standard library only, whether there can be anything to do; "no" exits 0 silently before
-   pluggy, attrs or json are imported (docs/hooks.md, "The quick gate").
+2. The plugin's optional ``quick_gate(event, payload, env, home)`` (in its package or its
+   ``gate`` submodule) decides, with the standard library only, whether there can be anything
+   to do; "no" exits 0 silently before pluggy, attrs or json are imported (docs/hooks.md,
+   "The quick gate").
 3. Otherwise the payload is decoded leniently (empty, garbage, truncated or not an object →
    None), only this harness's plugin is loaded and ``firstmate_hook`` answers with the exit code
    and output. No answer (None) → exit 0, silently.
@@ -142,12 +143,16 @@ def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[s
     """True when the plugin's quick gate is sure there is nothing to do."""
     try:
         # __import__, not importlib.import_module: the importlib package is not loaded yet.
-        from firstmate.names import plugin_module
+        from firstmate.names import GATE_SUBMODULE, plugin_module
 
-        module = __import__(plugin_module(harness))
+        package = plugin_module(harness)
+        gate = getattr(__import__(package), "quick_gate", None)
+        if gate is None:
+            # A plugin whose package __init__ is empty keeps its gate in the gate submodule.
+            __import__(f"{package}.{GATE_SUBMODULE}")
+            gate = getattr(sys.modules[f"{package}.{GATE_SUBMODULE}"], "quick_gate", None)
     except Exception:
-        return False  # not installed or broken: the full path reports it
-    gate = getattr(module, "quick_gate", None)
+        return False  # not installed, broken or without a gate: the full path decides
     if not callable(gate):
         return False
     try:

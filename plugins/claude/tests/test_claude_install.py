@@ -7,7 +7,8 @@ from pathlib import Path
 
 from firstmate.harness import HookOutcome, InstallOptions
 from firstmate.home import Home
-from firstmate_plugin_claude import plugin, quick_gate
+from firstmate_plugin_claude.gate import quick_gate
+from firstmate_plugin_claude.hooks import plugin
 
 STOP = json.dumps({"session_id": "s", "transcript_path": "/t", "cwd": "/", "hook_event_name": "Stop",
                    "stop_hook_active": True, "last_assistant_message": "ok"}).encode()

@@ -315,11 +315,11 @@ def test_cross_loaded_under_grok_or_cursor_is_inert(rig: Rig) -> None:
 
 def test_the_plugin_directory_ships_the_same_hooks(tmp_path: Path) -> None:
     from firstmate.harness import InstallOptions
-    from firstmate_plugin_claude.hooks import handlers, plugin_dir
+    from firstmate_plugin_claude.hooks import HOOKS, plugin_dir
 
     root = plugin_dir()
     manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "firstmate" and manifest["version"]
     hooks = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
-    wanted = handlers(InstallOptions("claude", tmp_path))
+    wanted = HOOKS.handlers(InstallOptions("claude", tmp_path))
     assert {event: group[0]["hooks"][0] for event, group in hooks.items()} == wanted

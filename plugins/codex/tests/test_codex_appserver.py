@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from firstmate.errors import UsageError
 from firstmate.harness import InstallOptions
-from firstmate_plugin_codex import appserver, plugin
+from firstmate_plugin_codex import appserver
+from firstmate_plugin_codex.hooks import plugin
 
 FAKE = r'''
 import json, os, sys, threading, time

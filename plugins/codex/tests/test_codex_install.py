@@ -8,8 +8,8 @@ from pathlib import Path
 from firstmate.configfiles import block_markers
 from firstmate.harness import HookOutcome, InstallOptions
 from firstmate.home import Home
-from firstmate_plugin_codex import plugin, quick_gate
-from firstmate_plugin_codex.hooks import BLOCK_NAME
+from firstmate_plugin_codex.gate import quick_gate
+from firstmate_plugin_codex.hooks import BLOCK_NAME, plugin
 
 STOP = {"session_id": "s", "turn_id": "t", "hook_event_name": "Stop", "stop_hook_active": False}
 

@@ -13,7 +13,7 @@ from firstmate.health import watcher_health
 from firstmate.home import Home
 from firstmate.stopchain import Bounds, Chain, charge
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
-from firstmate_plugin_codex import plugin
+from firstmate_plugin_codex.hooks import plugin
 
 STOP = {"session_id": "s-1", "turn_id": "t-1", "cwd": "/tmp", "hook_event_name": "Stop",
         "model": "m", "permission_mode": "default", "stop_hook_active": False,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from firstmate.harness import HookOutcome, InstallOptions
 from firstmate.home import Home
-from firstmate_plugin_cursor import plugin, quick_gate
+from firstmate_plugin_cursor.gate import quick_gate
+from firstmate_plugin_cursor.hooks import plugin
 
 STOP = {"conversation_id": "c", "generation_id": "g", "hook_event_name": "stop",
         "cursor_version": "2.0.0", "status": "completed", "loop_count": 0}

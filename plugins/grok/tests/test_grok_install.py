@@ -7,7 +7,8 @@ from pathlib import Path
 
 from firstmate.harness import HookOutcome, InstallOptions
 from firstmate.home import Home
-from firstmate_plugin_grok import plugin, quick_gate
+from firstmate_plugin_grok.gate import quick_gate
+from firstmate_plugin_grok.hooks import plugin
 
 STOP = {"hookEventName": "Stop", "sessionId": "s", "cwd": "/", "workspaceRoot": "/"}
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from firstmate.home import Home
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
-from firstmate_plugin_grok import plugin
-from firstmate_plugin_grok.hooks import RULES
+from firstmate_plugin_grok.hooks import RULES, plugin
 
 STOP = {"hookEventName": "Stop", "sessionId": "grok-s1", "cwd": "/tmp", "workspaceRoot": "/tmp"}
 

@@ -29,10 +29,14 @@ def foreign_env(env: Mapping[str, str]) -> bool:
 
 
 def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
-    """Whether this hook call comes from another harness that loaded Claude's hooks."""
+    """Whether this hook call comes from another harness that loaded Claude's hooks: its
+    environment or keys say so, or the payload lacks the ``hook_event_name`` every Claude Code
+    hook input carries (a harness Firstmate does not know yet)."""
     if foreign_env(env):
         return True
-    return payload is not None and any(key in payload for key in FOREIGN_KEYS)
+    if payload is None:
+        return False
+    return "hook_event_name" not in payload or any(key in payload for key in FOREIGN_KEYS)
 
 
 def _decode(data: bytes) -> dict[str, Any] | None:

@@ -8,27 +8,20 @@ from typing import Any
 
 import attrs
 from firstmate import hookimpl
-from firstmate.configfiles import (
-    command_owner,
-    hook_command,
-    install_result,
-    remove_grouped_hooks,
-    require_project,
-    update_json,
-    upsert_grouped_hook,
-)
-from firstmate.handoff import DeliveryReceipt, RearmOwner, Session, WakeDelivery
+from firstmate.handoff import RearmOwner, Session
 from firstmate.harness import (
     GuardProfile,
     HarnessInfo,
     HookOutcome,
     InstallOptions,
-    InstallResult,
     SessionAnchor,
 )
 from firstmate.home import Home
+from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec
+from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_claude.gate import EVENTS, foreign
+from firstmate_plugin_claude import gate
+from firstmate_plugin_claude.gate import EVENTS
 
 NAME = "claude"
 INFO = HarnessInfo(
@@ -55,8 +48,23 @@ INFO = HarnessInfo(
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.
 TURN_END_TIMEOUT = 28800
 SESSION_START_TIMEOUT = 30
-#: Claude event name → our kebab-case event.
-EVENT_NAMES = {"SessionStart": "session-start", "Stop": "stop", "StopFailure": "stop-failure"}
+#: Our handler per Claude event. asyncRewake: the turn-end hooks run in the background after
+#: the turn ends and wake Claude on exit 2.
+HOOKS = HookInstallSpec(
+    harness=NAME,
+    path=".claude/settings.json",
+    shape=GROUPED,
+    events=(
+        HookEvent("SessionStart", "session-start", {"timeout": SESSION_START_TIMEOUT}),
+        HookEvent("Stop", "stop", {"asyncRewake": True, "timeout": TURN_END_TIMEOUT}),
+        HookEvent("StopFailure", "stop-failure", {"asyncRewake": True,
+                                                  "timeout": TURN_END_TIMEOUT}),
+    ),
+    notes=("Claude Code reads hooks at session start: restart it, or review the change in "
+           "/hooks. StopFailure and asyncRewake need a recent Claude Code.",),
+)
+#: ``fm install claude --local``: the same hooks in the user's own uncommitted settings.
+LOCAL_HOOKS = attrs.evolve(HOOKS, path=".claude/settings.local.json")
 
 
 def plugin_dir() -> Path:
@@ -65,87 +73,23 @@ def plugin_dir() -> Path:
     return Path(__file__).resolve().parent / "claude_plugin"
 
 
-def settings_path(options: InstallOptions) -> Path:
-    """``.claude/settings.json``, or ``.claude/settings.local.json`` with ``--local``."""
-    name = "settings.local.json" if options.flag("local") else "settings.json"
-    return options.project / ".claude" / name
-
-
-def handlers(options: InstallOptions) -> dict[str, dict[str, Any]]:
-    """Our handler per Claude event."""
-    made: dict[str, dict[str, Any]] = {}
-    for claude_event, event in EVENT_NAMES.items():
-        handler: dict[str, Any] = {"type": "command", "command": hook_command(options, event)}
-        if event == "session-start":
-            handler["timeout"] = SESSION_START_TIMEOUT
-        else:
-            # asyncRewake: runs in the background after the turn ends and wakes Claude on exit 2.
-            handler.update(asyncRewake=True, timeout=TURN_END_TIMEOUT)
-        made[claude_event] = handler
-    return made
-
-
 @attrs.define(eq=False)
-class ClaudePlugin:
+class ClaudePlugin(HookWakePlugin):
     """The Claude Code harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
+    INFO = INFO
+    HOOKS = HOOKS
+    # The hook process itself delivers: it exits 2 with this text on stderr, and Claude wakes
+    # the idle session with it.
+    WAKE_RECEIPT = "rewake: the Stop hook exits 2 with the wake on stderr"
 
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        wanted = handlers(options)
+    def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
+        return LOCAL_HOOKS if options.flag("local") else HOOKS
 
-        def add(doc: dict[str, Any]) -> dict[str, Any]:
-            for claude_event, handler in wanted.items():
-                upsert_grouped_hook(doc, claude_event, handler, owned)
-            return doc
+    foreign = staticmethod(gate.foreign)
 
-        change = update_json(settings_path(options), add,
-                             remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                             dry_run=options.dry_run)
-        notes = ("Claude Code reads hooks at session start: restart it, or review the change in "
-                 "/hooks. StopFailure and asyncRewake need a recent Claude Code.",)
-        return install_result(NAME, [change], notes if change.action != "unchanged" else (),
-                              options.dry_run)
-
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        change = update_json(settings_path(options), lambda doc: remove_grouped_hooks(doc, owned),
-                             remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                             dry_run=options.dry_run, delete_if_vacant=True,
-                             prune_upto=options.project)
-        return install_result(NAME, [change], (), options.dry_run)
-
-    @hookimpl
-    def firstmate_rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:
-        if session.harness != NAME:
-            return None
-        return RearmOwner("hook", "Stop/StopFailure asyncRewake hook (fm hook claude stop)")
-
-    @hookimpl
-    def firstmate_deliver_wake(self, wake: WakeDelivery, session: Session) -> \
-            DeliveryReceipt | None:
-        if wake.harness != NAME:
-            return None
-        # The hook process itself delivers: it exits 2 with this text on stderr, and Claude
-        # wakes the idle session with it.
-        return DeliveryReceipt(True, "rewake: the Stop hook exits 2 with the wake on stderr")
-
-    @hookimpl
-    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
-        if harness != NAME or event not in EVENTS or foreign(payload, env):
-            return None
+    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
+                env: Mapping[str, str]) -> HookOutcome | None:
         if not home.state.is_dir():
             return HookOutcome.silent()  # no home was ever set up: nothing is supervised
         if event == "session-start":
@@ -155,6 +99,12 @@ class ClaudePlugin:
         from firstmate_plugin_claude.stophook import turn_end
 
         return turn_end(event, payload, home, env)
+
+    @hookimpl
+    def firstmate_rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:
+        if session.harness != NAME:
+            return None
+        return RearmOwner("hook", "Stop/StopFailure asyncRewake hook (fm hook claude stop)")
 
 
 plugin = ClaudePlugin()

@@ -7,28 +7,18 @@ foreground ``fm checkpoint``, written into ``AGENTS.md``) backed by a Stop hook 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
 from firstmate import hookimpl
-from firstmate.configfiles import (
-    command_owner,
-    hook_command,
-    install_result,
-    remove_block,
-    remove_grouped_hooks,
-    require_project,
-    update_json,
-    update_text,
-    upsert_block,
-    upsert_grouped_hook,
-)
 from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions
 from firstmate.home import Home
+from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_codex.gate import EVENTS, foreign
+from firstmate_plugin_codex import gate
+from firstmate_plugin_codex.gate import EVENTS
 from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
 NAME = "codex"
@@ -92,73 +82,51 @@ through Firstmate. Wakes arrive as new turns that start with `FIRSTMATE_OP:`:
 """
 
 
-def hooks_path(options: InstallOptions) -> Path:
-    return options.project / ".codex" / "hooks.json"
+TRUST_NOTE = "Codex runs a new or changed hook only after you trust it in /hooks."
+HOOKS = HookInstallSpec(
+    harness=NAME,
+    path=".codex/hooks.json",
+    shape=GROUPED,
+    events=(HookEvent("Stop", "stop", {"timeout": STOP_TIMEOUT}),),
+    blocks=(TextBlock("AGENTS.md", PROTOCOL, BLOCK_NAME),),
+    notes=(TRUST_NOTE,),
+)
+#: ``--parked``: the Stop hook holds the turn open until the next wake.
+PARKED_HOOKS = attrs.evolve(HOOKS, events=(
+    HookEvent("Stop", "stop", {"timeout": PARK_TIMEOUT + 60}, env=(PARK_ENV,)),))
 
 
-def agents_path(options: InstallOptions) -> Path:
-    return options.project / "AGENTS.md"
+def app_server_hooks(options: InstallOptions) -> HookInstallSpec:
+    """``--app-server``: the guard hook, and the protocol of a thread served by fm codex-serve."""
+    return attrs.evolve(
+        HOOKS, blocks=(TextBlock("AGENTS.md", APP_SERVER_PROTOCOL, BLOCK_NAME),),
+        standing_notes=(f"Start the served thread with: fm codex-serve --cwd {options.project}",))
 
 
 @attrs.define(eq=False)
-class CodexPlugin:
+class CodexPlugin(HookWakePlugin):
     """The Codex harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
+    INFO = INFO
+    HOOKS = HOOKS
+    # A parked Stop hook prints the wake as its block reason once restoration is done.
+    WAKE_RECEIPT = "returned by the parked Stop hook as its block reason"
 
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        parked = options.flag("parked")
-        if parked and options.flag("app-server"):
+    def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
+        if options.flag("parked"):
+            return PARKED_HOOKS
+        return app_server_hooks(options) if options.flag("app-server") else HOOKS
+
+    def check_install(self, options: InstallOptions) -> None:
+        if options.flag("parked") and options.flag("app-server"):
             from firstmate.errors import UsageError
 
             raise UsageError("fm install codex takes --parked or --app-server, not both")
-        command = hook_command(options, "stop")
-        handler = {"type": "command",
-                   "command": f"env {PARK_ENV} {command}" if parked else command,
-                   "timeout": PARK_TIMEOUT + 60 if parked else STOP_TIMEOUT}
-        hooks = update_json(hooks_path(options),
-                            lambda doc: upsert_grouped_hook(doc, "Stop", handler, owned),
-                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                            dry_run=options.dry_run)
-        protocol = APP_SERVER_PROTOCOL if options.flag("app-server") else PROTOCOL
-        agents = update_text(agents_path(options),
-                             lambda text: upsert_block(text, protocol, BLOCK_NAME),
-                             remove_ours=lambda text: remove_block(text, BLOCK_NAME),
-                             dry_run=options.dry_run)
-        notes: tuple[str, ...] = ()
-        if hooks.action != "unchanged":
-            notes = ("Codex runs a new or changed hook only after you trust it in /hooks.",)
-        if options.flag("app-server"):
-            notes += (f"Start the served thread with: fm codex-serve --cwd {options.project}",)
-        return install_result(NAME, [hooks, agents], notes, options.dry_run)
 
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        hooks = update_json(hooks_path(options), lambda doc: remove_grouped_hooks(doc, owned),
-                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                            dry_run=options.dry_run, delete_if_vacant=True,
-                            prune_upto=options.project)
-        agents = update_text(agents_path(options), lambda text: remove_block(text, BLOCK_NAME),
-                             remove_ours=lambda text: remove_block(text, BLOCK_NAME),
-                             dry_run=options.dry_run, delete_if_vacant=True)
-        return install_result(NAME, [hooks, agents], (), options.dry_run)
+    foreign = staticmethod(gate.foreign)
 
-    @hookimpl
-    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
-        if harness != NAME or event not in EVENTS or foreign(payload, env):
-            return None
+    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
+                env: Mapping[str, str]) -> HookOutcome | None:
         return codex_stop(payload, home, env)
 
     @hookimpl
@@ -171,8 +139,7 @@ class CodexPlugin:
         served = appserver.deliver(wake.text, session.owner_pid)
         if served is not None:
             return DeliveryReceipt(*served)
-        # A parked Stop hook prints the wake as its block reason once restoration is done.
-        return DeliveryReceipt(True, "returned by the parked Stop hook as its block reason")
+        return super().firstmate_deliver_wake(wake=wake, session=session)
 
     @hookimpl
     def firstmate_cli_commands(self, registry: dict[str, Any]) -> None:

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
-from firstmate import hookimpl
-from firstmate.configfiles import (
-    command_owner,
-    hook_command,
-    install_result,
-    remove_flat_hooks,
-    require_project,
-    update_json,
-    upsert_flat_hook,
-)
-from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome
 from firstmate.home import Home
+from firstmate.hookinstall import FLAT, HookEvent, HookInstallSpec
+from firstmate.pluginbase import HookWakePlugin
 
-from firstmate_plugin_cursor.gate import EVENTS, foreign
+from firstmate_plugin_cursor import gate
+from firstmate_plugin_cursor.gate import EVENTS
 
 NAME = "cursor"
 INFO = HarnessInfo(
@@ -44,95 +35,45 @@ INFO = HarnessInfo(
     sample_env={"CURSOR_VERSION": "2.0.0"},
 )
 
-#: Cursor ignores a hooks file without this key.
-SKELETON = {"version": 1, "hooks": {}}
 #: The stop hook parks on the watcher for a whole cycle.
 STOP_TIMEOUT = 28800
 SESSION_START_TIMEOUT = 30
-#: Cursor event name → our kebab-case event.
-EVENT_NAMES = {"sessionStart": "session-start", "stop": "stop"}
-
-
-def hooks_path(options: InstallOptions) -> Path:
-    return options.project / ".cursor" / "hooks.json"
-
-
-def handlers(options: InstallOptions) -> dict[str, dict[str, Any]]:
-    """Our handler per Cursor event."""
-    return {
-        "sessionStart": {"command": hook_command(options, "session-start"),
-                         "timeout": SESSION_START_TIMEOUT},
+HOOKS = HookInstallSpec(
+    harness=NAME,
+    path=".cursor/hooks.json",
+    shape=FLAT,
+    events=(
+        HookEvent("sessionStart", "session-start", {"timeout": SESSION_START_TIMEOUT}),
         # loop_limit null: Cursor's own cap (5) would end a supervised chain; Firstmate bounds it.
-        "stop": {"command": hook_command(options, "stop"), "loop_limit": None,
-                 "timeout": STOP_TIMEOUT},
-    }
+        HookEvent("stop", "stop", {"loop_limit": None, "timeout": STOP_TIMEOUT}),
+    ),
+    skeleton={"version": 1, "hooks": {}},
+    # Cursor ignores a hooks file without this key.
+    required={"version": 1},
+    required_note=('added "version": 1 to .cursor/hooks.json; Cursor ignored the hooks already '
+                   "in it until now"),
+    notes=("Cursor runs project hooks only in a trusted workspace (cursor-agent needs --trust).",),
+)
 
 
 @attrs.define(eq=False)
-class CursorPlugin:
+class CursorPlugin(HookWakePlugin):
     """The Cursor harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
+    INFO = INFO
+    HOOKS = HOOKS
+    # The parked stop hook prints the wake as its followup_message once restoration is done.
+    WAKE_RECEIPT = "returned by the parked stop hook as its followup_message"
 
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        wanted = handlers(options)
-        notes: list[str] = []
+    foreign = staticmethod(gate.foreign)
 
-        def add(doc: dict[str, Any]) -> dict[str, Any]:
-            if "version" not in doc:
-                doc["version"] = 1
-                if doc.get("hooks"):
-                    notes.append('added "version": 1 to .cursor/hooks.json; Cursor ignored the '
-                                 "hooks already in it until now")
-            for cursor_event, handler in wanted.items():
-                upsert_flat_hook(doc, cursor_event, handler, owned)
-            return doc
-
-        change = update_json(hooks_path(options), add,
-                             remove_ours=lambda doc: remove_flat_hooks(doc, owned),
-                             skeleton=SKELETON, dry_run=options.dry_run)
-        if change.action != "unchanged":
-            notes.append("Cursor runs project hooks only in a trusted workspace "
-                         "(cursor-agent needs --trust).")
-        return install_result(NAME, [change], notes, options.dry_run)
-
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        change = update_json(hooks_path(options), lambda doc: remove_flat_hooks(doc, owned),
-                             remove_ours=lambda doc: remove_flat_hooks(doc, owned),
-                             skeleton=SKELETON, dry_run=options.dry_run, delete_if_vacant=True,
-                             prune_upto=options.project)
-        return install_result(NAME, [change], (), options.dry_run)
-
-    @hookimpl
-    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
-        if harness != NAME or event not in EVENTS or foreign(payload, env):
-            return None
+    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
+                env: Mapping[str, str]) -> HookOutcome | None:
         if event == "stop":
             from firstmate_plugin_cursor.stop import cursor_stop
 
             return cursor_stop(payload, home, env)
         return HookOutcome.silent()
-
-    @hookimpl
-    def firstmate_deliver_wake(self, wake: WakeDelivery,
-                               session: Session) -> DeliveryReceipt | None:
-        if session.harness != NAME:
-            return None
-        # The parked stop hook prints the wake as its followup_message once restoration is done.
-        return DeliveryReceipt(True, "returned by the parked stop hook as its followup_message")
 
 
 plugin = CursorPlugin()

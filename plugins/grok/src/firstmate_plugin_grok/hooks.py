@@ -8,27 +8,16 @@ file installed here, and a Stop hook guards the turn end.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
-from firstmate import hookimpl
-from firstmate.configfiles import (
-    command_owner,
-    hook_command,
-    install_result,
-    remove_block,
-    remove_grouped_hooks,
-    require_project,
-    update_json,
-    update_text,
-    upsert_block,
-    upsert_grouped_hook,
-)
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
+from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome
 from firstmate.home import Home
+from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.pluginbase import HookHarnessPlugin
 
-from firstmate_plugin_grok.gate import EVENTS, foreign
+from firstmate_plugin_grok import gate
+from firstmate_plugin_grok.gate import EVENTS
 
 NAME = "grok"
 HOOKS_FILE = ".grok/hooks/firstmate.json"
@@ -75,61 +64,27 @@ tracked background task, so the watcher runs as your own background task:
 """
 
 
-def hooks_path(options: InstallOptions) -> Path:
-    return options.project / HOOKS_FILE
-
-
-def rules_path(options: InstallOptions) -> Path:
-    return options.project / RULES_FILE
+HOOKS = HookInstallSpec(
+    harness=NAME,
+    path=HOOKS_FILE,
+    shape=GROUPED,
+    events=(HookEvent("Stop", "stop", {"timeout": STOP_TIMEOUT}),),
+    blocks=(TextBlock(RULES_FILE, RULES),),
+    notes=("Grok runs project hooks only in a trusted folder (/hooks-trust or --trust).",),
+)
 
 
 @attrs.define(eq=False)
-class GrokPlugin:
+class GrokPlugin(HookHarnessPlugin):
     """The Grok harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
+    INFO = INFO
+    HOOKS = HOOKS
 
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        handler = {"type": "command", "command": hook_command(options, "stop"),
-                   "timeout": STOP_TIMEOUT}
-        hooks = update_json(hooks_path(options),
-                            lambda doc: upsert_grouped_hook(doc, "Stop", handler, owned),
-                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                            dry_run=options.dry_run)
-        rules = update_text(rules_path(options), lambda text: upsert_block(text, RULES),
-                            remove_ours=remove_block, dry_run=options.dry_run)
-        notes: tuple[str, ...] = ()
-        if hooks.action != "unchanged":
-            notes = ("Grok runs project hooks only in a trusted folder (/hooks-trust or --trust).",)
-        return install_result(NAME, [hooks, rules], notes, options.dry_run)
+    foreign = staticmethod(gate.foreign)
 
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        if options.harness != NAME:
-            return None
-        require_project(options)
-        owned = command_owner(NAME)
-        hooks = update_json(hooks_path(options), lambda doc: remove_grouped_hooks(doc, owned),
-                            remove_ours=lambda doc: remove_grouped_hooks(doc, owned),
-                            dry_run=options.dry_run, delete_if_vacant=True,
-                            prune_upto=options.project)
-        rules = update_text(rules_path(options), remove_block, remove_ours=remove_block,
-                            dry_run=options.dry_run, delete_if_vacant=True,
-                            prune_upto=options.project)
-        return install_result(NAME, [hooks, rules], (), options.dry_run)
-
-    @hookimpl
-    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
-        if harness != NAME or event not in EVENTS or foreign(payload, env):
-            return None
+    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
+                env: Mapping[str, str]) -> HookOutcome | None:
         from firstmate_plugin_grok.stop import grok_stop
 
         return grok_stop(payload, home, env)

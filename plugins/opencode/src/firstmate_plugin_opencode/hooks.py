@@ -10,14 +10,9 @@ is the only file we put there; the bridge client and the launch argv live in
 from __future__ import annotations
 
 import attrs
-from firstmate import hookimpl, shiminstall
-from firstmate.harness import (
-    BridgeProfile,
-    GuardProfile,
-    HarnessInfo,
-    InstallOptions,
-    InstallResult,
-)
+from firstmate import shiminstall
+from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.pluginbase import InProcessHarnessPlugin
 
 NAME = "opencode"
 SPEC = shiminstall.ShimSpec(
@@ -51,24 +46,12 @@ PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 
 
 @attrs.define(eq=False)
-class OpencodePlugin:
+class OpencodePlugin(InProcessHarnessPlugin):
     """The OpenCode harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
-
-    @hookimpl
-    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
-        return PROFILE if harness == NAME else None
-
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        return shiminstall.install(SPEC, options) if options.harness == NAME else None
-
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        return shiminstall.uninstall(SPEC, options) if options.harness == NAME else None
+    INFO = INFO
+    SHIM = SPEC
+    BRIDGE = PROFILE
 
 
 plugin = OpencodePlugin()

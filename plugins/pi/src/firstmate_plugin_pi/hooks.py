@@ -9,14 +9,9 @@ directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.shiminstall`).
 from __future__ import annotations
 
 import attrs
-from firstmate import hookimpl, shiminstall
-from firstmate.harness import (
-    BridgeProfile,
-    GuardProfile,
-    HarnessInfo,
-    InstallOptions,
-    InstallResult,
-)
+from firstmate import shiminstall
+from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.pluginbase import InProcessHarnessPlugin
 
 NAME = "pi"
 SPEC = shiminstall.ShimSpec(
@@ -48,24 +43,12 @@ PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
 
 @attrs.define(eq=False)
-class PiPlugin:
+class PiPlugin(InProcessHarnessPlugin):
     """The Pi harness plugin."""
 
-    @hookimpl
-    def firstmate_harness_info(self) -> HarnessInfo:
-        return INFO
-
-    @hookimpl
-    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
-        return PROFILE if harness == NAME else None
-
-    @hookimpl
-    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
-        return shiminstall.install(SPEC, options) if options.harness == NAME else None
-
-    @hookimpl
-    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
-        return shiminstall.uninstall(SPEC, options) if options.harness == NAME else None
+    INFO = INFO
+    SHIM = SPEC
+    BRIDGE = PROFILE
 
 
 plugin = PiPlugin()
