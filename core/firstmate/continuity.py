@@ -26,19 +26,28 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from firstmate.armchild import EXITED, TIMEOUT, ArmChild
-from firstmate.envnum import env_int
-from firstmate.errors import FirstmateError
-from firstmate.exitcodes import ExitCode
+from firstmate.enginevalues import (
+    DEFAULT_READINESS,
+    FAILED,
+    PREDECESSOR_ENV,
+    STABLE_AFTER,
+    ContinuityRefused,
+    EngineState,
+    Restoration,
+    Settings,
+    diagnostic_log,
+    identity_token,
+    strip_failed,
+)
 from firstmate.handoff import (
     ArmRef,
     Close,
@@ -54,167 +63,6 @@ from firstmate.waketext import compose, one_line
 if TYPE_CHECKING:
     from firstmate.ledgers import BoundedLog
     from firstmate.plugins import PluginHost
-
-PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
-READINESS_ENV = "FM_WATCH_READINESS_TIMEOUT_MS"
-RETIRE_ENV = "FM_WATCH_ARM_RETIRE_TIMEOUT_MS"
-RETRY_BASE_ENV = "FM_WATCH_REARM_RETRY_BASE_MS"
-RETRY_MAX_ENV = "FM_WATCH_REARM_RETRY_MAX_MS"
-RETRY_LIMIT_ENV = "FM_WATCH_REARM_RETRY_LIMIT"
-LOG_KEEP_ENV = "FM_WATCH_EXTENSION_LOG_KEEP_LINES"
-LOG_MAX_ENV = "FM_WATCH_EXTENSION_LOG_MAX_BYTES"
-
-DEFAULT_READINESS = 12.0
-DEFAULT_RETIRE = 1.0
-DEFAULT_RETRY_BASE = 0.25
-DEFAULT_RETRY_MAX = 4.0
-DEFAULT_RETRY_LIMIT = 5
-DEFAULT_LOG_MAX_BYTES = 262144
-#: Bound on one ``fm arm --handling-delivered`` run.
-CONFIRM_TIMEOUT = 30.0
-#: An arm that watched at least this long before failing starts a fresh failure streak.
-STABLE_AFTER = 60.0
-FAILED = "watcher: FAILED - "
-
-
-class ContinuityRefused(FirstmateError):
-    """The engine will not launch an arm (this session does not own the session lock)."""
-
-    exit_code = ExitCode.FAILED
-
-
-# --- settings ----------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Settings:
-    """Timing of one owner. Milliseconds in the environment, seconds here."""
-
-    readiness_timeout: float = DEFAULT_READINESS
-    retire_timeout: float = DEFAULT_RETIRE
-    retry_base: float = DEFAULT_RETRY_BASE
-    retry_max: float = DEFAULT_RETRY_MAX
-    #: Arm starts one restoration may make (the first start included).
-    retry_limit: int = DEFAULT_RETRY_LIMIT
-    #: Lines kept in ``state/logs/continuity.log``; 0 (the default) keeps no log.
-    log_keep_lines: int = 0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], *,
-                 readiness_timeout: float = DEFAULT_READINESS) -> Settings:
-        """The settings *env* asks for; junk, zero or negative values keep the defaults.
-        *readiness_timeout* is the harness's own default (seconds)."""
-        values = env
-
-        def seconds(name: str, default: float) -> float:
-            return env_int(values, name, max(1, round(default * 1000))) / 1000.0
-
-        base = seconds(RETRY_BASE_ENV, DEFAULT_RETRY_BASE)
-        return cls(
-            readiness_timeout=seconds(READINESS_ENV, readiness_timeout),
-            retire_timeout=seconds(RETIRE_ENV, DEFAULT_RETIRE),
-            retry_base=base,
-            retry_max=max(base, seconds(RETRY_MAX_ENV, DEFAULT_RETRY_MAX)),
-            retry_limit=env_int(values, RETRY_LIMIT_ENV, DEFAULT_RETRY_LIMIT),
-            log_keep_lines=env_int(values, LOG_KEEP_ENV, 0),
-        )
-
-    def delay(self, retry: int) -> float:
-        """Seconds before retry number *retry* (1 is the first retry): base, doubling, capped."""
-        return float(min(self.retry_max, self.retry_base * 2 ** min(max(0, retry - 1), 32)))
-
-
-# --- results -----------------------------------------------------------------------------------
-
-
-@attrs.frozen(eq=False)
-class Restoration:
-    """What one restoration reached (internal: it carries the live successor object)."""
-
-    successor: ArmChild | None = None
-    handoff: HandoffResult | None = None
-    #: The one typed ``watcher: FAILED - …`` line, when restoration failed.
-    failure: str | None = None
-    attempts: int = 0
-    #: The successor closed actionably before it could be confirmed: its own close carries on.
-    superseded: bool = False
-    #: (failure path) the closed arm's reason line arrived late: handle it as actionable.
-    switched: bool = False
-    #: The owner is shutting down: deliver nothing.
-    stopped: bool = False
-    #: The successor was retired after a failed confirmation: restore once more, afterwards.
-    repair: bool = False
-    #: An unready arm would not retire: it keeps the slot and its close is a new event.
-    retained: bool = False
-
-
-@attrs.frozen
-class EngineState:
-    """One look at an owner, for status lines and tests."""
-
-    #: ``empty``, ``arm`` (a live child), ``retained`` (an unready child that would not retire)
-    #: or ``retry-scheduled`` (a backoff delay is running).
-    slot: str
-    arm_pid: int | None
-    #: Every arm pid this owner launched, oldest first.
-    launches: tuple[int, ...]
-    #: The typed line the owner stood down with (lock lost, restoration exhausted), else None.
-    standing_down: str | None
-    #: Wakes handed to the delivery hook so far.
-    deliveries: int
-    #: Wakes queued or being delivered right now.
-    pending_deliveries: int = 0
-
-
-# --- the core's default confirmation ----------------------------------------------------------
-
-
-def _strip_failed(text: str) -> str:
-    text = one_line(text)
-    return text[len(FAILED):] if text.startswith(FAILED) else text
-
-
-def confirm_with_arm(handoff: Handoff, timeout: float = CONFIRM_TIMEOUT) -> HandoffResult:
-    """The verdict of ``fm arm --handling-delivered GEN --watcher-pid PID``, reached in this
-    process (the same :meth:`firstmate.arm.Arm.handling_delivered`; no interpreter is started).
-
-    Exit 0 confirms (a no-op when it says ``already acknowledged``); exit 3 (the generation
-    moved on) means a newer pipeline superseded this one; anything else is a failure.
-    *timeout* bounds the wait for the store's write lock.
-    """
-    if handoff.generation is None or handoff.watcher_pid is None:
-        return HandoffResult(True, noop=True,
-                             message="successor attached to a live watcher; nothing to confirm")
-    import io
-
-    from firstmate.arm import Arm
-    from firstmate.armcontrol import handling_delivered
-    from firstmate.errors import FirstmateError
-    from firstmate.identity import current
-    from firstmate.store import Store
-    from firstmate.watchchild import child_env
-
-    env = child_env(handoff.session.env)
-    env.pop(PREDECESSOR_ENV, None)
-    out = io.StringIO()
-    db = Store(handoff.session.home)
-    try:
-        arm = Arm(handoff.session.home, env, out, current(), db)
-        code = handling_delivered(arm, handoff.generation, handoff.watcher_pid,
-                                      timeout=min(timeout, 10.0))
-    except (FirstmateError, OSError, sqlite3.Error) as exc:
-        text = exc.message if isinstance(exc, FirstmateError) else str(exc)
-        return HandoffResult(False, message=f"the handoff could not be confirmed: {one_line(text)}")
-    finally:
-        db.close()
-    said = [line for line in out.getvalue().splitlines() if line.strip()]
-    line = one_line(said[0]) if said else f"fm arm --handling-delivered exited {code}"
-    if code == ExitCode.OK:
-        return HandoffResult(True, noop="already acknowledged" in line, message=line)
-    if code == ExitCode.CONFLICT:
-        return HandoffResult(False, superseded=True, message=line)
-    return HandoffResult(False, message=line)
-
 
 # --- the engine --------------------------------------------------------------------------------
 
@@ -286,7 +134,7 @@ class Continuity:
         engine = cls(session, host, one_line(display_name, 80), settings,
                      tuple(arm_command or default_arm_command()), detached=detached,
                      lock_check=lock_check, observer=observer)
-        engine._log = _diagnostic_log(session, settings)
+        engine._log = diagnostic_log(session, settings)
         return engine
 
     # --- public: long-lived owner ------------------------------------------------------------
@@ -617,7 +465,7 @@ class Continuity:
             if reading.ready:
                 arm.readiness, arm.retained = reading, False
                 arm.ready_at = time.monotonic()
-                arm.watcher_identity = _identity(reading.watcher_pid)
+                arm.watcher_identity = identity_token(reading.watcher_pid)
                 self._diag(f"adopted arm={arm.pid} (ready after all)")
             return
 
@@ -642,7 +490,7 @@ class Continuity:
             return Restoration(successor=arm, attempts=attempts, superseded=True,
                                handoff=attrs.evolve(result, superseded=True))
         failure = (f"{FAILED}{self.display_name} could not confirm the watcher handoff: "
-                   f"{_strip_failed(result.message)}")
+                   f"{strip_failed(result.message)}")
         repair = False
         if not watcher_alive and self._slot is arm and arm.alive:
             repair = self._retire(arm)
@@ -681,7 +529,7 @@ class Continuity:
                                            if arm.ref.predecessor_pid else "") + f": {line}")
             if reading.ready:
                 arm.ready_at = time.monotonic()
-                arm.watcher_identity = _identity(reading.watcher_pid)
+                arm.watcher_identity = identity_token(reading.watcher_pid)
             self._diag(f"readiness arm={arm.pid} kind={reading.kind} "
                        f"watcher={reading.watcher_pid} generation={reading.generation}")
             return reading
@@ -791,7 +639,7 @@ class Continuity:
             return (f"arm pid={arm.pid} printed no status line within "
                     f"{self.settings.readiness_timeout:g}s")
         if readiness.kind == "failed" and readiness.line:
-            return f"arm pid={arm.pid} said: {_strip_failed(readiness.line)}"
+            return f"arm pid={arm.pid} said: {strip_failed(readiness.line)}"
         arm.wait_exit(self.settings.retire_timeout)
         code = arm.returncode
         status = "was still running" if code is None else f"exited with status {code}"
@@ -802,7 +650,7 @@ class Continuity:
     def _why_closed(self, arm: ArmChild) -> str:
         failed = [line for line in arm.lines() if line.startswith(FAILED)]
         if failed:
-            return _strip_failed(failed[-1])
+            return strip_failed(failed[-1])
         return f"arm pid={arm.pid} exited with status {arm.returncode} without a reason line"
 
     def _wake(self, close: Close | None, restoration: Restoration) -> WakeDelivery:
@@ -868,40 +716,4 @@ class Continuity:
                 self._log.append(f"{self.session.harness} owner={self.session.owner_pid} {text}")
 
 
-def _identity(pid: int | None) -> str | None:
-    if pid is None:
-        return None
-    from firstmate.identity import identity_of
-
-    found = identity_of(pid)
-    return found.token() if found is not None else None
-
-
-def _diagnostic_log(session: Session, settings: Settings) -> BoundedLog | None:
-    """``state/logs/continuity.log`` when ``FM_WATCH_EXTENSION_LOG_KEEP_LINES`` > 0, else None."""
-    if settings.log_keep_lines <= 0:
-        return None
-    from firstmate.ledgers import BoundedLog
-
-    return BoundedLog(session.home.logs / "continuity.log", LOG_MAX_ENV, LOG_KEEP_ENV,
-                      (DEFAULT_LOG_MAX_BYTES, settings.log_keep_lines), env=session.env,
-                      stamp=True)
-
-
-__all__ = [
-    "CONFIRM_TIMEOUT",
-    "LOG_KEEP_ENV",
-    "PREDECESSOR_ENV",
-    "READINESS_ENV",
-    "RETIRE_ENV",
-    "RETRY_BASE_ENV",
-    "RETRY_LIMIT_ENV",
-    "RETRY_MAX_ENV",
-    "Continuity",
-    "ContinuityRefused",
-    "EngineState",
-    "Restoration",
-    "Settings",
-    "confirm_with_arm",
-    "default_arm_command",
-]
+__all__ = ["Continuity", "default_arm_command"]

@@ -45,7 +45,7 @@ class CorePlugin:
 
     @hookimpl(trylast=True)
     def firstmate_confirm_handoff(self, handoff: Handoff) -> HandoffResult:
-        from firstmate.continuity import confirm_with_arm
+        from firstmate.handoffconfirm import confirm_with_arm
 
         return confirm_with_arm(handoff)
 

@@ -11,7 +11,7 @@ Away, on each actionable close the host
 
 1. starts the successor cycle (``fm arm`` with ``FM_WATCH_PREDECESSOR_ARM_PID`` naming the
    closed arm), waits for its readiness line and confirms the handoff
-   (:func:`firstmate.continuity.confirm_with_arm`, retried once), so the fleet stays watched;
+   (:func:`firstmate.handoffconfirm.confirm_with_arm`, retried once), so the fleet stays watched;
 2. computes the branch-claimable rows (unclaimed usable rows; check rows too, since away);
 3. activates and publishes a grant bound to the host process;
 4. runs one bounded headless engine turn (``FM_SUPERVISION_ACTOR=branch``) that drains as the
@@ -644,8 +644,8 @@ class Host:
         return self.engine_turn(reasons, seqs, successor, handoff_gen)
 
     def confirm(self, closed: Any, reasons: Sequence[str], successor: Any, ready: Any) -> Any:
-        from firstmate.continuity import confirm_with_arm
         from firstmate.handoff import Close, Handoff, Session
+        from firstmate.handoffconfirm import confirm_with_arm
 
         handoff = Handoff(
             close=Close(tuple(reasons), closed.pid, None), successor_arm_pid=successor.pid,

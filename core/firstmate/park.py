@@ -128,7 +128,8 @@ def park(home: Home, harness: str, env: Mapping[str, str], *, seconds: float,
          display_name: str | None = None) -> ParkResult:
     """Run one parked cycle for *harness* (see the module docstring). Never raises for an arm
     or engine problem: every path ends in a :class:`ParkResult`."""
-    from firstmate.continuity import Continuity, ContinuityRefused
+    from firstmate.continuity import Continuity
+    from firstmate.enginevalues import ContinuityRefused
     from firstmate.handoff import Session
 
     baton = Baton(home, harness)

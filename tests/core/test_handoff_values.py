@@ -8,8 +8,8 @@ from pathlib import Path
 import attrs
 import pytest
 from firstmate import hookimpl, waketext
-from firstmate.continuity import Settings, confirm_with_arm
 from firstmate.core_plugin import CorePlugin
+from firstmate.enginevalues import Settings
 from firstmate.handoff import (
     ArmLine,
     ArmRef,
@@ -22,6 +22,7 @@ from firstmate.handoff import (
     Session,
     WakeDelivery,
 )
+from firstmate.handoffconfirm import confirm_with_arm
 from firstmate.harness import REARM_OWNERS, HarnessInfo
 from firstmate.home import Home
 from firstmate.plugins import PluginHost, new_manager

@@ -426,7 +426,7 @@ class TurnEnd:
                                       display_name=DISPLAY, detached=True)
 
     def _arm(self) -> HookOutcome:
-        from firstmate.continuity import ContinuityRefused
+        from firstmate.enginevalues import ContinuityRefused
         from firstmate.health import watcher_health
 
         engine = self._engine()
