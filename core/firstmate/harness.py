@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
+
+if TYPE_CHECKING:
+    from firstmate.health import WatcherHealth
 
 #: The harnesses Firstmate ships plugins for (``firstmate-plugin-<name>``).
 
@@ -40,8 +43,59 @@ class GuardProfile:
     #: precedence: the first boolean found decides; an integer counts continuations.
     loop_flags: tuple[str, ...] = ("stop_hook_active", "loop_count")
     #: The harness's own hook keeps an auto-arm ledger the guard cooperates with (it ignores
-    #: the loop flags, charges a re-block budget and hands failures over once).
+    #: the loop flags, charges a re-block budget and hands failures over once); the plugin
+    #: hands the guard that ledger through ``firstmate_rearm_ledger``.
     rearm_ledger: bool = False
+    #: Re-blocks the cooperation table charges before it fails open once (ledger harnesses).
+    block_budget: int = 3
+    #: The environment variable overriding :attr:`block_budget` ("" = none).
+    block_budget_env: str = ""
+    #: Milliseconds an unhealthy verdict waits for positive proof (a healthy watcher, an open
+    #: claim, a fresh rewake) before it stands (ledger harnesses).
+    sync_wait_ms: int = 800
+    #: The environment variable overriding :attr:`sync_wait_ms` ("" = none).
+    sync_wait_env: str = ""
+
+
+@attrs.frozen
+class ClaimFacts:
+    """A harness's auto-arm ledger as the turn-end guard sees it (``firstmate_rearm_ledger``)."""
+
+    epoch: int | None = None
+    outcome: str | None = None
+    #: An ``arming`` claim whose owner is live, identity-matched and not stuck.
+    deciding: bool = False
+    #: The entry was written within the ledger's freshness window.
+    fresh: bool = False
+    #: A failed (or failed-suppressed) outcome.
+    failed: bool = False
+    #: The auto-arm's failure notice of this episode was delivered (consumed).
+    notified: bool = False
+    #: The one attended fail-open of this failure episode was spent.
+    alarmed: bool = False
+
+    @property
+    def fresh_rewake(self) -> bool:
+        return self.outcome == "rewake" and self.fresh
+
+
+class RearmLedger(Protocol):
+    """A harness's auto-arm ledger, as the turn-end guard reads and writes it. Every method
+    takes an open store connection (``sqlite3.Connection``); the writers run inside the
+    guard's write transaction."""
+
+    def claim_facts(self, conn: Any, *, env: Mapping[str, str], health: WatcherHealth,
+                    now: float) -> ClaimFacts:
+        """The ledger's current claim as facts (an empty :class:`ClaimFacts` when none)."""
+        ...
+
+    def clear_failure(self, conn: Any) -> None:
+        """Positive recovery: forget the failure notice and the attended alarm."""
+        ...
+
+    def mark_alarmed(self, conn: Any, epoch: int | None) -> None:
+        """The guard spent the one attended fail-open of this failure episode (at *epoch*)."""
+        ...
 
 
 @attrs.frozen
@@ -83,6 +137,23 @@ class HarnessInfo:
     #: PascalCase (``StopFailure``), ``{event}`` in camelCase (``stopFailure``).
     sample_payload: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen, hash=False)
     sample_env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    #: Pre-existing user content of each config file, keyed like :attr:`config_files`, for the
+    #: contract kit's keep-the-user's-entries checks (firstmate.testing.user_file_bytes): JSON
+    #: values are written as JSON, strings as they are. A file not named gets a generic one.
+    sample_user_files: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen,
+                                                       hash=False)
+    #: Environment variables this harness sets to the project directory it runs in, read
+    #: after ``FM_PROJECT_DIR`` when a hook payload names no ``cwd`` (firstmate.scope).
+    project_env: tuple[str, ...] = ()
+    #: A headless one-turn command line of this harness (the prompt is appended as its last
+    #: argument) the supervision host may run as its default engine (firstmate.host).
+    host_engine: tuple[str, ...] = ()
+    #: Regular-expression fragments this harness's TUI shows only while a turn runs; the tmux
+    #: crew backend's default busy marker is the union over the installed plugins.
+    busy_markers: tuple[str, ...] = ()
+    #: Older names of core knobs this harness's users may have set: core knob → this
+    #: harness's name for it, honoured after the core name (``FM_CHECKPOINT_SECONDS``).
+    env_aliases: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:

@@ -19,16 +19,18 @@ from firstmate.configfiles import (
 )
 from firstmate.handoff import DeliveryReceipt, RearmOwner, Session, WakeDelivery
 from firstmate.harness import (
-    GuardProfile,
     HarnessInfo,
     HookOutcome,
     InstallOptions,
     InstallResult,
+    RearmLedger,
     SessionAnchor,
 )
 from firstmate.home import Home
 
+from firstmate_plugin_claude.declared import DECLARED
 from firstmate_plugin_claude.gate import EVENTS, foreign
+from firstmate_plugin_claude.ledger import GUARD
 
 NAME = "claude"
 INFO = HarnessInfo(
@@ -41,7 +43,7 @@ INFO = HarnessInfo(
     hook_events=EVENTS,
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
-    guard=GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
+    guard=GUARD,
     # A realistic hook call of this harness (its documented hook input), for the contract kit.
     sample_payload={"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
                     "permission_mode": "default", "hook_event_name": "{Event}",
@@ -49,6 +51,7 @@ INFO = HarnessInfo(
     # Claude Code gives its hooks and tools its pid and session id: the session lock trusts
     # the id while that pid is a Claude process above the caller.
     session_anchor=SessionAnchor(pid_env="CLAUDE_PID", session_env="CLAUDE_CODE_SESSION_ID"),
+    **DECLARED,
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.
@@ -139,6 +142,12 @@ class ClaudePlugin:
         # The hook process itself delivers: it exits 2 with this text on stderr, and Claude
         # wakes the idle session with it.
         return DeliveryReceipt(True, "rewake: the Stop hook exits 2 with the wake on stderr")
+
+    @hookimpl
+    def firstmate_rearm_ledger(self, harness: str) -> RearmLedger | None:
+        from firstmate_plugin_claude.ledger import ClaudeLedger
+
+        return ClaudeLedger() if harness == NAME else None
 
     @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,

@@ -28,6 +28,7 @@ from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
+from firstmate_plugin_codex.declared import DECLARED
 from firstmate_plugin_codex.gate import EVENTS, foreign
 from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
@@ -48,6 +49,7 @@ INFO = HarnessInfo(
                     "hook_event_name": "{Event}", "model": "gpt",
                     "permission_mode": "default", "stop_hook_active": False,
                     "last_assistant_message": "done"},
+    **DECLARED,
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

@@ -21,6 +21,7 @@ from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
+from firstmate_plugin_cursor.declared import DECLARED
 from firstmate_plugin_cursor.gate import EVENTS, foreign
 
 NAME = "cursor"
@@ -41,6 +42,7 @@ INFO = HarnessInfo(
                     "workspace_roots": ["/tmp"], "transcript_path": None,
                     "status": "completed", "loop_count": 0},
     sample_env={"CURSOR_VERSION": "2.0.0"},
+    **DECLARED,
 )
 
 #: Cursor ignores a hooks file without this key.

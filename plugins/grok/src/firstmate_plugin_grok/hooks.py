@@ -28,6 +28,7 @@ from firstmate.configfiles import (
 from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions, InstallResult
 from firstmate.home import Home
 
+from firstmate_plugin_grok.declared import DECLARED
 from firstmate_plugin_grok.gate import EVENTS, foreign
 
 NAME = "grok"
@@ -48,6 +49,7 @@ INFO = HarnessInfo(
     sample_payload={"hookEventName": "{Event}", "sessionId": "s-1", "cwd": "/tmp",
                     "workspaceRoot": "/tmp"},
     sample_env={"GROK_HOOK_EVENT": "{Event}", "GROK_AGENT": "1"},
+    **DECLARED,
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.

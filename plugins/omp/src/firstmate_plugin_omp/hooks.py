@@ -19,6 +19,8 @@ from firstmate.harness import (
     InstallResult,
 )
 
+from firstmate_plugin_omp.declared import DECLARED
+
 NAME = "omp"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -44,6 +46,7 @@ INFO = HarnessInfo(
     process_names=("omp",),
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
     guard=GuardProfile(style="block"),
+    **DECLARED,
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).

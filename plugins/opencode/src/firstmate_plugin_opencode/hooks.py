@@ -19,6 +19,8 @@ from firstmate.harness import (
     InstallResult,
 )
 
+from firstmate_plugin_opencode.declared import DECLARED
+
 NAME = "opencode"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -46,6 +48,7 @@ INFO = HarnessInfo(
     process_names=("opencode", ".opencode"),
     package_markers=(("opencode-ai",),),
     guard=GuardProfile(style="follow-up"),
+    **DECLARED,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 

@@ -18,6 +18,8 @@ from firstmate.harness import (
     InstallResult,
 )
 
+from firstmate_plugin_pi.declared import DECLARED
+
 NAME = "pi"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -43,6 +45,7 @@ INFO = HarnessInfo(
     process_names=("pi", "pi-signed"),
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
     guard=GuardProfile(style="follow-up"),
+    **DECLARED,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
