@@ -166,7 +166,7 @@ def new_manager() -> pluggy.PluginManager:
 def _register_core(pm: pluggy.PluginManager) -> None:
     from firstmate import core_plugin
 
-    pm.register(core_plugin.CorePlugin(), name="firstmate-core")
+    pm.register(core_plugin.CorePlugin(pm), name="firstmate-core")
 
 
 def _entry_points() -> Iterable[Any]:
