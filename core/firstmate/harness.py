@@ -12,8 +12,6 @@ import attrs
 if TYPE_CHECKING:
     from firstmate.health import WatcherHealth
 
-#: The harnesses Firstmate ships plugins for (``firstmate-plugin-<name>``).
-
 #: How a harness gets re-armed after every close (SPEC §9).
 REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
 
@@ -120,11 +118,11 @@ class HarnessInfo:
     owned_files: tuple[str, ...] = ()
     #: Hook events this harness calls, in kebab case (``fm hook <harness> <event>``).
     hook_events: tuple[str, ...] = ()
-    #: Program basenames that are this harness's process (``claude``, ``cursor-agent``): how
+    #: Program basenames that are this harness's process (``acme``, ``acme-agent``): how
     #: the session lock finds the harness above an ``fm`` process (firstmate.identity).
     process_names: tuple[str, ...] = ()
     #: Consecutive path components that mark a script as this harness's own code when an
-    #: interpreter runs it (``("@anthropic-ai", "claude-code")`` for ``node …/cli.js``).
+    #: interpreter runs it (``("@acme", "agent")`` for ``node …/@acme/agent/cli.js``).
     package_markers: tuple[tuple[str, ...], ...] = ()
     #: ``python -m <module>`` modules that are this harness.
     python_modules: tuple[str, ...] = ()
@@ -173,11 +171,15 @@ class BridgeProfile:
     harness: str
     #: The harness call the shim delivers a wake with; one of :data:`BRIDGE_DELIVERIES`.
     delivery: str = attrs.field(validator=attrs.validators.in_(BRIDGE_DELIVERIES))
-    #: Stop the arm at a non-terminal shutdown (omp) instead of keeping it across the handoff
-    #: until the replacement session starts (Pi).
+    #: Stop the arm at a non-terminal shutdown instead of keeping it across the handoff until
+    #: the replacement session starts.
     retire_on_shutdown: bool = False
     #: While the harness is idle, read the queue on a tick and deliver one wake for owed rows.
     idle_queue_read: bool = False
+    #: Milliseconds between those idle queue reads, and the environment variable overriding
+    #: them ("" = none).
+    idle_queue_tick_ms: int = 15000
+    idle_queue_tick_env: str = ""
     #: Seconds a successor arm has to report readiness (``FM_WATCH_READINESS_TIMEOUT_MS`` wins).
     readiness_timeout: float = 12.0
 

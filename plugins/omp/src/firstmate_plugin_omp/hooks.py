@@ -51,7 +51,8 @@ INFO = HarnessInfo(
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).
 PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True,
-                        idle_queue_read=True)
+                        idle_queue_read=True,
+                        idle_queue_tick_env="FM_OMP_QUEUE_TICK_MS")
 
 
 @attrs.define(eq=False)
