@@ -7,7 +7,7 @@ live watcher processes.
 
 Harness plugins call :func:`turnend_decision` (and :func:`pull_guard`) rather than the CLI:
 
-    decision = turnend_decision("codex", payload, home=home, env=env)
+    decision = turnend_decision(NAME, payload, home=home, env=env)  # NAME: the plugin's harness
     if decision.action == "block": …exit 2 with decision.text on stderr…
     elif decision.action == "follow-up": …deliver decision.text once…
 

@@ -1,4 +1,4 @@
-"""The idle queue tick (omp): rows owed to main get one wake while the session sits idle.
+"""The idle queue tick (a bridge profile's ``idle_queue_read``): rows owed to main get one wake while the session sits idle.
 
 A wake can end up owed without a delivery (it closed while a replacement session was loading, or
 the harness refused the follow-up). While the harness is idle and nothing is being delivered, the
