@@ -10,6 +10,8 @@ import attrs
 from firstmate import hookimpl
 
 if TYPE_CHECKING:
+    import pluggy
+
     from firstmate.backends.base import CrewBackend
     from firstmate.handoff import ArmRef, Handoff, HandoffResult, Readiness
     from firstmate.home import Home
@@ -20,6 +22,17 @@ if TYPE_CHECKING:
 class CorePlugin:
     """Default watch sources, the tmux crew backend, and the continuity defaults (reading
     ``fm arm`` status lines, confirming a handoff with ``fm arm --handling-delivered``)."""
+
+    #: The manager this plugin is registered in: the tmux backend's default busy marker is
+    #: the union of the harness plugins registered beside it (no extra plugin loading).
+    pm: pluggy.PluginManager | None = None
+
+    def busy_markers(self) -> tuple[str, ...]:
+        if self.pm is None:
+            return ()
+        infos = [info for info in self.pm.hook.firstmate_harness_info() if info is not None]
+        return tuple(marker for info in sorted(infos, key=lambda info: info.name)
+                     for marker in info.busy_markers)
 
     @hookimpl
     def firstmate_watch_sources(
@@ -33,7 +46,7 @@ class CorePlugin:
     def firstmate_crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
         from firstmate.backends.tmux import TmuxBackend
 
-        return TmuxBackend.from_env(env)
+        return TmuxBackend.from_env(env, self.busy_markers())
 
     # --- continuity (defaults: every harness plugin registered later answers first) -----------
 
@@ -49,5 +62,3 @@ class CorePlugin:
 
         return confirm_with_arm(handoff)
 
-
-plugin = CorePlugin()

@@ -7,7 +7,7 @@ live watcher processes.
 
 Harness plugins call :func:`turnend_decision` (and :func:`pull_guard`) rather than the CLI:
 
-    decision = turnend_decision("codex", payload, home=home, env=env)
+    decision = turnend_decision(NAME, payload, home=home, env=env)  # NAME: the plugin's harness
     if decision.action == "block": …exit 2 with decision.text on stderr…
     elif decision.action == "follow-up": …deliver decision.text once…
 
@@ -21,9 +21,10 @@ Turn-end guard, in order (first match decides):
    failure state)
 6. away mode and its owner (the parked supervision host) live with a fresh beacon → allow
 7. an open auto-arm generation claim still deciding → allow
-8. a harness whose hook keeps an auto-arm ledger (its plugin's ``GuardProfile.rearm_ledger``):
-   the cooperation table (:func:`_decide_ledger`); others: a continuation already forced for
-   this stop (the profile's ``loop_flags``) → allow
+8. a harness whose hook keeps an auto-arm ledger (its plugin's ``GuardProfile.rearm_ledger``,
+   the ledger itself from ``firstmate_rearm_ledger``): the cooperation table
+   (:func:`_decide_ledger`); others: a continuation already forced for this stop (the
+   profile's ``loop_flags``) → allow
 9. otherwise block (exit 2 with a banner) or one follow-up, as the harness's
    ``GuardProfile.style`` says.
 """
@@ -38,8 +39,8 @@ from typing import Any, Literal
 import attrs
 
 from firstmate.away import AwayFacts
-from firstmate.envnum import env_float, env_int
-from firstmate.harness import GuardProfile
+from firstmate.envnum import env_int
+from firstmate.harness import ClaimFacts, GuardProfile, HarnessInfo, RearmLedger
 from firstmate.health import WatcherHealth
 from firstmate.home import Home
 from firstmate.scope import Scope
@@ -51,10 +52,11 @@ PREFIX = "FIRSTMATE_OP:"
 SOURCES_DIR = "sources"
 SOURCE_SUFFIX = ".source"
 
-DEFAULT_BLOCK_BUDGET = 3
-DEFAULT_SYNC_WAIT_MS = 800
+DEFAULT_BLOCK_BUDGET = GuardProfile().block_budget
+DEFAULT_SYNC_WAIT_MS = GuardProfile().sync_wait_ms
 SYNC_POLL = 0.05
-BUDGET_KEY = "guard.claude.budget"
+#: The re-block budget of a ledger harness lives under ``guard.<harness>.budget``.
+BUDGET_KEY_FORMAT = "guard.{harness}.budget"
 EPISODE_KEY = "guard.down_episode"
 CONTINUE_LINE = "This is a warning only; the command you ran still runs."
 HELD_SHOWN = 20
@@ -62,22 +64,53 @@ HELD_SHOWN = 20
 ASSUMED_PRIMARY = Scope(True, "assumed")
 NO_WATCHER = WatcherHealth(False, "none")
 NOT_AWAY = AwayFacts()
+NO_CLAIM = ClaimFacts()
 
-#: Decisions that end a Claude sync wait early: positive proof that someone is supervising.
+#: Decisions that end a ledger harness's sync wait early: positive proof that someone is
+#: supervising.
 _PROOFS = ("healthy", "away-owner", "claim-deciding", "rewake-fresh")
+
+
+def budget_key(harness: str) -> str:
+    """The ``kv`` key of *harness*'s re-block budget."""
+    return BUDGET_KEY_FORMAT.format(harness=harness)
+
+
+@attrs.frozen
+class HarnessView:
+    """What the guards know about one harness: its plugin's declaration and auto-arm ledger
+    (both absent for a harness with no plugin here)."""
+
+    info: HarnessInfo | None = None
+    ledger: RearmLedger | None = None
+
+    @property
+    def profile(self) -> GuardProfile:
+        return self.info.guard if self.info is not None else GuardProfile()
+
+    @property
+    def project_env(self) -> tuple[str, ...]:
+        return self.info.project_env if self.info is not None else ()
+
+
+def harness_view(harness: str, env: Mapping[str, str] | None = None) -> HarnessView:
+    """*harness*'s plugin, loaded alone (:func:`firstmate.plugins.load_harness`)."""
+    from firstmate.errors import FirstmateError
+    from firstmate.plugins import load_harness
+
+    try:
+        host = load_harness(harness, env)
+    except FirstmateError:
+        return HarnessView()
+    info = host.harness(harness)
+    ledger = host.rearm_ledger(harness) if info is not None and info.guard.rearm_ledger else None
+    return HarnessView(info, ledger)
 
 
 def guard_profile(harness: str, env: Mapping[str, str] | None = None) -> GuardProfile:
     """How the turn-end guard treats *harness*: what its plugin declares (HarnessInfo.guard);
     the defaults (block, the common loop flags) for a harness with no plugin here."""
-    from firstmate.errors import FirstmateError
-    from firstmate.plugins import load_harness
-
-    try:
-        info = load_harness(harness, env).harness(harness)
-    except FirstmateError:
-        info = None
-    return info.guard if info is not None else GuardProfile()
+    return harness_view(harness, env).profile
 
 
 # --- facts --------------------------------------------------------------------------------------
@@ -102,30 +135,8 @@ class Need:
 
 
 @attrs.frozen
-class ClaimFacts:
-    """The Claude auto-arm ledger as the guard sees it (:mod:`firstmate.autoarm`)."""
-
-    epoch: int | None = None
-    outcome: str | None = None
-    #: An ``arming`` claim whose owner is live, identity-matched and not stuck.
-    deciding: bool = False
-    #: The entry was written within ``FM_CLAUDE_AUTOARM_EPOCH_FRESH``.
-    fresh: bool = False
-    #: A failed (or failed-suppressed) outcome.
-    failed: bool = False
-    #: The auto-arm's failure notice of this episode was delivered (consumed).
-    notified: bool = False
-    #: The one attended fail-open of this failure episode was spent.
-    alarmed: bool = False
-
-    @property
-    def fresh_rewake(self) -> bool:
-        return self.outcome == "rewake" and self.fresh
-
-
-@attrs.frozen
 class Budget:
-    """Claude re-blocks charged in the current failure episode."""
+    """Re-blocks charged in the current failure episode of a ledger harness."""
 
     blocks: int = 0
     #: The fresh failed epoch whose handoff was preserved without a charge.
@@ -167,11 +178,11 @@ class TurnEndFacts:
     #: Seconds since the beacon was touched even when no watcher holds the lock (None: never).
     last_beat: float | None = None
     away: AwayFacts = NOT_AWAY
-    claim: ClaimFacts = ClaimFacts()
+    claim: ClaimFacts = NO_CLAIM
     #: The payload says a continuation was already forced for this stop.
     loop_active: bool = False
     budget: Budget = Budget()
-    #: ``FM_CLAUDE_TURNEND_BLOCK_BUDGET``.
+    #: The re-block budget (``GuardProfile.block_budget``, its knob overriding it).
     limit: int = DEFAULT_BLOCK_BUDGET
     #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
     owner: str = ""
@@ -350,7 +361,7 @@ def decide_turnend(f: TurnEndFacts) -> TurnEndDecision:
 
 
 def _decide_ledger(f: TurnEndFacts) -> TurnEndDecision:
-    """Cooperation with a harness's auto-arm ledger (Claude's; the loop flags are ignored):
+    """Cooperation with a harness's auto-arm ledger (the loop flags are ignored):
 
     ======================================================  ==========================
     fresh rewake                                             allow ``rewake-fresh``
@@ -428,60 +439,50 @@ def _last_beat(home: Home, now: float) -> float | None:
     return None if mtime is None else max(0.0, now - mtime)
 
 
-def _store_facts(home: Home, env: Mapping[str, str], health: WatcherHealth,
-                 now: float) -> tuple[ClaimFacts, Budget]:
-    if not home.db.exists():
+def _store_facts(home: Home, env: Mapping[str, str], health: WatcherHealth, now: float,
+                 harness: str, ledger: RearmLedger | None) -> tuple[ClaimFacts, Budget]:
+    if ledger is None or not home.db.exists():
         return ClaimFacts(), Budget()
     from firstmate.store import Store
 
     db = Store(home)
     try:
         with db.reading() as conn:
-            return claim_facts(conn, env, health, now), read_budget(conn)
+            return (ledger.claim_facts(conn, env=env, health=health, now=now),
+                    read_budget(conn, harness))
     finally:
         db.close()
 
 
-def claim_facts(conn: Any, env: Mapping[str, str], health: WatcherHealth,
-                now: float) -> ClaimFacts:
-    from firstmate import autoarm
-
-    entry = autoarm.read(conn)
-    notified = autoarm.notified_epoch(conn) is not None
-    alarmed = autoarm.alarmed_epoch(conn) is not None
-    if entry is None:
-        return ClaimFacts(notified=notified, alarmed=alarmed)
-    window = env_float(env, "FM_CLAUDE_AUTOARM_EPOCH_FRESH", autoarm.DEFAULT_FRESH)
-    deciding = (entry.outcome == "arming" and autoarm.owner_live(entry)
-                and not autoarm.stuck(entry, now=now, beacon_age=health.beacon_age,
-                                      grace=health.grace))
-    return ClaimFacts(entry.epoch, entry.outcome, deciding,
-                      autoarm.fresh(entry, now=now, window=window),
-                      entry.outcome in autoarm.FAILED_OUTCOMES, notified, alarmed)
-
-
-def read_budget(conn: Any) -> Budget:
+def read_budget(conn: Any, harness: str) -> Budget:
     from firstmate.store import kv_get
 
-    return Budget.from_json(kv_get(conn, BUDGET_KEY))
+    return Budget.from_json(kv_get(conn, budget_key(harness)))
+
+
+def _knob(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    """The integer knob *name* when set and valid, else *default* (no knob when *name* is "")."""
+    return env_int(env, name, default, minimum=minimum) if name else default
 
 
 def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Home,
                    env: Mapping[str, str] | None = None, cwd: str | None = None,
-                   now: float | None = None) -> TurnEndFacts:
+                   now: float | None = None, view: HarnessView | None = None) -> TurnEndFacts:
     """Read everything :func:`decide_turnend` looks at. Cheap gates first: once one decides,
-    the rest keeps its defaults (the decision does not look at them)."""
+    the rest keeps its defaults (the decision does not look at them). *view* is *harness*'s
+    plugin as :func:`harness_view` finds it (found here when not given)."""
     env = os.environ if env is None else env
     now = time.time() if now is None else now
-    limit = env_int(env, "FM_CLAUDE_TURNEND_BLOCK_BUDGET", DEFAULT_BLOCK_BUDGET)
-    profile = guard_profile(harness, env)
+    view = harness_view(harness, env) if view is None else view
+    profile = view.profile
+    limit = _knob(env, profile.block_budget_env, profile.block_budget)
     base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(profile.loop_flags, payload),
                         owner=rearm_owner(env), profile=profile)
     if not isinstance(payload, Mapping) or not payload:
         return attrs.evolve(base, payload_present=False)
     from firstmate.scope import primary_scope
 
-    scope = primary_scope(home, payload, env, cwd)
+    scope = primary_scope(home, payload, env, cwd, project_env=view.project_env)
     if not scope.primary:
         return attrs.evolve(base, scope=scope)
     need = gather_need(home)
@@ -491,7 +492,7 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     facts = attrs.evolve(base, scope=scope, need=need, read_only=read_only, lock_pid=lock_pid)
     if read_only:
         return facts
-    return refresh(facts, home=home, env=env, now=now)
+    return refresh(facts, home=home, env=env, now=now, ledger=view.ledger)
 
 
 def _publish_if_gone(home: Home, health: WatcherHealth) -> None:
@@ -503,7 +504,7 @@ def _publish_if_gone(home: Home, health: WatcherHealth) -> None:
 
 
 def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
-            now: float | None = None) -> TurnEndFacts:
+            now: float | None = None, ledger: RearmLedger | None = None) -> TurnEndFacts:
     """*facts* with the fast-changing parts (watcher, away owner, ledger, budget) read again."""
     from firstmate.away import away_facts
     from firstmate.health import watcher_health
@@ -511,32 +512,32 @@ def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
     now = time.time() if now is None else now
     health = watcher_health(home, env, now=now)
     _publish_if_gone(home, health)
-    claim, budget = _store_facts(home, env, health, now)
+    claim, budget = _store_facts(home, env, health, now, facts.harness, ledger)
     return attrs.evolve(facts, health=health, last_beat=_last_beat(home, now),
                         away=away_facts(home, env, now=now), claim=claim, budget=budget)
 
 
-def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts) -> TurnEndDecision:
+def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts,
+             ledger: RearmLedger) -> TurnEndDecision:
     """Decide once more inside one write transaction (the budget read there is the truth)
     and store what the decision changes."""
-    from firstmate import autoarm
-    from firstmate.store import open_store
+    from firstmate.store import kv_set, open_store
 
+    key = budget_key(facts.harness)
     db = open_store(home)
     try:
         with db.transaction(timeout=10.0) as conn:
-            facts = attrs.evolve(facts, budget=read_budget(conn),
-                                 claim=claim_facts(conn, env, facts.health, time.time()))
+            facts = attrs.evolve(facts, budget=read_budget(conn, facts.harness),
+                                 claim=ledger.claim_facts(conn, env=env, health=facts.health,
+                                                          now=time.time()))
             decision = decide_turnend(facts)
             if decision.clear_failure:
-                conn.execute("DELETE FROM kv WHERE key = ?", (BUDGET_KEY,))
-                autoarm.clear_failure(conn)
+                conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+                ledger.clear_failure(conn)
             if decision.budget is not None:
-                from firstmate.store import kv_set
-
-                kv_set(conn, BUDGET_KEY, decision.budget.to_json())
+                kv_set(conn, key, decision.budget.to_json())
             if decision.raise_alarm:
-                autoarm.mark_alarmed(conn, facts.claim.epoch)
+                ledger.mark_alarmed(conn, facts.claim.epoch)
     finally:
         db.close()
     return decision
@@ -547,33 +548,35 @@ def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
                      cwd: str | None = None, wait: bool = True) -> TurnEndDecision:
     """Gather, decide and persist: the one call a harness plugin makes at a turn end.
 
-    For Claude, an unhealthy verdict first waits up to ``FM_CLAUDE_AUTOARM_SYNC_WAIT_MS``
-    (800 ms; *wait* False skips it) for a healthy watcher, an open auto-arm claim or a fresh
-    rewake. Only Claude decisions write state (the re-block budget, the alarm, their reset).
+    For a harness with an auto-arm ledger, an unhealthy verdict first waits up to its
+    profile's ``sync_wait_ms`` (its ``sync_wait_env`` knob overrides it; *wait* False skips
+    it) for a healthy watcher, an open auto-arm claim or a fresh rewake. Only those decisions
+    write state (the re-block budget, the alarm, their reset).
     """
     env = os.environ if env is None else env
     if home is None:
         from firstmate.home import resolve_root
 
         home = Home(resolve_root(env))
-    facts = gather_turnend(harness, payload, home=home, env=env, cwd=cwd)
+    view = harness_view(harness, env)
+    facts = gather_turnend(harness, payload, home=home, env=env, cwd=cwd, view=view)
     decision = decide_turnend(facts)
-    if not facts.profile.rearm_ledger or decision.why in ("no-payload", "out-of-scope",
-                                                          "no-need", "read-only"):
+    ledger = view.ledger
+    if ledger is None or not facts.profile.rearm_ledger or decision.why in (
+            "no-payload", "out-of-scope", "no-need", "read-only"):
         return decision
     if wait and decision.why not in _PROOFS:
-        budget_ms = env_int(env, "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS", DEFAULT_SYNC_WAIT_MS,
-                            minimum=0)
+        budget_ms = _knob(env, facts.profile.sync_wait_env, facts.profile.sync_wait_ms, 0)
         deadline = time.monotonic() + budget_ms / 1000.0
         while time.monotonic() < deadline:
             time.sleep(min(SYNC_POLL, max(0.0, deadline - time.monotonic())))
-            facts = refresh(facts, home=home, env=env)
+            facts = refresh(facts, home=home, env=env, ledger=ledger)
             decision = decide_turnend(facts)
             if decision.why in _PROOFS:
                 break
     if decision.budget is None and not decision.clear_failure and not decision.raise_alarm:
         return decision
-    return _persist(home, env, facts)
+    return _persist(home, env, facts, ledger)
 
 
 # --- the pull guard -------------------------------------------------------------------------------
@@ -669,7 +672,9 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
     who = resolve_actor(actor, env)
     if not home.state.is_dir():
         return PullFacts(actor=who, primary=False)
-    scope = primary_scope(home, None, env, cwd)
+    # The caller's harness is unknown here: every installed plugin's project-directory
+    # variables count, looked up only when FM_PROJECT_DIR does not decide first.
+    scope = primary_scope(home, None, env, cwd, project_env=lambda: _installed_project_env(env))
     health = watcher_health(home, env, now=now)
     _publish_if_gone(home, health)
     from firstmate.bridge.record import problems as bridge_problems
@@ -698,6 +703,15 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
     return attrs.evolve(facts, mine=mine, held=held,
                         held_pid=grant.owner_pid if grant else None,
                         held_generation=grant.generation if grant else None, announced=announced)
+
+
+def _installed_project_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    from firstmate.plugins import load
+
+    names: list[str] = []
+    for info in load(env).harnesses():
+        names += [name for name in info.project_env if name not in names]
+    return tuple(names)
 
 
 def pull_guard(home: Home | None = None, env: Mapping[str, str] | None = None, *,
@@ -731,16 +745,16 @@ def pull_guard(home: Home | None = None, env: Mapping[str, str] | None = None, *
 
 
 __all__ = [
-    "BUDGET_KEY",
     "EPISODE_KEY",
     "Budget",
     "ClaimFacts",
+    "HarnessView",
     "Need",
     "PullDecision",
     "PullFacts",
     "TurnEndDecision",
     "TurnEndFacts",
-    "claim_facts",
+    "budget_key",
     "decide_pull",
     "decide_turnend",
     "down_key",
@@ -748,6 +762,7 @@ __all__ = [
     "gather_pull",
     "gather_turnend",
     "guard_profile",
+    "harness_view",
     "loop_active",
     "pull_guard",
     "read_budget",

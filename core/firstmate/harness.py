@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-#: The harnesses Firstmate ships plugins for (``firstmate-plugin-<name>``).
+if TYPE_CHECKING:
+    from firstmate.health import WatcherHealth
 
 #: How a harness gets re-armed after every close (SPEC §9).
 REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
@@ -40,8 +41,59 @@ class GuardProfile:
     #: precedence: the first boolean found decides; an integer counts continuations.
     loop_flags: tuple[str, ...] = ("stop_hook_active", "loop_count")
     #: The harness's own hook keeps an auto-arm ledger the guard cooperates with (it ignores
-    #: the loop flags, charges a re-block budget and hands failures over once).
+    #: the loop flags, charges a re-block budget and hands failures over once); the plugin
+    #: hands the guard that ledger through ``firstmate_rearm_ledger``.
     rearm_ledger: bool = False
+    #: Re-blocks the cooperation table charges before it fails open once (ledger harnesses).
+    block_budget: int = 3
+    #: The environment variable overriding :attr:`block_budget` ("" = none).
+    block_budget_env: str = ""
+    #: Milliseconds an unhealthy verdict waits for positive proof (a healthy watcher, an open
+    #: claim, a fresh rewake) before it stands (ledger harnesses).
+    sync_wait_ms: int = 800
+    #: The environment variable overriding :attr:`sync_wait_ms` ("" = none).
+    sync_wait_env: str = ""
+
+
+@attrs.frozen
+class ClaimFacts:
+    """A harness's auto-arm ledger as the turn-end guard sees it (``firstmate_rearm_ledger``)."""
+
+    epoch: int | None = None
+    outcome: str | None = None
+    #: An ``arming`` claim whose owner is live, identity-matched and not stuck.
+    deciding: bool = False
+    #: The entry was written within the ledger's freshness window.
+    fresh: bool = False
+    #: A failed (or failed-suppressed) outcome.
+    failed: bool = False
+    #: The auto-arm's failure notice of this episode was delivered (consumed).
+    notified: bool = False
+    #: The one attended fail-open of this failure episode was spent.
+    alarmed: bool = False
+
+    @property
+    def fresh_rewake(self) -> bool:
+        return self.outcome == "rewake" and self.fresh
+
+
+class RearmLedger(Protocol):
+    """A harness's auto-arm ledger, as the turn-end guard reads and writes it. Every method
+    takes an open store connection (``sqlite3.Connection``); the writers run inside the
+    guard's write transaction."""
+
+    def claim_facts(self, conn: Any, *, env: Mapping[str, str], health: WatcherHealth,
+                    now: float) -> ClaimFacts:
+        """The ledger's current claim as facts (an empty :class:`ClaimFacts` when none)."""
+        ...
+
+    def clear_failure(self, conn: Any) -> None:
+        """Positive recovery: forget the failure notice and the attended alarm."""
+        ...
+
+    def mark_alarmed(self, conn: Any, epoch: int | None) -> None:
+        """The guard spent the one attended fail-open of this failure episode (at *epoch*)."""
+        ...
 
 
 @attrs.frozen
@@ -66,11 +118,11 @@ class HarnessInfo:
     owned_files: tuple[str, ...] = ()
     #: Hook events this harness calls, in kebab case (``fm hook <harness> <event>``).
     hook_events: tuple[str, ...] = ()
-    #: Program basenames that are this harness's process (``claude``, ``cursor-agent``): how
+    #: Program basenames that are this harness's process (``acme``, ``acme-agent``): how
     #: the session lock finds the harness above an ``fm`` process (firstmate.identity).
     process_names: tuple[str, ...] = ()
     #: Consecutive path components that mark a script as this harness's own code when an
-    #: interpreter runs it (``("@anthropic-ai", "claude-code")`` for ``node …/cli.js``).
+    #: interpreter runs it (``("@acme", "agent")`` for ``node …/@acme/agent/cli.js``).
     package_markers: tuple[tuple[str, ...], ...] = ()
     #: ``python -m <module>`` modules that are this harness.
     python_modules: tuple[str, ...] = ()
@@ -89,6 +141,23 @@ class HarnessInfo:
     #: PascalCase (``StopFailure``), ``{event}`` in camelCase (``stopFailure``).
     sample_payload: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen, hash=False)
     sample_env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    #: Pre-existing user content of each config file, keyed like :attr:`config_files`, for the
+    #: contract kit's keep-the-user's-entries checks (firstmate.testing.user_file_bytes): JSON
+    #: values are written as JSON, strings as they are. A file not named gets a generic one.
+    sample_user_files: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen,
+                                                       hash=False)
+    #: Environment variables this harness sets to the project directory it runs in, read
+    #: after ``FM_PROJECT_DIR`` when a hook payload names no ``cwd`` (firstmate.scope).
+    project_env: tuple[str, ...] = ()
+    #: A headless one-turn command line of this harness (the prompt is appended as its last
+    #: argument) the supervision host may run as its default engine (firstmate.host).
+    host_engine: tuple[str, ...] = ()
+    #: Regular-expression fragments this harness's TUI shows only while a turn runs; the tmux
+    #: crew backend's default busy marker is the union over the installed plugins.
+    busy_markers: tuple[str, ...] = ()
+    #: Older names of core knobs this harness's users may have set: core knob → this
+    #: harness's name for it, honoured after the core name (``FM_CHECKPOINT_SECONDS``).
+    env_aliases: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:
@@ -108,11 +177,15 @@ class BridgeProfile:
     harness: str
     #: The harness call the shim delivers a wake with; one of :data:`BRIDGE_DELIVERIES`.
     delivery: str = attrs.field(validator=attrs.validators.in_(BRIDGE_DELIVERIES))
-    #: Stop the arm at a non-terminal shutdown (omp) instead of keeping it across the handoff
-    #: until the replacement session starts (Pi).
+    #: Stop the arm at a non-terminal shutdown instead of keeping it across the handoff until
+    #: the replacement session starts.
     retire_on_shutdown: bool = False
     #: While the harness is idle, read the queue on a tick and deliver one wake for owed rows.
     idle_queue_read: bool = False
+    #: Milliseconds between those idle queue reads, and the environment variable overriding
+    #: them ("" = none).
+    idle_queue_tick_ms: int = 15000
+    idle_queue_tick_env: str = ""
     #: Seconds a successor arm has to report readiness (``FM_WATCH_READINESS_TIMEOUT_MS`` wins).
     readiness_timeout: float = 12.0
 

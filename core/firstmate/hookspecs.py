@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         HookOutcome,
         InstallOptions,
         InstallResult,
+        RearmLedger,
     )
     from firstmate.home import Home
     from firstmate.sources.base import Source
@@ -96,6 +97,12 @@ def firstmate_bridge_profile(harness: str) -> BridgeProfile | None:
     """Describe how ``fm bridge <harness>`` runs for your in-process harness: which call the shim
     delivers with, whether the arm is retired at shutdown, whether idle queue reads run. Return
     None when *harness* is not yours; a harness with no profile has no bridge."""
+
+
+@hookspec(firstresult=True)
+def firstmate_rearm_ledger(harness: str) -> RearmLedger | None:
+    """Hand the turn-end guard the auto-arm ledger your harness's hook keeps (its
+    ``GuardProfile.rearm_ledger`` is true). Return None when *harness* is not yours."""
 
 
 # --- install and hook entry -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The supervision host: parks in place of the plain arm and handles away-mode wakes headlessly.
 
 Opt-in per home: ``config/supervision-host`` exists (``fm host enable`` writes it). A re-arm
-owner of a non-Pi primary runs ``fm host park [--restart]`` where it would run ``fm arm``; the
+owner of a hook-armed primary runs ``fm host park [--restart]`` where it would run ``fm arm``; the
 host's stdout keeps the arm's shape (the first arm's status line, then what main must see).
 
 Attended (no away record), the host is a pass-through arm: the close's reason line is printed and
@@ -69,11 +69,10 @@ GENERATION_ENV = "FM_SUPERVISION_HOST_GENERATION"
 HOST_PID_ENV = "FM_SUPERVISION_HOST_PID"
 PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
 
-#: Claude print mode with a permission mode that never prompts, Bash and Read only.
-DEFAULT_ENGINE = ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools", "Bash,Read",
-                  "--model", "sonnet")
+#: No engine configured and no installed plugin declares one (``HarnessInfo.host_engine``).
+NO_ENGINE: tuple[str, ...] = ()
 DEFAULT_TURN_TIMEOUT = 900.0
-#: Claude's registered Stop-hook timeout is 28800 s; the host stops a margin before it.
+#: The parking hook's registered timeout is 28800 s; the host stops a margin before it.
 DEFAULT_BOUNDARY = 28800.0 - 900.0
 DEFAULT_READY_TIMEOUT = 30.0
 #: Deliveries of one acknowledged hand-back; 0: until main acknowledges its rows.
@@ -98,7 +97,9 @@ OUTPUT_TAIL = 2000
 @attrs.frozen
 class HostConfig:
     enabled: bool = False
-    engine: tuple[str, ...] = DEFAULT_ENGINE
+    #: The engine command line; empty when none is configured or declared (parking then fails
+    #: with the fix, :func:`require_engine`).
+    engine: tuple[str, ...] = NO_ENGINE
     turn_timeout: float = DEFAULT_TURN_TIMEOUT
     boundary: float = DEFAULT_BOUNDARY
     ready_timeout: float = DEFAULT_READY_TIMEOUT
@@ -150,14 +151,16 @@ def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
     if not engine_text and values.get("engine"):
         engine_text = _authenticated_engine(home, values, env, path)
     try:
-        engine = tuple(shlex.split(engine_text)) if engine_text else DEFAULT_ENGINE
+        engine = tuple(shlex.split(engine_text)) if engine_text else ()
     except ValueError as exc:
         raise UsageError(f"supervision host engine {engine_text[:80]!r} is not a valid command "
                          f"line ({exc}); fix engine = … in {path}") from exc
+    if not engine and enabled:
+        engine = default_engine(env)  # only an enabled host pays for loading the plugins
     turn = env_float(values, "turn_timeout", DEFAULT_TURN_TIMEOUT)
     handback = values.get("handback", "default").lower()
     return HostConfig(
-        enabled=enabled, engine=engine or DEFAULT_ENGINE,
+        enabled=enabled, engine=engine,
         turn_timeout=env_float(env, TURN_TIMEOUT_ENV, turn),
         boundary=env_float(env, BOUNDARY_ENV, DEFAULT_BOUNDARY),
         ready_timeout=env_float(env, READY_ENV, DEFAULT_READY_TIMEOUT),
@@ -166,6 +169,27 @@ def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
         retry=env_float(env, RETRY_ENV, DEFAULT_RETRY),
         retry_max=env_float(env, RETRY_MAX_ENV, DEFAULT_RETRY_MAX),
     )
+
+
+def default_engine(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The first installed plugin's headless engine (``HarnessInfo.host_engine``, in plugin-name
+    order); :data:`NO_ENGINE` when none declares one."""
+    from firstmate.plugins import load
+
+    for info in load(env).harnesses():
+        if info.host_engine:
+            return tuple(info.host_engine)
+    return NO_ENGINE
+
+
+def require_engine(config: HostConfig) -> tuple[str, ...]:
+    """The engine to run, or a one-line error naming the fix when there is none."""
+    if not config.engine:
+        raise UsageError(
+            f"the supervision host has no engine: no installed harness plugin declares one; "
+            f"set {ENGINE_ENV} (or fm host enable --engine 'CMD …') to a headless one-turn "
+            "command line")
+    return config.engine
 
 
 def retry_delay(delivered: int, base: float, cap: float) -> float:
@@ -941,6 +965,7 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
         from firstmate.arm import run as arm_run
 
         return arm_run(["--restart"] if restart else [], env, out)
+    require_engine(config)
     host = Host(home, env, out, config, log)
     refused = host.lock_refused()
     if refused is not None:
@@ -988,12 +1013,13 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
 
 __all__ = [
     "CONFIG_NAME",
-    "DEFAULT_ENGINE",
+    "NO_ENGINE",
     "AwayResult",
     "EngineRun",
     "Host",
     "HostConfig",
     "claimable_rows",
+    "default_engine",
     "disable",
     "enable",
     "engine_prompt",
@@ -1006,6 +1032,7 @@ __all__ = [
     "park",
     "record_event",
     "report",
+    "require_engine",
     "retry_delay",
     "run_engine",
     "still_queued",

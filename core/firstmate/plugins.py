@@ -27,6 +27,7 @@ from firstmate.harness import (
     InstallOptions,
     InstallResult,
     PluginFailure,
+    RearmLedger,
 )
 
 T = TypeVar("T")
@@ -124,6 +125,11 @@ class PluginHost:
         profile: BridgeProfile | None = self.pm.hook.firstmate_bridge_profile(harness=harness)
         return profile
 
+    def rearm_ledger(self, harness: str) -> RearmLedger | None:
+        """The auto-arm ledger *harness*'s hook keeps; None when no plugin gives it one."""
+        ledger: RearmLedger | None = self.pm.hook.firstmate_rearm_ledger(harness=harness)
+        return ledger
+
     # --- install and hook entry ---------------------------------------------------------------
 
     def install(self, home: Home, options: InstallOptions) -> InstallResult | None:
@@ -166,7 +172,7 @@ def _register_core(pm: pluggy.PluginManager) -> None:
     # The core's defaults are a plugin like any other, loaded by name: the plugin layer never
     # imports the layers above it that implement them.
     module = importlib.import_module(names.CORE_PLUGIN_MODULE)
-    pm.register(module.plugin, name=names.CORE_PLUGIN_NAME)
+    pm.register(module.CorePlugin(pm), name=names.CORE_PLUGIN_NAME)
 
 
 def _entry_points() -> Iterable[Any]:

@@ -8,8 +8,9 @@ directory* the harness runs in. The rule, first match wins:
    Not a primary.
 2. The home has no ``state/`` directory: nothing was ever supervised here. Not a primary.
 3. Walking up from the project directory (the payload's ``cwd``, else ``FM_PROJECT_DIR``,
-   ``CLAUDE_PROJECT_DIR`` or ``CURSOR_PROJECT_DIR``, else the current directory) to the top of
-   its git checkout, in each directory:
+   else the project-directory variables the calling harness declares
+   (``HarnessInfo.project_env``), else the current directory) to the top of its git checkout,
+   in each directory:
 
    * a valid ``.fm-primary`` marker (a regular file, not a symlink, whose first line is an
      identifier ``[A-Za-z0-9._-]+``) makes it a primary even inside a linked worktree (a
@@ -30,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,11 @@ import attrs
 from firstmate.home import Home
 
 CREW_ENV = ("FM_CREW", "FM_TASK_ID")
-PROJECT_ENV = ("FM_PROJECT_DIR", "CLAUDE_PROJECT_DIR", "CURSOR_PROJECT_DIR")
+#: Core's own project-directory variable; harnesses add theirs (``HarnessInfo.project_env``).
+PROJECT_ENV = ("FM_PROJECT_DIR",)
+#: Harness project-directory variable names, or a callable producing them only when needed
+#: (a caller that does not know its harness pays for finding them only if it gets that far).
+ProjectEnv = Iterable[str] | Callable[[], Iterable[str]]
 CREW_MARKER = ".fm-crew"
 PRIMARY_MARKER = ".fm-primary"
 #: Directories walked up at most (a deeper tree is treated as "no checkout found").
@@ -57,17 +62,19 @@ class Scope:
 
 
 def project_dir(payload: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-                cwd: str | None = None) -> Path:
-    """The directory the harness runs in (see the module docstring for the order)."""
+                cwd: str | None = None, *, project_env: ProjectEnv = ()) -> Path:
+    """The directory the harness runs in (see the module docstring for the order);
+    *project_env* names the calling harness's own project-directory variables."""
     env = os.environ if env is None else env
     if payload is not None:
         value = payload.get("cwd")
         if isinstance(value, str) and _usable_path(value):
             return Path(value)
-    for name in PROJECT_ENV:
-        value = env.get(name, "").strip()
-        if value and _usable_path(value):
-            return Path(value)
+    for names in (PROJECT_ENV, project_env):
+        for name in names() if callable(names) else names:
+            value = env.get(name, "").strip()
+            if value and _usable_path(value):
+                return Path(value)
     try:
         return Path(cwd or os.getcwd())
     except OSError:
@@ -142,8 +149,10 @@ def classify_dir(start: Path) -> Scope:
 
 
 def primary_scope(home: Home, payload: Mapping[str, Any] | None = None,
-                  env: Mapping[str, str] | None = None, cwd: str | None = None) -> Scope:
-    """Whether the caller is a genuine primary of *home* (see the module docstring)."""
+                  env: Mapping[str, str] | None = None, cwd: str | None = None, *,
+                  project_env: ProjectEnv = ()) -> Scope:
+    """Whether the caller is a genuine primary of *home* (see the module docstring);
+    *project_env* as for :func:`project_dir`."""
     env = os.environ if env is None else env
     for name in CREW_ENV:
         value = env.get(name, "").strip()
@@ -151,8 +160,8 @@ def primary_scope(home: Home, payload: Mapping[str, Any] | None = None,
             return Scope(False, f"crew environment ({name} is set)")
     if not home.state.is_dir():
         return Scope(False, f"no state directory at {home.state}")
-    return classify_dir(project_dir(payload, env, cwd))
+    return classify_dir(project_dir(payload, env, cwd, project_env=project_env))
 
 
-__all__ = ["CREW_ENV", "CREW_MARKER", "PRIMARY_MARKER", "Scope", "classify_dir", "primary_scope",
-           "project_dir"]
+__all__ = ["CREW_ENV", "CREW_MARKER", "PRIMARY_MARKER", "PROJECT_ENV", "ProjectEnv", "Scope",
+           "classify_dir", "primary_scope", "project_dir"]

@@ -294,7 +294,8 @@ def payload_harnesses() -> list[str]:
 
 
 #: Hostile stdin for ``fm hook``: empty, truncated, not UTF-8, not an object, too large, and
-#: an object of the wrong shape (every key a harness looks at, with the wrong type).
+#: an object of the wrong shape (common keys with the wrong type; :func:`garbage_payload` adds
+#: every key of the harness's own sample payload).
 GARBAGE_PAYLOADS: dict[str, bytes] = {
     "empty": b"",
     "truncated": b"{",
@@ -302,42 +303,31 @@ GARBAGE_PAYLOADS: dict[str, bytes] = {
     "array": b"[]",
     "oversized": b'{"pad": "' + b"x" * (2 << 20) + b'"}',
     "wrong-shape": json.dumps({
-        "hook_event_name": 42, "hookEventName": {}, "cursor_version": [], "turn_id": None,
+        "hook_event_name": 42, "hookEventName": {}, "turn_id": None,
         "session_id": ["x"], "stop_hook_active": "yes", "loop_count": -1, "status": {"a": 1},
     }).encode(),
 }
+
+def garbage_payload(name: str, sample_payload: Mapping[str, Any]) -> bytes:
+    """The garbage stdin *name* for a harness whose sample payload is *sample_payload*: the
+    wrong-shape object also carries each of the harness's own keys with a wrong type."""
+    if name != "wrong-shape":
+        return GARBAGE_PAYLOADS[name]
+    shape = json.loads(GARBAGE_PAYLOADS[name])
+    for key, value in sample_payload.items():
+        shape.setdefault(key, [] if not isinstance(value, list) else {"a": 1})
+    return json.dumps(shape).encode()
+
 
 #: ``fm hook`` exit statuses a garbage payload may produce: 0 (nothing to do) or 2 (a harness's
 #: own wake/block code). 1 would be an internal error, i.e. a bug.
 HOOK_GARBAGE_EXITS = (0, 2)
 
-#: Realistic pre-existing user files for the known config paths (generic ones otherwise).
-USER_CONFIG_SAMPLES: dict[str, Any] = {
-    ".claude/settings.json": {
-        "model": "opus",
-        "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
-        "hooks": {
-            "Stop": [{"hooks": [{"type": "command", "command": "echo user-stop"}]}],
-            "PreToolUse": [{"matcher": "Bash",
-                            "hooks": [{"type": "command", "command": "./check.sh", "timeout": 5}]}],
-        },
-    },
-    ".cursor/hooks.json": {
-        "version": 1,
-        "hooks": {"stop": [{"command": "./user-stop.sh"}],
-                  "afterFileEdit": [{"command": "./fmt.sh"}]},
-    },
-    ".codex/hooks.json": {
-        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo user", "timeout": 5}]}],
-                  "SessionStart": [{"hooks": [{"type": "command", "command": "./hello.sh"}]}]},
-    },
-    "AGENTS.md": "# Agents\n\nThe user's own instructions stay exactly as written.\n",
-}
-
-
-def user_file_bytes(relpath: str) -> bytes:
-    """What a user might already have at *relpath* (a project-relative config file)."""
-    sample = USER_CONFIG_SAMPLES.get(relpath)
+def user_file_bytes(relpath: str, samples: Mapping[str, Any] | None = None) -> bytes:
+    """What a user might already have at *relpath* (a project-relative config file): the
+    plugin's own sample (``HarnessInfo.sample_user_files``, passed as *samples*), else a
+    generic JSON or text file."""
+    sample = (samples or {}).get(relpath)
     if isinstance(sample, str):
         return sample.encode()
     if sample is not None:
@@ -414,7 +404,7 @@ class HarnessContract:
 
     def user_config_files(self, info: Any) -> dict[str, bytes]:
         """Files the user already has, for each config file the harness installs."""
-        return {rel: user_file_bytes(rel) for rel in info.config_files}
+        return {rel: user_file_bytes(rel, info.sample_user_files) for rel in info.config_files}
 
     @staticmethod
     def events(info: Any) -> tuple[str, ...]:
@@ -536,7 +526,8 @@ class HarnessContract:
     def test_hook_survives_garbage_on_stdin(self, harness: str, info: Any, fm_env: Mapping[str, str],
                                             garbage: str) -> None:
         for event in self.events(info):
-            done = subprocess.run(fm_command("hook", harness, event), input=GARBAGE_PAYLOADS[garbage],
+            stdin = garbage_payload(garbage, info.sample_payload)
+            done = subprocess.run(fm_command("hook", harness, event), input=stdin,
                                   capture_output=True, env=dict(fm_env), timeout=DEADLINE * 2,
                                   check=False)
             stderr = done.stderr.decode(errors="replace")

@@ -38,7 +38,8 @@ class Plugin:
         if harness != {name!r}:
             return None
         return BridgeProfile(harness={name!r}, delivery="followUp", retire_on_shutdown={retire},
-                             idle_queue_read={idle}, readiness_timeout=20.0)
+                             idle_queue_read={idle}, readiness_timeout=20.0,
+                             idle_queue_tick_env="FM_STANDIN_QUEUE_TICK_MS")
 
 plugin = Plugin()
 '''
@@ -137,7 +138,7 @@ def plugins(tmp_path: Path) -> Path:
 def _env(home: Home, plugins: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
     env.update(FM_HOME=str(home.root), FM_SIGNAL_GRACE="0", FM_TMUX="/nonexistent/tmux",
-               FM_SESSION_HOLDER_PID=str(os.getpid()), FM_OMP_QUEUE_TICK_MS="300",
+               FM_SESSION_HOLDER_PID=str(os.getpid()), FM_STANDIN_QUEUE_TICK_MS="300",
                PYTHONPATH=os.pathsep.join([str(plugins), str(CORE)]), **extra)
     return env
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
-from firstmate import autoarm, grants, guards, session_lock
+from firstmate import grants, guards, session_lock
 from firstmate.away import AwayFacts
 from firstmate.guards import (
     Budget,
@@ -30,8 +30,7 @@ from firstmate.harness import GuardProfile
 from firstmate.health import WatcherHealth
 from firstmate.identity import identity_of
 from firstmate.scope import Scope, classify_dir, primary_scope
-from firstmate.store import Store, kv_get, open_store
-from firstmate.testing import exec_identity
+from firstmate.store import Store, kv_get, kv_set, open_store
 from watch_support import Rig, make_rig, started_pid, wait_for
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
@@ -45,7 +44,9 @@ AWAY_OK = AwayFacts(True, 42, True, 5.0, 360.0)
 #: What the harness plugins declare (HarnessInfo.guard): core knows no harness, so these tests
 #: say it themselves; the process tests install stand-in plugins declaring the same.
 PROFILES = {
-    "claude": GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
+    "claude": GuardProfile(style="block", loop_flags=(), rearm_ledger=True,
+                           block_budget_env="FM_STANDIN_BLOCK_BUDGET",
+                           sync_wait_env="FM_STANDIN_SYNC_WAIT_MS"),
     "codex": GuardProfile(style="block", loop_flags=("stop_hook_active",)),
     "grok": GuardProfile(style="block", loop_flags=("stopHookActive", "stop_hook_active")),
     "omp": GuardProfile(style="block"),
@@ -54,9 +55,31 @@ PROFILES = {
     "opencode": GuardProfile(style="follow-up"),
 }
 
+#: A stand-in ledger harness keeps its claim as the guard's facts themselves, JSON under
+#: this key: the guard's side of the cooperation is what these tests exercise.
+LEDGER_KEY = "standin.ledger"
+
 STAND_IN = """
+import json
+
 from firstmate import hookimpl
-from firstmate.harness import GuardProfile, HarnessInfo
+from firstmate.harness import ClaimFacts, GuardProfile, HarnessInfo
+from firstmate.store import kv_get, kv_set
+
+
+class Ledger:
+    def _read(self, conn):
+        return json.loads(kv_get(conn, {key!r}) or "{{}}")
+
+    def claim_facts(self, conn, *, env, health, now):
+        return ClaimFacts(**self._read(conn))
+
+    def clear_failure(self, conn):
+        kv_set(conn, {key!r}, json.dumps({{**self._read(conn), "notified": False,
+                                            "alarmed": False}}))
+
+    def mark_alarmed(self, conn, epoch):
+        kv_set(conn, {key!r}, json.dumps({{**self._read(conn), "alarmed": True}}))
 
 
 class StandIn:
@@ -64,8 +87,11 @@ class StandIn:
     def firstmate_harness_info(self):
         return HarnessInfo(name={name!r}, display_name={name!r}, family="hook",
                            rearm_owner="hook", wake_channel="stand-in", process_names=({name!r},),
-                           guard=GuardProfile(style={style!r}, loop_flags={flags!r},
-                                              rearm_ledger={ledger!r}))
+                           guard={profile!r})
+
+    @hookimpl
+    def firstmate_rearm_ledger(self, harness):
+        return Ledger() if harness == {name!r} and {ledger!r} else None
 
 
 plugin = StandIn()
@@ -327,8 +353,7 @@ def grig(tmp_path: Path) -> Any:
     stand_ins.mkdir()
     for name, profile in PROFILES.items():
         (stand_ins / f"firstmate_plugin_{name}.py").write_text(STAND_IN.format(
-            name=name, style=profile.style, flags=profile.loop_flags,
-            ledger=profile.rearm_ledger))
+            name=name, profile=profile, ledger=profile.rearm_ledger, key=LEDGER_KEY))
     made.env["PYTHONPATH"] = os.pathsep.join(
         [str(stand_ins), *filter(None, made.env.get("PYTHONPATH", "").split(os.pathsep))])
     try:
@@ -444,37 +469,12 @@ def test_a_stale_beacon_blocks_and_names_take_over(grig: Rig) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def test_a_live_identity_matched_claim_lets_claude_stop(grig: Rig) -> None:
-    owner = grig.sleeper()
-    ident = exec_identity(owner)
-    _claim(grig, owner.pid, ident.token(), "arming")
-    quick = {"FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "0", "FM_CLAUDE_TURNEND_BLOCK_BUDGET": "50"}
-    assert run_guard(grig, "claude", STOP, **quick).returncode == 0
-    # The same claim under another identity (a recycled pid) suppresses nothing.
-    forged = f"{owner.pid}:{ident.started - 50:.2f}:{ident.cmd_hash}"
-    _claim(grig, owner.pid, forged, "arming")
-    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
-    # A finished claim decides nothing.
-    _claim(grig, owner.pid, ident.token(), "clean", at=time.time() - 60)
-    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
-    # A hung claim: entry and beacon both older than the grace.
-    _claim(grig, owner.pid, ident.token(), "arming", at=time.time() - 10)
-    assert run_guard(grig, "claude", STOP, FM_GUARD_GRACE="2", **quick).returncode == 2
-    # A dead owner.
-    owner.kill()
-    owner.wait()
-    _claim(grig, owner.pid, ident.token(), "arming")
-    assert run_guard(grig, "claude", STOP, **quick).returncode == 2
-
-
-def _claim(rig: Rig, pid: int, token: str, outcome: str, at: float | None = None) -> None:
+def _claim(rig: Rig, **claim: Any) -> None:
+    """Plant the stand-in ledger's claim (the facts its plugin hands the guard)."""
     db = open_store(rig.home)
     try:
         with db.transaction() as conn:
-            conn.execute("DELETE FROM kv WHERE key = ?", (autoarm.LEDGER_KEY,))
-            entry = autoarm.claim_next(conn, pid, token, now=at)
-            if outcome != "arming":
-                assert autoarm.commit(conn, entry.epoch, pid, outcome, now=at)
+            kv_set(conn, LEDGER_KEY, json.dumps(claim))
     finally:
         db.close()
 
@@ -488,36 +488,48 @@ def _kv(rig: Rig, key: str) -> str | None:
         db.close()
 
 
-def test_claude_rewake_budget_fail_open_and_recovery(grig: Rig) -> None:
-    env = {"FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "0", "FM_CLAUDE_TURNEND_BLOCK_BUDGET": "2"}
-    me = identity_of(os.getpid())
-    assert me is not None
-    _claim(grig, os.getpid(), me.token(), "rewake")
+QUICK = {"FM_STANDIN_SYNC_WAIT_MS": "0", "FM_STANDIN_BLOCK_BUDGET": "50"}
+
+
+def test_a_deciding_claim_of_the_harness_ledger_lets_it_stop(grig: Rig) -> None:
+    _claim(grig, epoch=1, outcome="arming", deciding=True)
+    assert run_guard(grig, "claude", STOP, **QUICK).returncode == 0
+    # A claim the ledger says is not deciding (finished, hung, another identity) suppresses
+    # nothing.
+    _claim(grig, epoch=1, outcome="arming", deciding=False)
+    assert run_guard(grig, "claude", STOP, **QUICK).returncode == 2
+    # Another harness's guard never reads this ledger.
+    _claim(grig, epoch=1, outcome="arming", deciding=True)
+    assert run_guard(grig, "codex", STOP).returncode == 2
+
+
+def test_ledger_rewake_budget_fail_open_and_recovery(grig: Rig) -> None:
+    env = {"FM_STANDIN_SYNC_WAIT_MS": "0", "FM_STANDIN_BLOCK_BUDGET": "2"}
+    _claim(grig, epoch=1, outcome="rewake", fresh=True)
     assert run_guard(grig, "claude", STOP, **env).returncode == 0  # fresh rewake
-    _claim(grig, os.getpid(), me.token(), "failed", at=time.time() - 60)
-    db = open_store(grig.home)
-    with db.transaction() as conn:
-        autoarm.mark_notified(conn, 1)
-    db.close()
+    _claim(grig, epoch=1, outcome="failed", failed=True, notified=True)
     codes = [run_guard(grig, "claude", {**STOP, "stop_hook_active": True}, **env)
              for _ in range(4)]
     assert [c.returncode for c in codes] == [2, 2, 0, 0]
     assert "UNSUPERVISED" in codes[2].stderr and codes[3].stderr == ""
-    assert _kv(grig, autoarm.ALARMED_KEY) is not None
-    assert json.loads(_kv(grig, guards.BUDGET_KEY) or "{}")["blocks"] == 2
-    # Positive recovery clears the budget, the notice and the alarm.
+    assert json.loads(_kv(grig, LEDGER_KEY) or "{}")["alarmed"] is True
+    budget_key = guards.budget_key("claude")
+    assert budget_key == "guard.claude.budget"
+    assert json.loads(_kv(grig, budget_key) or "{}")["blocks"] == 2
+    # Positive recovery clears the budget, and the ledger forgets the notice and the alarm.
     arm = grig.spawn("arm")
     started_pid(arm.line())
     assert run_guard(grig, "claude", STOP, **env).returncode == 0
-    assert _kv(grig, guards.BUDGET_KEY) is None
-    assert _kv(grig, autoarm.ALARMED_KEY) is None and _kv(grig, autoarm.NOTIFIED_KEY) is None
+    assert _kv(grig, budget_key) is None
+    ledger = json.loads(_kv(grig, LEDGER_KEY) or "{}")
+    assert ledger["alarmed"] is False and ledger["notified"] is False
 
 
 def test_claude_waits_briefly_for_a_watcher_coming_up(grig: Rig) -> None:
     guard = subprocess.Popen(
         [sys.executable, "-m", "firstmate", "turnend-guard", "--harness", "claude"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**grig.env, "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS": "60000"},
+        env={**grig.env, "FM_STANDIN_SYNC_WAIT_MS": "60000"},
     )
     assert guard.stdin is not None
     guard.stdin.write(json.dumps(STOP))

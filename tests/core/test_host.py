@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from firstmate import away, episodes, host, queue, queuestatus, session_lock
-from firstmate.errors import StateError
+from firstmate.errors import StateError, UsageError
 from firstmate.home import Home
 from firstmate.identity import identity_of
 from firstmate.store import Store, kv_get, kv_set, open_store
@@ -485,3 +485,12 @@ def test_only_main_acknowledging_the_handed_back_row_stops_the_retry(hrig: HostR
     wait_for(lambda: any(t["rows"] == [new] and t["handled"] for t in hrig.turns()),
              "the new close to be handled")
     assert parked.popen.poll() is None
+
+
+def test_the_default_engine_comes_from_a_plugin_or_the_error_names_the_fix() -> None:
+    # No plugin loaded: no default engine, and parking says how to set one.
+    assert host.default_engine({"FIRSTMATE_PLUGINS": "no-such-plugin"}) == host.NO_ENGINE
+    with pytest.raises(UsageError, match="set FM_SUPERVISION_HOST_ENGINE") as caught:
+        host.require_engine(host.HostConfig(enabled=True))
+    assert "\n" not in caught.value.message
+    assert host.require_engine(host.HostConfig(enabled=True, engine=("e",))) == ("e",)

@@ -8,9 +8,10 @@ any one tmux call may take (default 5; a call that overruns is killed and reads 
 
 **Busy** means positive evidence that the crew's agent is inside a turn: one of the last
 :data:`BUSY_TAIL_LINES` non-blank lines of the pane matches ``FM_BUSY_RE`` (case-insensitive).
-The default matches the interrupt hints agent TUIs show only while they work (Claude Code's and
-Codex's "esc to interrupt", OpenCode's "esc interrupt", "esc to cancel", "ctrl+c to
-interrupt/stop"). A pane that cannot be read is never busy: absence of evidence is not work.
+The default is the union of the installed plugins' ``HarnessInfo.busy_markers`` (the interrupt
+hints each harness's TUI shows only while it works), given by the watcher that builds the
+backend; with none declared, :data:`DEFAULT_BUSY_RE`, the common interrupt hints. A pane that
+cannot be read is never busy: absence of evidence is not work.
 """
 
 from __future__ import annotations
@@ -26,6 +27,20 @@ from firstmate.envnum import env_float
 DEFAULT_BUSY_RE = r"esc to (?:interrupt|cancel)|esc interrupt|ctrl\+c to (?:interrupt|stop)"
 BUSY_TAIL_LINES = 12
 DEFAULT_TIMEOUT = 5.0
+
+
+def busy_pattern(markers: Sequence[str]) -> str:
+    """One pattern matching any of *markers* (each a regex fragment; duplicates and fragments
+    that do not compile are left out); :data:`DEFAULT_BUSY_RE` when none is left."""
+    kept: list[str] = []
+    for marker in markers:
+        if marker and marker not in kept:
+            try:
+                re.compile(marker)
+            except re.error:
+                continue
+            kept.append(marker)
+    return "|".join(f"(?:{marker})" for marker in kept) or DEFAULT_BUSY_RE
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -45,12 +60,14 @@ class TmuxBackend:
     last_error: str | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TmuxBackend:
+    def from_env(cls, env: Mapping[str, str], markers: Sequence[str] = ()) -> TmuxBackend:
+        """The backend *env* configures; *markers* are busy-marker fragments (the plugins'),
+        the default busy pattern when ``FM_BUSY_RE`` is unset."""
         return cls(
             tmux=env.get("FM_TMUX", "").strip() or "tmux",
             socket=env.get("FM_TMUX_SOCKET", "").strip() or None,
             timeout=env_float(env, "FM_TMUX_TIMEOUT", DEFAULT_TIMEOUT),
-            busy_re=_compile(env.get("FM_BUSY_RE", "").strip() or DEFAULT_BUSY_RE),
+            busy_re=_compile(env.get("FM_BUSY_RE", "").strip() or busy_pattern(markers)),
         )
 
     def command(self, *args: str) -> list[str]:

@@ -6,7 +6,7 @@ continuity engine for that harness process and asks the shim to deliver wakes (d
 - :mod:`firstmate.bridge.protocol`: message shapes, parsing and encoding (no policy).
 - :mod:`firstmate.bridge.channel`: the shim connection: writes, request ids, delivery round trips.
 - :mod:`firstmate.bridge.owner`: generations, the session lock, the engine's lifecycle.
-- :mod:`firstmate.bridge.idlequeue`: the idle queue tick (omp).
+- :mod:`firstmate.bridge.idlequeue`: the idle queue tick (``BridgeProfile.idle_queue_read``).
 - :mod:`firstmate.bridge.record`: ``state/bridge-<harness>.json`` read back for status, doctor
   and the pull guard.
 """

@@ -1,4 +1,4 @@
-"""The idle queue tick (omp): rows owed to main get one wake while the session sits idle.
+"""The idle queue tick (a bridge profile's ``idle_queue_read``): rows owed to main get one wake while the session sits idle.
 
 A wake can end up owed without a delivery (it closed while a replacement session was loading, or
 the harness refused the follow-up). While the harness is idle and nothing is being delivered, the
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from firstmate.bridge.owner import BridgeOwner
     from firstmate.queuestatus import QueueStatus
 
-TICK_ENV = "FM_OMP_QUEUE_TICK_MS"
 DEFAULT_TICK = 15.0
 FAILED_READS = 3
 READ_FAILED = "watcher: FAILED - could not read the wake queue"
@@ -43,7 +42,12 @@ class IdleQueue:
 
     @classmethod
     def start(cls, owner: BridgeOwner) -> IdleQueue:
-        tick = env_int(owner.env, TICK_ENV, int(DEFAULT_TICK * 1000)) / 1000.0
+        # The tick and its knob are the harness's (BridgeProfile.idle_queue_tick_*).
+        profile = owner.profile
+        tick_ms = profile.idle_queue_tick_ms
+        if profile.idle_queue_tick_env:
+            tick_ms = env_int(owner.env, profile.idle_queue_tick_env, tick_ms)
+        tick = tick_ms / 1000.0
         made = cls(owner, tick)
         made._thread = threading.Thread(target=made._run, name="fm-bridge-idle-queue",
                                         daemon=True)
@@ -130,4 +134,4 @@ class IdleQueue:
         return compose((line,), None, self.owner.display_name)
 
 
-__all__ = ["DEFAULT_TICK", "FAILED_READS", "READ_FAILED", "TICK_ENV", "IdleQueue"]
+__all__ = ["DEFAULT_TICK", "FAILED_READS", "READ_FAILED", "IdleQueue"]

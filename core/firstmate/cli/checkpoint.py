@@ -1,7 +1,9 @@
-"""``fm checkpoint [--seconds N]``: one bounded foreground supervision window (Codex's protocol).
+"""``fm checkpoint [--seconds N]``: one bounded foreground supervision window (the protocol of a
+harness whose re-arm owner is ``checkpoint``).
 
 Runs ``fm arm`` (which starts a watcher or attaches to a live one) for at most N seconds
-(``--seconds``, else ``FM_CODEX_WATCH_CHECKPOINT``, else 180):
+(``--seconds``, else ``FM_CHECKPOINT_SECONDS``, else an older name an installed plugin declares
+for it in ``HarnessInfo.env_aliases``, else 180):
 
 * a reason line → print it and the next step (``fm wake drain`` …), exit 0;
 * nothing within N seconds → the arm (and the watcher it started) is stopped,
@@ -23,12 +25,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 USAGE = "usage: fm checkpoint [--seconds N]   (N: positive whole seconds, default 180)"
 DEFAULT_SECONDS = 180
 MAX_SECONDS = 86400
 CHECKPOINT_ENV = "FM_WATCH_CHECKPOINT"
+SECONDS_ENV = "FM_CHECKPOINT_SECONDS"
 
 
 def _seconds(text: str) -> int:
@@ -39,7 +42,7 @@ def _seconds(text: str) -> int:
     return int(text, 10)
 
 
-def parse_args(argv: Sequence[str], env: dict[str, str] | os._Environ[str]) -> int:
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> int:
     from firstmate.errors import UsageError
 
     words = list(argv)
@@ -59,9 +62,25 @@ def parse_args(argv: Sequence[str], env: dict[str, str] | os._Environ[str]) -> i
             raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
         i += 1
     if seconds is None:
-        raw = env.get("FM_CODEX_WATCH_CHECKPOINT", "").strip()
+        raw = _configured_seconds(env)
         seconds = _seconds(raw) if raw else DEFAULT_SECONDS
     return seconds
+
+
+def _configured_seconds(env: Mapping[str, str]) -> str:
+    """``FM_CHECKPOINT_SECONDS``, else the first older name for it an installed plugin declares
+    that is set (plugins are loaded only when the core name is unset)."""
+    raw = env.get(SECONDS_ENV, "").strip()
+    if raw:
+        return raw
+    from firstmate.plugins import load
+
+    for info in load(env).harnesses():
+        alias = info.env_aliases.get(SECONDS_ENV, "")
+        raw = env.get(alias, "").strip() if alias else ""
+        if raw:
+            return raw
+    return ""
 
 
 class _Interrupted(BaseException):
@@ -143,7 +162,7 @@ def main(argv: Sequence[str]) -> int:
         stopsignals.restore(old)  # after an interrupt stops stay held: we are on our way out
     _reap(arm)
     if reasons:
-        sys.stdout.write(compose(reasons, None, "Codex checkpoint") + "\n")
+        sys.stdout.write(compose(reasons, None, "checkpoint") + "\n")
         return int(ExitCode.OK)
     if failure is not None and not quiet:
         sys.stdout.write(one_line(failure) + "\n")

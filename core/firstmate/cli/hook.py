@@ -176,7 +176,7 @@ def main(argv: Sequence[str]) -> int:
 
         raise FirstmateError(
             f"no Firstmate plugin for harness {harness[:40]!r}; harness names are lower-case "
-            "words such as claude or cursor",
+            "words (fm plugins lists the installed ones)",
             exit_code=ExitCode.PLUGIN,
         )
     from firstmate.homeroot import find_root

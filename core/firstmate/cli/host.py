@@ -97,8 +97,9 @@ def main(argv: Sequence[str]) -> int:
             sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
         else:
             state = f"parked (pid {pid})" if live else "not parked"
+            engine = " ".join(config.engine) or f"none (set {host.ENGINE_ENV})"
             sys.stdout.write(
                 f"supervision host: {'enabled' if config.enabled else 'disabled'}, {state}, "
-                f"away {'on' if data['away'] else 'off'}\nengine: {' '.join(config.engine)}\n")
+                f"away {'on' if data['away'] else 'off'}\nengine: {engine}\n")
         return 0
     raise UsageError(f"unknown host command {verb[:40]!r}; {USAGE}")

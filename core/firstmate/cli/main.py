@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "turnend-guard": ("firstmate.cli.turnend_guard", "turn-end backstop: block or allow a turn end (payload on stdin)"),
     "guard": ("firstmate.cli.guard", "pull guard: warn when the watcher is down or wakes are queued (exit 0)"),
     "away": ("firstmate.cli.away", "away mode on/off/status and the return brief"),
-    "checkpoint": ("firstmate.cli.checkpoint", "one bounded foreground supervision window (Codex): exit 0 wake, 124 quiet"),
+    "checkpoint": ("firstmate.cli.checkpoint", "one bounded foreground supervision window: exit 0 wake, 124 quiet"),
     "host": ("firstmate.cli.host", "the opt-in supervision host: park in place of the arm while away"),
     "doctor": ("firstmate.cli.doctor", "explain what is missing or broken for this home"),
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),

@@ -1,8 +1,8 @@
 """``fm turnend-guard --harness H [--home DIR] [--no-wait]``: the turn-end guard, payload on stdin.
 
 Exit 0 lets the turn end (silent, except the loud notice of an attended fail-open on stderr);
-exit 2 with a banner on stderr blocks it (Claude, Codex, Grok, omp); a follow-up harness (Cursor,
-Pi, OpenCode) gets exit 0 with the one follow-up message on stdout. See docs/guards.md.
+exit 2 with a banner on stderr blocks it; a follow-up harness gets exit 0 with the one follow-up
+message on stdout, as the harness's ``GuardProfile.style`` says. See docs/guards.md.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class ResurfaceSource:
     #: Seconds the queue lock is waited for (FM_WATCHER_STARTUP_LOCK_BOUND).
     bound: float = DEFAULT_STARTUP_BOUND
     name: str = "resurface"
-    #: A Codex checkpoint (``FM_WATCH_CHECKPOINT``): an announced episode stays announced.
+    #: An ``fm checkpoint`` window (``FM_WATCH_CHECKPOINT``): an announced episode stays announced.
     skip_reopen: bool = False
     _done: bool = attrs.field(default=False, init=False)
     _covered: int = attrs.field(default=0, init=False)

@@ -102,8 +102,8 @@ class Rig:
         return pid if watcher.get("healthy") and isinstance(pid, int) else None
 
     def ledger(self) -> dict[str, Any]:
-        from firstmate import autoarm
         from firstmate.store import open_store
+        from firstmate_plugin_claude import ledger as autoarm
 
         db = open_store(self.home)
         try:

@@ -127,3 +127,13 @@ def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) ->
     assert "notify-send done" in stop_commands and "fm hook claude stop" in stop_commands
     fm("uninstall", "claude")
     assert json.loads(settings.read_text()) == mine
+
+
+def test_claude_declares_the_supervision_host_engine_and_its_project_dir() -> None:
+    from firstmate import host
+    from firstmate_plugin_claude.hooks import INFO
+
+    assert INFO.host_engine == ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools",
+                                "Bash,Read", "--model", "sonnet")
+    assert host.default_engine({"FIRSTMATE_PLUGINS": "claude"}) == INFO.host_engine
+    assert INFO.project_env == ("CLAUDE_PROJECT_DIR",)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from claude_support import Rig, eventually, rig_fixture  # noqa: F401  (the rig fixture)
-from firstmate import autoarm
 from firstmate.home import Home
 from firstmate.locks import FileLock
 from firstmate.store import kv_set, open_store
+from firstmate_plugin_claude import ledger as autoarm
 from firstmate_plugin_claude import stophook
 from firstmate_plugin_claude.stophook import GateFacts, Notice, decide_gates, next_notice, pace
 

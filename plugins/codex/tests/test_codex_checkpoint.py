@@ -100,7 +100,13 @@ def test_an_existing_live_watcher_is_never_success(fm_home: Home, tmp_path: Path
 
 
 def test_default_seconds_come_from_the_environment(env: dict[str, str]) -> None:
-    code, out, _ = finish(checkpoint({**env, "FM_CODEX_WATCH_CHECKPOINT": "1"}))
+    # The older name is this plugin's (HarnessInfo.env_aliases): honoured while it is loaded.
+    code, out, _ = finish(checkpoint({**env, "FIRSTMATE_PLUGINS": "codex",
+                                      "FM_CODEX_WATCH_CHECKPOINT": "1"}))
+    assert code == 124 and "within 1s" in out
+    # The core name wins over the plugin's older one.
+    code, out, _ = finish(checkpoint({**env, "FM_CHECKPOINT_SECONDS": "1",
+                                      "FM_CODEX_WATCH_CHECKPOINT": "300"}))
     assert code == 124 and "within 1s" in out
 
 

@@ -10,10 +10,10 @@ import attrs
 from firstmate import hookimpl
 from firstmate.handoff import RearmOwner, Session
 from firstmate.harness import (
-    GuardProfile,
     HarnessInfo,
     HookOutcome,
     InstallOptions,
+    RearmLedger,
     SessionAnchor,
 )
 from firstmate.home import Home
@@ -21,7 +21,9 @@ from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec
 from firstmate.pluginbase import HookWakePlugin
 
 from firstmate_plugin_claude import gate
+from firstmate_plugin_claude.declared import DECLARED
 from firstmate_plugin_claude.gate import EVENTS
+from firstmate_plugin_claude.ledger import GUARD
 
 NAME = "claude"
 INFO = HarnessInfo(
@@ -35,7 +37,7 @@ INFO = HarnessInfo(
     rearm_event="stop",
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
-    guard=GuardProfile(style="block", loop_flags=(), rearm_ledger=True),
+    guard=GUARD,
     # A realistic hook call of this harness (its documented hook input), for the contract kit.
     sample_payload={"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
                     "permission_mode": "default", "hook_event_name": "{Event}",
@@ -43,6 +45,7 @@ INFO = HarnessInfo(
     # Claude Code gives its hooks and tools its pid and session id: the session lock trusts
     # the id while that pid is a Claude process above the caller.
     session_anchor=SessionAnchor(pid_env="CLAUDE_PID", session_env="CLAUDE_CODE_SESSION_ID"),
+    **DECLARED,
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.
@@ -87,6 +90,12 @@ class ClaudePlugin(HookWakePlugin):
         return LOCAL_HOOKS if options.flag("local") else HOOKS
 
     foreign = staticmethod(gate.foreign)
+
+    @hookimpl
+    def firstmate_rearm_ledger(self, harness: str) -> RearmLedger | None:
+        from firstmate_plugin_claude.ledger import ClaudeLedger
+
+        return ClaudeLedger() if harness == NAME else None
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

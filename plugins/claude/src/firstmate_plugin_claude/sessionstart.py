@@ -42,7 +42,9 @@ def session_start(payload: Mapping[str, Any] | None, home: Home,
     from firstmate.errors import FirstmateError
     from firstmate.scope import primary_scope
 
-    if not primary_scope(home, payload, env).primary:
+    from firstmate_plugin_claude.declared import PROJECT_ENV
+
+    if not primary_scope(home, payload, env, project_env=PROJECT_ENV).primary:
         return HookOutcome.silent()
     try:
         acquired = session_lock.acquire(home, env)

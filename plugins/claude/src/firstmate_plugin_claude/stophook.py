@@ -10,7 +10,7 @@ is silent. The hook, in order:
    after every rewake.
 2. **StopFailure pacing**: an API-error turn end waits out ``FM_CLAUDE_STOPFAILURE_COOLDOWN_MS``
    since the last StopFailure-driven claim, then re-reads away mode and need.
-3. **Generation claim** in the store (:mod:`firstmate.autoarm`): async hooks are not
+3. **Generation claim** in the store (:mod:`firstmate_plugin_claude.ledger`): async hooks are not
    deduplicated, so one home-scoped owner is admitted; an open claim of this session keeps
    every other hook silent, while a claim of an earlier (dead or replaced) session, or a stuck
    one, is superseded.
@@ -47,7 +47,7 @@ COOLDOWN_ENV = "FM_CLAUDE_STOPFAILURE_COOLDOWN_MS"
 DEFAULT_COOLDOWN_MS = 15000
 NOTICES_ENV = "FM_CLAUDE_AUTOARM_NOTICE_BUDGET"
 DEFAULT_NOTICES = 3
-#: Store keys (the ``kv`` table) this hook owns besides :mod:`firstmate.autoarm`'s ledger.
+#: Store keys (the ``kv`` table) this hook owns besides :mod:`firstmate_plugin_claude.ledger`'s ledger.
 STOPFAILURE_KEY = "claude.autoarm.stopfailure_at"
 NOTICES_KEY = "claude.autoarm.notices"
 DISPLAY = "Claude Code"
@@ -119,7 +119,9 @@ def gather_gates(home: Home, payload: Mapping[str, Any] | None,
     earlier gate decides."""
     from firstmate.scope import primary_scope
 
-    if not primary_scope(home, payload, env).primary:
+    from firstmate_plugin_claude.declared import PROJECT_ENV
+
+    if not primary_scope(home, payload, env, project_env=PROJECT_ENV).primary:
         return GateFacts(False, "absent", False, False), None
     lock, pid = lock_state(home, env)
     if lock in ("other-live", "unreadable"):
@@ -158,7 +160,7 @@ def claim_open(entry: Any, session_pid: int | None, *, now: float,
                beacon_age: float | None, grace: float) -> bool:
     """Whether *entry* is a claim that still admits no other hook: arming, owned by a live
     identity-matched hook of this same session, and not stuck."""
-    from firstmate import autoarm
+    from firstmate_plugin_claude import ledger as autoarm
 
     if entry is None or entry.outcome != "arming":
         return False
@@ -172,10 +174,11 @@ def claim_open(entry: Any, session_pid: int | None, *, now: float,
 def try_claim(home: Home, env: Mapping[str, str], session_pid: int | None, *,
               stop_failure: bool = False) -> Any:
     """Take the next generation claim, or None when an open claim already owns this turn end."""
-    from firstmate import autoarm
     from firstmate.health import watcher_health
     from firstmate.identity import identity_of
     from firstmate.store import kv_set
+
+    from firstmate_plugin_claude import ledger as autoarm
 
     me = identity_of(os.getpid())
     if me is None:
@@ -193,8 +196,9 @@ def try_claim(home: Home, env: Mapping[str, str], session_pid: int | None, *,
 
 
 def still_ours(home: Home, entry: Any) -> bool:
-    from firstmate import autoarm
     from firstmate.store import open_store
+
+    from firstmate_plugin_claude import ledger as autoarm
 
     db = open_store(home)
     try:
@@ -208,7 +212,7 @@ def still_ours(home: Home, entry: Any) -> bool:
 
 def commit(home: Home, entry: Any, outcome: str, *, recovered: bool = False) -> bool:
     """Record *outcome* for our claim; with *recovered*, also end the failure episode."""
-    from firstmate import autoarm
+    from firstmate_plugin_claude import ledger as autoarm
 
     with _transaction(home) as conn:
         ok = autoarm.commit(conn, entry.epoch, entry.owner_pid, outcome)
@@ -219,7 +223,7 @@ def commit(home: Home, entry: Any, outcome: str, *, recovered: bool = False) -> 
 
 def reset_episode(conn: Any) -> None:
     """Positive recovery: the next failure is a new episode again."""
-    from firstmate import autoarm
+    from firstmate_plugin_claude import ledger as autoarm
 
     autoarm.clear_failure(conn)
     conn.execute("DELETE FROM kv WHERE key = ?", (NOTICES_KEY,))
@@ -245,8 +249,9 @@ def next_notice(*, notified: bool, alarmed: bool, sent: int, budget: int) -> Not
 
 def record_failure(home: Home, entry: Any, env: Mapping[str, str]) -> Notice | None:
     """Advance the failure episode for our claim; None when a newer claim superseded it."""
-    from firstmate import autoarm
     from firstmate.store import kv_get, kv_set
+
+    from firstmate_plugin_claude import ledger as autoarm
 
     budget = env_int(env, NOTICES_ENV, DEFAULT_NOTICES)
     with _transaction(home) as conn:

@@ -18,6 +18,7 @@ from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.pluginbase import HookWakePlugin
 
 from firstmate_plugin_codex import gate
+from firstmate_plugin_codex.declared import DECLARED
 from firstmate_plugin_codex.gate import EVENTS
 from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
@@ -40,6 +41,7 @@ INFO = HarnessInfo(
                     "hook_event_name": "{Event}", "model": "gpt",
                     "permission_mode": "default", "stop_hook_active": False,
                     "last_assistant_message": "done"},
+    **DECLARED,
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

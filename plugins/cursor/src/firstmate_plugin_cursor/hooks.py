@@ -12,6 +12,7 @@ from firstmate.hookinstall import FLAT, HookEvent, HookInstallSpec
 from firstmate.pluginbase import HookWakePlugin
 
 from firstmate_plugin_cursor import gate
+from firstmate_plugin_cursor.declared import DECLARED
 from firstmate_plugin_cursor.gate import EVENTS
 
 NAME = "cursor"
@@ -33,6 +34,7 @@ INFO = HarnessInfo(
                     "workspace_roots": ["/tmp"], "transcript_path": None,
                     "status": "completed", "loop_count": 0},
     sample_env={"CURSOR_VERSION": "2.0.0"},
+    **DECLARED,
 )
 
 #: The stop hook parks on the watcher for a whole cycle.

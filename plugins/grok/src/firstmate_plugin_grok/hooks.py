@@ -17,6 +17,7 @@ from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.pluginbase import HookHarnessPlugin
 
 from firstmate_plugin_grok import gate
+from firstmate_plugin_grok.declared import DECLARED
 from firstmate_plugin_grok.gate import EVENTS
 
 NAME = "grok"
@@ -39,6 +40,7 @@ INFO = HarnessInfo(
     sample_payload={"hookEventName": "{Event}", "sessionId": "s-1", "cwd": "/tmp",
                     "workspaceRoot": "/tmp", "stopHookActive": False},
     sample_env={"GROK_HOOK_EVENT": "{Event}", "GROK_AGENT": "1"},
+    **DECLARED,
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.

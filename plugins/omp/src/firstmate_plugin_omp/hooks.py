@@ -14,6 +14,8 @@ from firstmate import shiminstall
 from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.pluginbase import InProcessHarnessPlugin
 
+from firstmate_plugin_omp.declared import DECLARED
+
 NAME = "omp"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -39,11 +41,13 @@ INFO = HarnessInfo(
     process_names=("omp",),
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
     guard=GuardProfile(style="block"),
+    **DECLARED,
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).
 PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True,
-                        idle_queue_read=True)
+                        idle_queue_read=True,
+                        idle_queue_tick_env="FM_OMP_QUEUE_TICK_MS")
 
 
 @attrs.define(eq=False)

@@ -14,6 +14,8 @@ from firstmate import shiminstall
 from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.pluginbase import InProcessHarnessPlugin
 
+from firstmate_plugin_opencode.declared import DECLARED
+
 NAME = "opencode"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -41,6 +43,7 @@ INFO = HarnessInfo(
     process_names=("opencode", ".opencode"),
     package_markers=(("opencode-ai",),),
     guard=GuardProfile(style="follow-up"),
+    **DECLARED,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 

@@ -13,6 +13,8 @@ from firstmate import shiminstall
 from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.pluginbase import InProcessHarnessPlugin
 
+from firstmate_plugin_pi.declared import DECLARED
+
 NAME = "pi"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -38,6 +40,7 @@ INFO = HarnessInfo(
     process_names=("pi", "pi-signed"),
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
     guard=GuardProfile(style="follow-up"),
+    **DECLARED,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 

@@ -1,5 +1,9 @@
 """The Claude auto-arm ledger: generation claims of the Stop hook, as the turn-end guard reads them.
 
+The guard reaches it through ``firstmate_rearm_ledger`` (:class:`ClaudeLedger`); its knobs
+(``FM_CLAUDE_TURNEND_BLOCK_BUDGET``, ``FM_CLAUDE_AUTOARM_SYNC_WAIT_MS``) are named in
+:data:`GUARD`, this harness's ``GuardProfile``.
+
 The Claude ``Stop``/``StopFailure`` hook (the auto-arm) takes a *generation claim* before it
 arms, and records the claim's outcome when it is done. The turn-end guard cooperates with it: an
 open claim that is still deciding, or a fresh rewake, lets the stop through, while a finished,
@@ -27,10 +31,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
-
+from firstmate.envnum import env_float
+from firstmate.harness import ClaimFacts, GuardProfile
 from firstmate.store import kv_get, kv_set
+
+if TYPE_CHECKING:
+    from firstmate.health import WatcherHealth
 
 LEDGER_KEY = "claude.autoarm"
 NOTIFIED_KEY = "claude.autoarm.notified"
@@ -39,6 +49,13 @@ OUTCOMES = ("arming", "rewake", "failed", "failed-suppressed", "clean", "away", 
 FAILED_OUTCOMES = ("failed", "failed-suppressed")
 #: Seconds a rewake (or a failure) counts as fresh: ``FM_CLAUDE_AUTOARM_EPOCH_FRESH``.
 DEFAULT_FRESH = 15.0
+FRESH_ENV = "FM_CLAUDE_AUTOARM_EPOCH_FRESH"
+
+#: How the turn-end guard treats Claude Code: it blocks, ignores the loop flags (the ledger
+#: decides), and cooperates with this ledger under these knobs.
+GUARD = GuardProfile(style="block", loop_flags=(), rearm_ledger=True,
+                     block_budget=3, block_budget_env="FM_CLAUDE_TURNEND_BLOCK_BUDGET",
+                     sync_wait_ms=800, sync_wait_env="FM_CLAUDE_AUTOARM_SYNC_WAIT_MS")
 
 
 @attrs.frozen
@@ -94,7 +111,7 @@ def alarmed_epoch(conn: sqlite3.Connection) -> int | None:
     return _epoch_value(conn, ALARMED_KEY)
 
 
-# --- writers (the Claude plugin; call inside a write transaction) ------------------------------
+# --- writers (the Stop hook and the guard; call inside a write transaction) ------------------------------
 
 
 def claim_next(conn: sqlite3.Connection, owner_pid: int, owner_identity: str, *,
@@ -157,15 +174,50 @@ def fresh(entry: Ledger, *, now: float, window: float = DEFAULT_FRESH) -> bool:
     return 0 <= now - entry.updated_at <= window or entry.updated_at > now
 
 
+@attrs.define(eq=False)
+class ClaudeLedger:
+    """This ledger as the turn-end guard asks for it (``firstmate.harness.RearmLedger``)."""
+
+    def claim_facts(self, conn: Any, *, env: Mapping[str, str], health: WatcherHealth,
+                    now: float) -> ClaimFacts:
+        return claim_facts(conn, env=env, health=health, now=now)
+
+    def clear_failure(self, conn: Any) -> None:
+        clear_failure(conn)
+
+    def mark_alarmed(self, conn: Any, epoch: int | None) -> None:
+        mark_alarmed(conn, epoch)
+
+
+def claim_facts(conn: sqlite3.Connection, *, env: Mapping[str, str], health: WatcherHealth,
+                now: float) -> ClaimFacts:
+    """The entry, the notice and the alarm as the guard's facts: *deciding* needs an ``arming``
+    claim whose owner is live, identity-matched and not stuck (against *health*'s beacon)."""
+    entry = read(conn)
+    notified = notified_epoch(conn) is not None
+    alarmed = alarmed_epoch(conn) is not None
+    if entry is None:
+        return ClaimFacts(notified=notified, alarmed=alarmed)
+    window = env_float(env, FRESH_ENV, DEFAULT_FRESH)
+    deciding = (entry.outcome == "arming" and owner_live(entry)
+                and not stuck(entry, now=now, beacon_age=health.beacon_age, grace=health.grace))
+    return ClaimFacts(entry.epoch, entry.outcome, deciding, fresh(entry, now=now, window=window),
+                      entry.outcome in FAILED_OUTCOMES, notified, alarmed)
+
+
 __all__ = [
     "ALARMED_KEY",
     "DEFAULT_FRESH",
     "FAILED_OUTCOMES",
+    "FRESH_ENV",
+    "GUARD",
     "LEDGER_KEY",
     "NOTIFIED_KEY",
     "OUTCOMES",
+    "ClaudeLedger",
     "Ledger",
     "alarmed_epoch",
+    "claim_facts",
     "claim_next",
     "clear_failure",
     "commit",

@@ -1,0 +1,14 @@
+"""What Grok tells the core beyond its identity: the values core used to know itself.
+
+Kept out of ``hooks.py`` so the hook entry stays small; :data:`DECLARED` is spread into the
+plugin's ``HarnessInfo``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The interrupt hints the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to cancel", r"ctrl\+c to interrupt")
+
+DECLARED: dict[str, Any] = {"busy_markers": BUSY_MARKERS}
