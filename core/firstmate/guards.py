@@ -1,11 +1,12 @@
-"""The backstops: the turn-end guard (``fm turnend-guard``) and the pull guard (``fm guard``).
+"""The turn-end guard (``fm turnend-guard`` and every harness's stop hook): the backstop that
+keeps a turn from ending unsupervised. The pull guard is :mod:`firstmate.pullguard`.
 
 Each guard is split in two: *gathering* reads the home into a frozen facts value, and a pure
 *decision* function maps facts to a frozen decision. The decision tables (docs/guards.md) are
 the decision functions; tests exercise them directly with hand-built facts, and for real with
 live watcher processes.
 
-Harness plugins call :func:`turnend_decision` (and :func:`pull_guard`) rather than the CLI:
+Harness plugins call :func:`turnend_decision` rather than the CLI:
 
     decision = turnend_decision(NAME, payload, home=home, env=env)  # NAME: the plugin's harness
     if decision.action == "block": …exit 2 with decision.text on stderr…
@@ -40,26 +41,29 @@ import attrs
 
 from firstmate.away import AwayFacts
 from firstmate.envnum import env_int
+from firstmate.guardtext import (
+    PREFIX,
+    away_note,
+    fix,
+    last_beat,
+    problem,
+    publish_if_gone,
+    rearm_owner,
+)
 from firstmate.harness import ClaimFacts, GuardProfile, HarnessInfo, RearmLedger
 from firstmate.health import WatcherHealth
 from firstmate.home import Home
+from firstmate.need import NOTHING_NEEDED, Need, gather_need
 from firstmate.scope import Scope
 
 Action = Literal["allow", "block", "follow-up"]
 
-#: Operational-input prefix (docs/hooks.md): harness shims never mistake guard text for the captain.
-PREFIX = "FIRSTMATE_OP:"
-SOURCES_DIR = "sources"
-SOURCE_SUFFIX = ".source"
 
 DEFAULT_BLOCK_BUDGET = GuardProfile().block_budget
 DEFAULT_SYNC_WAIT_MS = GuardProfile().sync_wait_ms
 SYNC_POLL = 0.05
 #: The re-block budget of a ledger harness lives under ``guard.<harness>.budget``.
 BUDGET_KEY_FORMAT = "guard.{harness}.budget"
-EPISODE_KEY = "guard.down_episode"
-CONTINUE_LINE = "This is a warning only; the command you ran still runs."
-HELD_SHOWN = 20
 
 ASSUMED_PRIMARY = Scope(True, "assumed")
 NO_WATCHER = WatcherHealth(False, "none")
@@ -117,24 +121,6 @@ def guard_profile(harness: str, env: Mapping[str, str] | None = None) -> GuardPr
 
 
 @attrs.frozen
-class Need:
-    """What needs supervision: registered crews, registered checks, process sources."""
-
-    crews: int = 0
-    checks: int = 0
-    sources: int = 0
-
-    @property
-    def needed(self) -> bool:
-        return bool(self.crews or self.checks or self.sources)
-
-    def describe(self) -> str:
-        parts = [f"{n} {what}" for n, what in ((self.crews, "crew(s)"), (self.checks, "check(s)"),
-                                              (self.sources, "process source(s)")) if n]
-        return ", ".join(parts) or "nothing"
-
-
-@attrs.frozen
 class Budget:
     """Re-blocks charged in the current failure episode of a ledger harness."""
 
@@ -171,7 +157,7 @@ class TurnEndFacts:
     harness: str
     payload_present: bool = True
     scope: Scope = ASSUMED_PRIMARY
-    need: Need = Need()
+    need: Need = NOTHING_NEEDED
     read_only: bool = False
     lock_pid: int | None = None
     health: WatcherHealth = NO_WATCHER
@@ -246,64 +232,11 @@ def loop_active(flags: Sequence[str], payload: Mapping[str, Any] | None) -> bool
 # --- texts -------------------------------------------------------------------------------------
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "never"
-    seconds = max(0, int(seconds))
-    return f"{seconds}s ago" if seconds < 120 else f"{seconds // 60}m ago"
-
-
-def down_key(health: WatcherHealth) -> str:
-    """The once-per-episode key of a down watcher: ``stale-beacon`` or ``no-watcher``."""
-    return "stale-beacon" if health.state == "stale-beacon" else "no-watcher"
-
-
-def problem(health: WatcherHealth, last_beat: float | None) -> str:
-    if health.state == "stale-beacon":
-        return (f"watcher pid {health.pid} is alive but has not polled for "
-                f"{health.age_text()}s (grace {health.grace:g}s)")
-    if health.state == "unverified" and health.pid:
-        return (f"the watcher lock is held by pid {health.pid}, which cannot be verified as this "
-                f"home's polling watcher (last beat: {_age(last_beat)})")
-    return f"no live watcher process holds this home's lock (last beat: {_age(last_beat)})"
-
-
-#: Set by a long-lived re-arm owner (an app-server host, a bridge) in its harness's
-#: environment, naming itself: the model there must never arm by hand, so advice says so.
-OWNER_ENV = "FM_REARM_OWNER"
-
-
-def rearm_owner(env: Mapping[str, str]) -> str:
-    from firstmate.waketext import one_line
-
-    return one_line(env.get(OWNER_ENV, ""), 120).strip()
-
-
-def fix(health: WatcherHealth, owner: str = "") -> str:
-    if owner:
-        return (f"do not run `fm arm` yourself: {owner} owns re-arming here and restores the "
-                "watcher; run `fm status`, and tell the captain if it stays down")
-    if health.state == "stale-beacon":
-        return ("run `fm arm --take-over` as a tracked background task to replace it, then "
-                "`fm status` to confirm")
-    return ("run `fm arm` as a tracked background task (recovery only: the harness re-arms on "
-            "its own when it works), then `fm status` to confirm")
-
-
-def _away_note(away: AwayFacts) -> str:
-    if not away.on:
-        return ""
-    if not away.owner_live:
-        return " Away mode is on, but no supervision host is parked on this home either."
-    return (f" Away mode is on and supervision host pid {away.owner_pid} is parked, but the "
-            f"beacon is older than its grace ({away.grace:g}s).")
-
-
 def turnend_banner(f: TurnEndFacts) -> str:
     lines = [
         f"{PREFIX} WATCHER DOWN - do not end this turn unsupervised.",
         f"{f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
-        + _away_note(f.away),
+        + away_note(f.away),
     ]
     if f.profile.rearm_ledger:
         lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
@@ -394,31 +327,6 @@ def _decide_ledger(f: TurnEndFacts) -> TurnEndDecision:
 # --- gathering -------------------------------------------------------------------------------------
 
 
-def gather_need(home: Home) -> Need:
-    """Registered crews, registered checks (rejected ones too: the watcher reports them) and
-    process sources (``state/sources/*.source``, registered by external event producers)."""
-    from firstmate import checks, crew
-    from firstmate.errors import FirstmateError
-
-    try:
-        crews = len(crew.list(home))
-    except (FirstmateError, OSError):
-        crews = 1  # unreadable: assume there is something to watch
-    try:
-        valid, rejected = checks.load(home)
-        nchecks = len(valid) + len(rejected)
-    except (FirstmateError, OSError):
-        nchecks = 1
-    try:
-        sources = sum(1 for name in os.listdir(home.state / SOURCES_DIR)
-                      if name.endswith(SOURCE_SUFFIX) and not name.startswith("."))
-    except FileNotFoundError:
-        sources = 0
-    except OSError:
-        sources = 1
-    return Need(crews, nchecks, sources)
-
-
 def _read_only(home: Home, env: Mapping[str, str]) -> tuple[bool, int | None]:
     from firstmate import session_lock
 
@@ -430,13 +338,6 @@ def _read_only(home: Home, env: Mapping[str, str]) -> tuple[bool, int | None]:
     except Exception:  # an unreadable ancestry never makes a session read-only
         owned = True
     return (not owned), ins.pid
-
-
-def _last_beat(home: Home, now: float) -> float | None:
-    from firstmate.health import beacon_mtime
-
-    mtime = beacon_mtime(home)
-    return None if mtime is None else max(0.0, now - mtime)
 
 
 def _store_facts(home: Home, env: Mapping[str, str], health: WatcherHealth, now: float,
@@ -495,14 +396,6 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     return refresh(facts, home=home, env=env, now=now, ledger=view.ledger)
 
 
-def _publish_if_gone(home: Home, health: WatcherHealth) -> None:
-    """No healthy watcher: one killed outright is reported as downtime now (firstmate.downtime)."""
-    if not health.healthy:
-        from firstmate.downtime import publish_for
-
-        publish_for(home)
-
-
 def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
             now: float | None = None, ledger: RearmLedger | None = None) -> TurnEndFacts:
     """*facts* with the fast-changing parts (watcher, away owner, ledger, budget) read again."""
@@ -511,9 +404,9 @@ def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
 
     now = time.time() if now is None else now
     health = watcher_health(home, env, now=now)
-    _publish_if_gone(home, health)
+    publish_if_gone(home, health)
     claim, budget = _store_facts(home, env, health, now, facts.harness, ledger)
-    return attrs.evolve(facts, health=health, last_beat=_last_beat(home, now),
+    return attrs.evolve(facts, health=health, last_beat=last_beat(home, now),
                         away=away_facts(home, env, now=now), claim=claim, budget=budget)
 
 
@@ -579,192 +472,18 @@ def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
     return _persist(home, env, facts, ledger)
 
 
-# --- the pull guard -------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class PullFacts:
-    actor: str = "main"
-    primary: bool = True
-    need: Need = Need()
-    health: WatcherHealth = NO_WATCHER
-    last_beat: float | None = None
-    away: AwayFacts = NOT_AWAY
-    #: Rows the calling actor can itself present or retire.
-    mine: int = 0
-    #: Rows a live branch grant holds (sequence numbers).
-    held: tuple[int, ...] = ()
-    held_pid: int | None = None
-    held_generation: str | None = None
-    #: The down-episode key already announced with the full banner (None: none announced).
-    announced: str | None = None
-    #: In-process harness bridges that leave a session unsupervised (firstmate.bridge.record).
-    bridges: tuple[str, ...] = ()
-    #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
-    owner: str = ""
-
-
-@attrs.frozen
-class PullDecision:
-    lines: tuple[str, ...] = ()
-    #: The down-episode key to remember (None clears it).
-    episode: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(line + "\n" for line in self.lines)
-
-
-def _continue_line(env: Mapping[str, str] | None) -> str:
-    value = (os.environ if env is None else env).get("FM_GUARD_CONTINUE_LINE", "").strip()
-    return value or CONTINUE_LINE
-
-
-def decide_pull(f: PullFacts, env: Mapping[str, str] | None = None) -> PullDecision:
-    """The pull-guard table (docs/guards.md). Pure."""
-    lines: list[str] = []
-    down = f.primary and f.need.needed and not f.health.healthy and not f.away.supervising
-    episode = down_key(f.health) if down else None
-    if down:
-        if f.announced != episode:
-            lines += [
-                "●  WATCHER DOWN - SUPERVISION IS OFF",
-                f"●  {f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
-                + _away_note(f.away),
-                f"●  {_continue_line(env)}",
-                f"●  Fix: {fix(f.health, f.owner)}.",
-            ]
-        else:
-            lines.append(
-                f"WARNING: watcher still down (same {episode} episode; last beat: "
-                f"{_age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health, f.owner)}."
-            )
-    lines += [f"WARNING: {problem}." for problem in f.bridges] if f.primary else []
-    if f.actor == "main":
-        if f.mine:
-            lines.append(f"WARNING: {f.mine} queued wake row(s) pending - run fm wake drain and "
-                         "handle them before anything else.")
-            if down:
-                lines.append("WARNING: the watcher is down with queued wakes pending - nothing "
-                             "will wake this session unattended: drain first, then restore the "
-                             "watcher as above.")
-        if f.held:
-            shown = ",".join(str(s) for s in f.held[:HELD_SHOWN])
-            shown += ",..." if len(f.held) > HELD_SHOWN else ""
-            head = "" if f.mine else "nothing queued is yours to drain: "
-            lines.append(
-                f"NOTE: {head}{len(f.held)} queued wake row(s) ({shown}) are held by the live "
-                f"supervision branch (pid {f.held_pid}, grant {f.held_generation}) - do not drain"
-                " them from here; the branch presents and acknowledges them."
-            )
-    return PullDecision(tuple(lines), episode)
-
-
-def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str | None = None,
-                cwd: str | None = None, now: float | None = None) -> PullFacts:
-    from firstmate.away import away_facts
-    from firstmate.health import watcher_health
-    from firstmate.queue import resolve_actor
-    from firstmate.scope import primary_scope
-
-    env = os.environ if env is None else env
-    now = time.time() if now is None else now
-    who = resolve_actor(actor, env)
-    if not home.state.is_dir():
-        return PullFacts(actor=who, primary=False)
-    # The caller's harness is unknown here: every installed plugin's project-directory
-    # variables count, looked up only when FM_PROJECT_DIR does not decide first.
-    scope = primary_scope(home, None, env, cwd, project_env=lambda: _installed_project_env(env))
-    health = watcher_health(home, env, now=now)
-    _publish_if_gone(home, health)
-    from firstmate.bridge.record import problems as bridge_problems
-
-    facts = PullFacts(actor=who, primary=scope.primary,
-                      need=gather_need(home) if scope.primary else Need(),
-                      health=health, last_beat=_last_beat(home, now),
-                      away=away_facts(home, env, now=now),
-                      bridges=tuple(p.line for p in bridge_problems(home, env, now))
-                      if scope.primary else (),
-                      owner=rearm_owner(env))
-    if not home.db.exists():
-        return facts
-    from firstmate import grants, queuestatus
-    from firstmate.store import Store, kv_get
-
-    db = Store(home)
-    try:
-        with db.reading() as conn:
-            mine = queuestatus.pending_count(conn, who)
-            grant = grants.live_grant(conn)
-            held = tuple(grants.reserved(conn)) if grant is not None else ()
-            announced = kv_get(conn, EPISODE_KEY)
-    finally:
-        db.close()
-    return attrs.evolve(facts, mine=mine, held=held,
-                        held_pid=grant.owner_pid if grant else None,
-                        held_generation=grant.generation if grant else None, announced=announced)
-
-
-def _installed_project_env(env: Mapping[str, str]) -> tuple[str, ...]:
-    from firstmate.plugins import load
-
-    names: list[str] = []
-    for info in load(env).harnesses():
-        names += [name for name in info.project_env if name not in names]
-    return tuple(names)
-
-
-def pull_guard(home: Home | None = None, env: Mapping[str, str] | None = None, *,
-               actor: str | None = None, cwd: str | None = None) -> PullDecision:
-    """Gather, decide, and remember which down episode got its full banner."""
-    env = os.environ if env is None else env
-    if home is None:
-        from firstmate.home import resolve_root
-
-        home = Home(resolve_root(env))
-    facts = gather_pull(home, env, actor=actor, cwd=cwd)
-    decision = decide_pull(facts, env)
-    if decision.episode == facts.announced or not home.state.is_dir():
-        return decision
-    from firstmate.store import kv_get, kv_set, open_store
-
-    db = open_store(home)
-    try:
-        with db.transaction(timeout=5.0) as conn:
-            # Compare and set: of two guards racing into a new episode, one prints the banner.
-            facts = attrs.evolve(facts, announced=kv_get(conn, EPISODE_KEY))
-            decision = decide_pull(facts, env)
-            if decision.episode != facts.announced:
-                if decision.episode is None:
-                    conn.execute("DELETE FROM kv WHERE key = ?", (EPISODE_KEY,))
-                else:
-                    kv_set(conn, EPISODE_KEY, decision.episode)
-    finally:
-        db.close()
-    return decision
-
-
 __all__ = [
-    "EPISODE_KEY",
     "Budget",
     "ClaimFacts",
     "HarnessView",
-    "Need",
-    "PullDecision",
-    "PullFacts",
     "TurnEndDecision",
     "TurnEndFacts",
     "budget_key",
-    "decide_pull",
     "decide_turnend",
-    "down_key",
-    "gather_need",
-    "gather_pull",
     "gather_turnend",
     "guard_profile",
     "harness_view",
     "loop_active",
-    "pull_guard",
     "read_budget",
     "refresh",
     "turnend_decision",

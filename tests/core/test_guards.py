@@ -18,10 +18,7 @@ from firstmate.away import AwayFacts
 from firstmate.guards import (
     Budget,
     ClaimFacts,
-    Need,
-    PullFacts,
     TurnEndFacts,
-    decide_pull,
     decide_turnend,
     guard_profile,
     loop_active,
@@ -29,6 +26,8 @@ from firstmate.guards import (
 from firstmate.harness import GuardProfile
 from firstmate.health import WatcherHealth
 from firstmate.identity import identity_of
+from firstmate.need import Need
+from firstmate.pullguard import PullFacts, decide_pull
 from firstmate.scope import Scope, classify_dir, primary_scope
 from firstmate.store import Store, kv_get, kv_set, open_store
 from watch_support import Rig, make_rig, started_pid, wait_for

@@ -215,7 +215,7 @@ class BridgeOwner:
         """Start the engine (or resume it) when this session should supervise; the reply state
         and its one line."""
         from firstmate.away import is_away
-        from firstmate.guards import gather_need
+        from firstmate.need import gather_need
         from firstmate.scope import primary_scope
 
         if self.phase != "active":

@@ -136,7 +136,7 @@ def _away(home: Home) -> bool:
 
 
 def _needed(home: Home) -> bool:
-    from firstmate.guards import gather_need
+    from firstmate.need import gather_need
 
     return gather_need(home).needed
 

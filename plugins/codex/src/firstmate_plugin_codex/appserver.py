@@ -292,7 +292,7 @@ def _serve(served: _Served, args: Mapping[str, str], env: dict[str, str], home: 
            command: list[str]) -> int:
     from firstmate.continuity import Continuity
     from firstmate.envnum import env_int
-    from firstmate.guards import OWNER_ENV
+    from firstmate.guardtext import OWNER_ENV
     from firstmate.handoff import Session
 
     # The hooks Codex runs under this server see who owns re-arming: their advice then never
