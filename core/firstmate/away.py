@@ -354,9 +354,9 @@ def brief(home: Home, env: Mapping[str, str] | None = None) -> Brief:
     def inside(at: object) -> bool:
         return isinstance(at, int | float) and since <= float(at) <= until
 
-    from firstmate import host
+    from firstmate.hostevents import events as host_events
 
-    events = [e for e in host.events(home, env) if inside(e.get("at"))]
+    events = [e for e in host_events(home, env) if inside(e.get("at"))]
     handled = tuple(e for e in events if e.get("type") == "turn" and e.get("handled"))
     back = tuple(e for e in events if e.get("type") == "handback")
     outcomes = tuple(e for e in events if e.get("type") == "outcome")

@@ -40,11 +40,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
@@ -52,374 +50,42 @@ from typing import Any, TextIO
 
 import attrs
 
-from firstmate.envnum import env_float, env_int
-from firstmate.errors import FirstmateError, UsageError
-from firstmate.home import Home, atomic_write
+from firstmate.errors import FirstmateError
+from firstmate.home import Home
+from firstmate.hostconfig import (
+    CONFIG_NAME,
+    ENGINE_ENV,
+    GENERATION_ENV,
+    NO_ENGINE,
+    RETRIES_ENV,
+    RETRY_ENV,
+    RETRY_MAX_ENV,
+    HostConfig,
+    config_path,
+    default_engine,
+    disable,
+    enable,
+    load_config,
+    require_engine,
+    retry_delay,
+)
+from firstmate.hostengine import (
+    ENGINE_GRACE,
+    EngineRun,
+    claimable_rows,
+    engine_prompt,
+    judge_turn,
+    run_engine,
+    still_queued,
+)
+from firstmate.hostevents import events, events_log, host_log, outcome_count, record_event, report
 from firstmate.ledgers import BoundedLog
 
-CONFIG_NAME = "supervision-host"
-ENGINE_ENV = "FM_SUPERVISION_HOST_ENGINE"
-TURN_TIMEOUT_ENV = "FM_SUPERVISION_HOST_TURN_TIMEOUT"
-BOUNDARY_ENV = "FM_SUPERVISION_HOST_BOUNDARY"
-READY_ENV = "FM_SUPERVISION_HOST_READY_TIMEOUT"
-RETRIES_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRIES"
-RETRY_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRY_S"
-RETRY_MAX_ENV = "FM_SUPERVISION_HOST_HANDBACK_RETRY_MAX_S"
-GENERATION_ENV = "FM_SUPERVISION_HOST_GENERATION"
-HOST_PID_ENV = "FM_SUPERVISION_HOST_PID"
-PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
-
-#: No engine configured and no installed plugin declares one (``HarnessInfo.host_engine``).
-NO_ENGINE: tuple[str, ...] = ()
-DEFAULT_TURN_TIMEOUT = 900.0
-#: The parking hook's registered timeout is 28800 s; the host stops a margin before it.
-DEFAULT_BOUNDARY = 28800.0 - 900.0
-DEFAULT_READY_TIMEOUT = 30.0
-#: Deliveries of one acknowledged hand-back; 0: until main acknowledges its rows.
-DEFAULT_RETRIES = 0
-#: Seconds from an acknowledged hand-back to its first re-delivery; doubled per delivery.
-DEFAULT_RETRY = 120.0
-#: The cap of that backoff.
-DEFAULT_RETRY_MAX = 1800.0
-#: Seconds between TERM and KILL of an engine turn that overran.
-ENGINE_GRACE = 5.0
 #: How long the host waits for a predecessor host to stand down.
 SUPERSEDE_WAIT = 15.0
 HANDBACK_KEY = "host.handback"
-LOG_DEFAULTS = (262144, 2000)
-EVENTS_DEFAULTS = (1048576, 5000)
-OUTPUT_TAIL = 2000
-
-
-# --- configuration ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class HostConfig:
-    enabled: bool = False
-    #: The engine command line; empty when none is configured or declared (parking then fails
-    #: with the fix, :func:`require_engine`).
-    engine: tuple[str, ...] = NO_ENGINE
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT
-    boundary: float = DEFAULT_BOUNDARY
-    ready_timeout: float = DEFAULT_READY_TIMEOUT
-    #: ``default`` (stop the successor, hand back once) or ``acknowledged``.
-    handback: str = "default"
-    retries: int = DEFAULT_RETRIES
-    retry: float = DEFAULT_RETRY
-    retry_max: float = DEFAULT_RETRY_MAX
-
-
-def config_path(home: Home) -> Any:
-    return home.config / CONFIG_NAME
-
-
-def _parse_config(text: str) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        values[key.strip().lower()] = value.strip()
-    return values
-
-
-def load_config(home: Home, env: Mapping[str, str] | None = None) -> HostConfig:
-    """``config/supervision-host`` (``key = value`` lines), overridden by ``FM_SUPERVISION_HOST_*``.
-
-    Keys: ``enabled`` (default yes when the file exists), ``engine`` (a command line; the prompt
-    is appended as its last argument), ``turn_timeout`` (seconds), ``handback``
-    (``default``/``acknowledged``). A missing file means the host is off.
-    """
-    from firstmate.trust import verify_file
-
-    env = os.environ if env is None else env
-    path = config_path(home)
-    if not verify_file(str(path), "supervision host config"):
-        return HostConfig(enabled=False)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
-            values = _parse_config(fh.read(65536))
-    except FileNotFoundError:
-        return HostConfig(enabled=False)
-    except OSError as exc:
-        raise FirstmateError(f"cannot read {path}: {exc.strerror}; fix its permissions") from exc
-    enabled = values.get("enabled", "yes").lower() not in ("no", "false", "0", "off")
-    engine_text = env.get(ENGINE_ENV, "").strip()
-    if not engine_text and values.get("engine"):
-        engine_text = _authenticated_engine(home, values, env, path)
-    try:
-        engine = tuple(shlex.split(engine_text)) if engine_text else ()
-    except ValueError as exc:
-        raise UsageError(f"supervision host engine {engine_text[:80]!r} is not a valid command "
-                         f"line ({exc}); fix engine = … in {path}") from exc
-    if not engine and enabled:
-        engine = default_engine(env)  # only an enabled host pays for loading the plugins
-    turn = env_float(values, "turn_timeout", DEFAULT_TURN_TIMEOUT)
-    handback = values.get("handback", "default").lower()
-    return HostConfig(
-        enabled=enabled, engine=engine,
-        turn_timeout=env_float(env, TURN_TIMEOUT_ENV, turn),
-        boundary=env_float(env, BOUNDARY_ENV, DEFAULT_BOUNDARY),
-        ready_timeout=env_float(env, READY_ENV, DEFAULT_READY_TIMEOUT),
-        handback="acknowledged" if handback == "acknowledged" else "default",
-        retries=env_int(env, RETRIES_ENV, DEFAULT_RETRIES, minimum=0),
-        retry=env_float(env, RETRY_ENV, DEFAULT_RETRY),
-        retry_max=env_float(env, RETRY_MAX_ENV, DEFAULT_RETRY_MAX),
-    )
-
-
-def default_engine(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The first installed plugin's headless engine (``HarnessInfo.host_engine``, in plugin-name
-    order); :data:`NO_ENGINE` when none declares one."""
-    from firstmate.plugins import load
-
-    for info in load(env).harnesses():
-        if info.host_engine:
-            return tuple(info.host_engine)
-    return NO_ENGINE
-
-
-def require_engine(config: HostConfig) -> tuple[str, ...]:
-    """The engine to run, or a one-line error naming the fix when there is none."""
-    if not config.engine:
-        raise UsageError(
-            f"the supervision host has no engine: no installed harness plugin declares one; "
-            f"set {ENGINE_ENV} (or fm host enable --engine 'CMD …') to a headless one-turn "
-            "command line")
-    return config.engine
-
-
-def retry_delay(delivered: int, base: float, cap: float) -> float:
-    """Seconds from the *delivered*-th delivery of a hand-back (1: the hand-back itself) to the
-    next one: *base*, doubled per delivery, never more than *cap* (nor less than *base*). Pure."""
-    steps = min(max(delivered, 1) - 1, 32)
-    return min(max(cap, base), base * float(1 << steps))
-
-
-def _engine_body(engine: str) -> dict[str, object]:
-    return {"what": "supervision-host-engine", "engine": engine}
-
-
-def _authenticated_engine(home: Home, values: Mapping[str, str], env: Mapping[str, str],
-                          path: object) -> str:
-    """The configured engine command line, only when ``fm host enable`` wrote it for this home
-    (its ``engine_mac`` verifies under the home's secret): a copied, cloned or hand-edited
-    engine never runs."""
-    from firstmate import keyring
-    from firstmate.errors import StateError
-
-    engine = values["engine"]
-    key = keyring.read_key(str(home.root), env)
-    if not keyring.verify_mac(key, _engine_body(engine), values.get("engine_mac")):
-        raise StateError(
-            f"the engine in {path} was not set by fm host enable for this home (copied, cloned "
-            "or edited by hand), so it is not run; set it again: fm host enable --engine 'CMD …'"
-        )
-    return engine
-
-
-def enable(home: Home, engine: str | None = None, handback: str | None = None,
-           env: Mapping[str, str] | None = None) -> None:
-    from firstmate import keyring
-
-    home.ensure()
-    lines = ["# Firstmate supervision host (fm host enable). Keys: enabled, engine, "
-             "turn_timeout, handback.", "enabled = yes"]
-    if engine:
-        if "\n" in engine or "\r" in engine or "\0" in engine:
-            raise UsageError("the engine command line must be one line; pass it without "
-                             "line breaks")
-        key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
-        lines.append(f"engine = {engine}")
-        lines.append(f"engine_mac = {keyring.mac(key, _engine_body(engine))}")
-    if handback:
-        lines.append(f"handback = {handback}")
-    atomic_write(config_path(home), ("\n".join(lines) + "\n").encode())
-
-
-def disable(home: Home) -> bool:
-    try:
-        os.unlink(config_path(home))
-    except FileNotFoundError:
-        return False
-    return True
-
-
-# --- events and outcomes ------------------------------------------------------------------------
-
-
-def events_log(home: Home, env: Mapping[str, str] | None = None) -> BoundedLog:
-    """``state/logs/branch-outcomes.jsonl``: outcomes the engine reported and the host's
-    verdicts (``turn`` and ``handback`` records), one JSON object per line."""
-    return BoundedLog(home.logs / "branch-outcomes.jsonl", "FM_BRANCH_OUTCOMES_MAX_BYTES",
-                      "FM_BRANCH_OUTCOMES_KEEP_LINES", EVENTS_DEFAULTS,
-                      env=os.environ if env is None else env)
-
-
-def host_log(home: Home, env: Mapping[str, str] | None = None) -> BoundedLog:
-    """``state/logs/supervision-host.log``: where every close went, one stamped line each."""
-    return BoundedLog(home.logs / "supervision-host.log", "FM_SUPERVISION_HOST_LOG_MAX_BYTES",
-                      "FM_SUPERVISION_HOST_LOG_KEEP_LINES", LOG_DEFAULTS,
-                      env=os.environ if env is None else env, stamp=True)
-
-
-def record_event(home: Home, kind: str, env: Mapping[str, str] | None = None,
-                 **fields: object) -> None:
-    record = {"type": kind, "at": time.time(), **fields}
-    events_log(home, env).append(json.dumps(record, sort_keys=True, ensure_ascii=True))
-
-
-def events(home: Home, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Every kept record, oldest first (unreadable lines are skipped)."""
-    found: list[dict[str, Any]] = []
-    try:
-        lines = events_log(home, env).lines()
-    except (OSError, FirstmateError):
-        return found
-    for line in lines:
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-    return found
-
-
-def report(home: Home, text: str, generation: str, *, captain: bool = False,
-           env: Mapping[str, str] | None = None) -> None:
-    """Record one branch outcome for the grant *generation* (``fm host report``)."""
-    from firstmate.episodes import valid_generation
-    from firstmate.queue import clean
-
-    if not valid_generation(generation):
-        raise UsageError("host report: no grant generation; run it from the engine turn (it sets "
-                         f"{GENERATION_ENV}) or pass --generation G")
-    body = clean(text, 2000).strip()
-    if not body:
-        raise UsageError("host report: empty outcome; say what happened and what was done")
-    home.check_ground()
-    record_event(home, "outcome", env, generation=generation, text=body, captain=captain)
-
-
-def outcome_count(home: Home, generation: str, env: Mapping[str, str] | None = None) -> int:
-    return sum(1 for e in events(home, env)
-               if e.get("type") == "outcome" and e.get("generation") == generation)
-
-
-# --- the engine turn ----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class EngineRun:
-    returncode: int | None
-    timed_out: bool = False
-    #: Set when the command could not be started at all.
-    error: str | None = None
-    output: str = ""
-
-
-def judge_turn(run: EngineRun, outcomes: int, left: Sequence[int],
-               timeout: float) -> tuple[bool, str]:
-    """Was the wake handled? ``(True, "handled")`` or ``(False, <why>)``. Pure."""
-    if run.error is not None:
-        return False, f"engine could not start: {run.error}"
-    if run.timed_out:
-        return False, f"engine turn timed out after {timeout:g}s"
-    if run.returncode != 0:
-        return False, f"engine turn failed (exit {run.returncode})"
-    if outcomes == 0:
-        return False, "engine turn reported no outcome (fm host report)"
-    if left:
-        shown = ",".join(str(s) for s in list(left)[:20])
-        return False, f"engine turn left granted row(s) {shown} queued"
-    return True, "handled"
-
-
-def engine_prompt(reasons: Sequence[str], seqs: Sequence[int], generation: str,
-                  contract: Sequence[str]) -> str:
-    from firstmate.waketext import one_line
-
-    lines = [
-        "FIRSTMATE_OP: supervision branch turn (the captain is away). Wake:",
-        *(f"  {one_line(r)}" for r in reasons),
-        f"Granted rows: {','.join(str(s) for s in seqs)} (grant {generation}). You are the "
-        "supervision branch: FM_SUPERVISION_ACTOR=branch is set for every fm command you run.",
-        "1. Run `fm wake drain` to see your rows.",
-        "2. Handle each wake within the away contract below.",
-        "3. Record one outcome per wake: `fm host report \"<what happened, what you did>\"` "
-        "(add --captain when the captain must see it on return).",
-        "4. Run the exact WAKE_ACK_REQUIRED acknowledgement command the drain printed.",
-        "Away contract:",
-        *(f"- {rule}" for rule in contract),
-    ]
-    return "\n".join(lines)
-
-
-def run_engine(argv: Sequence[str], prompt: str, env: Mapping[str, str], timeout: float,
-               cwd: str | None = None) -> EngineRun:
-    """One bounded turn of *argv* + [*prompt*], in a process group of its own.
-
-    Overrunning *timeout*: TERM to the group, KILL after :data:`ENGINE_GRACE`. Whatever is
-    left of the group when the turn ends is TERMed too (tool processes must not outlive it).
-    Output goes to a temporary file, so a leftover process holding it cannot stall the wait.
-    """
-    with tempfile.TemporaryFile() as sink:
-        try:
-            proc = subprocess.Popen([*argv, prompt], stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
-                                    start_new_session=True, close_fds=True)
-        except OSError as exc:
-            return EngineRun(None, error=f"{argv[0] if argv else '?'}: {exc.strerror or exc}")
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=ENGINE_GRACE)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
-        finally:
-            if proc.returncode is None:  # interrupted: never leave the engine behind
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
-        _signal_group(proc.pid, signal.SIGTERM)
-        sink.seek(0)
-        data = sink.read()
-    text = data.decode("utf-8", "replace")[-OUTPUT_TAIL:]
-    return EngineRun(proc.returncode, timed_out, None, text)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        os.killpg(pgid, sig)
-
-
-# --- rows ----------------------------------------------------------------------------------------
-
-
-def claimable_rows(conn: Any, *, away: bool) -> list[int]:
-    """Rows the branch may claim now: usable, unclaimed; check rows only while away."""
-    from firstmate.queue import VALID_SQL
-
-    kinds = "" if away else " AND kind <> 'check'"
-    return [int(r[0]) for r in conn.execute(
-        f"SELECT seq FROM wakes WHERE {VALID_SQL} AND (claim IS NULL OR claim NOT IN "
-        f"('main', 'branch')){kinds} ORDER BY seq")]
-
-
-def still_queued(conn: Any, seqs: Sequence[int]) -> list[int]:
-    if not seqs:
-        return []
-    marks = ",".join("?" * len(seqs))
-    return [int(r[0]) for r in conn.execute(
-        f"SELECT seq FROM wakes WHERE seq IN ({marks}) ORDER BY seq", tuple(seqs))]
+HOST_PID_ENV = "FM_SUPERVISION_HOST_PID"
+PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
 
 
 # --- the host ------------------------------------------------------------------------------------
@@ -1013,12 +679,19 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
 
 __all__ = [
     "CONFIG_NAME",
+    "ENGINE_ENV",
+    "GENERATION_ENV",
+    "HANDBACK_KEY",
     "NO_ENGINE",
+    "RETRIES_ENV",
+    "RETRY_ENV",
+    "RETRY_MAX_ENV",
     "AwayResult",
     "EngineRun",
     "Host",
     "HostConfig",
     "claimable_rows",
+    "config_path",
     "default_engine",
     "disable",
     "enable",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate import away, episodes, host, queue, queuestatus, session_lock
+from firstmate import away, episodes, host, hostconfig, queue, queuestatus, session_lock
 from firstmate.errors import StateError, UsageError
 from firstmate.home import Home
 from firstmate.identity import identity_of
@@ -380,7 +380,7 @@ def test_retry_knobs_come_from_the_environment(tmp_path: Path) -> None:
                                      host.RETRIES_ENV: "4"})
     assert (config.retry, config.retry_max, config.retries) == (2.5, 9.0, 4)
     junk = host.load_config(home, {host.RETRY_ENV: "-1", host.RETRY_MAX_ENV: "x"})
-    assert (junk.retry, junk.retry_max) == (host.DEFAULT_RETRY, host.DEFAULT_RETRY_MAX)
+    assert (junk.retry, junk.retry_max) == (hostconfig.DEFAULT_RETRY, hostconfig.DEFAULT_RETRY_MAX)
 
 
 def test_an_acknowledged_hand_back_is_redelivered_until_main_acknowledges(
