@@ -158,9 +158,9 @@ def test_the_contract_fails_a_plugin_that_does_not_keep_watch(contract_site: Pat
     (contract_site / f"{MODULE}.py").write_text(
         head + HOOK_HEAD + BROKEN[failure] + "\n\nplugin = AcmePlugin()\n")
     sys.modules.pop(MODULE, None)
-    from firstmate import rearmkit
+    from firstmate.testing import rearm
 
     info = load_harness("acme", env={}, fresh=True).harness("acme")
-    with rearmkit.continuity_rig("acme", tmp_path, {}) as rig, \
+    with rearm.continuity_rig("acme", tmp_path, {}) as rig, \
             pytest.raises((AssertionError, pytest.fail.Exception), match=failure):
-        rearmkit.drive_hook(rig, info)
+        rearm.drive_hook(rig, info)

@@ -38,19 +38,12 @@ import attrs
 import pytest
 
 from firstmate.home import Home
+from firstmate.testing.procs import DEADLINE, fm_command
 
-#: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
-DEADLINE = 30.0
 #: The crew whose status lines the contract's wakes are.
 CREW = "builder"
 
 T = TypeVar("T")
-
-
-def fm_argv(*args: str) -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "firstmate", *args]
 
 
 def eventually(what: str, check: Callable[[], T | None], deadline: float = DEADLINE,
@@ -109,7 +102,7 @@ class ContinuityRig:
 
     def fm(self, *args: str, stdin: str = "",
            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(fm_argv(*args), input=stdin, env=dict(env or self.env),
+        return subprocess.run(fm_command(*args), input=stdin, env=dict(env or self.env),
                               capture_output=True, text=True, timeout=DEADLINE * 2, check=False)
 
     def add_crew(self) -> None:
@@ -236,7 +229,7 @@ def continuity_rig(harness: str, tmp_path: Path, extra_env: Mapping[str, str]) -
 
 def hook_call(info: Any, event: str) -> tuple[str, dict[str, str]]:
     """The stdin and extra environment of *info*'s harness calling its *event* hook."""
-    from firstmate.testing import sample_of
+    from firstmate.testing.samples import sample_of
 
     call = sample_of(info, event)
     assert call is not None, (
@@ -258,7 +251,7 @@ def drive_hook(rig: ContinuityRig, info: Any) -> None:
     for round_ in range(2):
         # The second turn end comes twice at once (hooks are not deduplicated, a harness may
         # retry): one hook parks, the other lets its turn end quietly; one delivery in all.
-        procs = [rig.spawn(fm_argv("hook", info.name, event), stdin=stdin, env=run_env)
+        procs = [rig.spawn(fm_command("hook", info.name, event), stdin=stdin, env=run_env)
                  for _ in range(round_ + 1)]
         proc, watcher = _one_parked(rig, procs, what)
         if seen:
@@ -304,7 +297,7 @@ def _receive(proc: subprocess.Popen[bytes], pending: bytearray,
              want: Callable[[dict[str, Any]], bool], what: str,
              deadline: float = DEADLINE * 2) -> dict[str, Any]:
     """The next bridge message *want* accepts (others are skipped), read with a deadline."""
-    from firstmate.testing import read_line
+    from firstmate.testing.procs import read_line
 
     end = time.monotonic() + deadline
     while True:
@@ -323,7 +316,7 @@ def _receive(proc: subprocess.Popen[bytes], pending: bytearray,
 def drive_bridge(rig: ContinuityRig, info: Any, profile: Any) -> None:
     """``fm bridge <harness>`` driven as its shim would: each wake is one ``deliver``."""
     what = f"fm bridge {info.name}"
-    proc = subprocess.Popen(fm_argv("bridge", info.name), stdin=subprocess.PIPE,
+    proc = subprocess.Popen(fm_command("bridge", info.name), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rig.env,
                             start_new_session=True)
     rig.procs.append(proc)
@@ -378,7 +371,7 @@ def drive_command(rig: ContinuityRig, info: Any) -> None:
         f"nothing would make the model re-arm (exit {blind.returncode}, {blind.stdout!r})")
     seen: tuple[str, ...] = ()
     for _ in range(2):
-        proc = rig.spawn(fm_argv(*info.rearm_command))
+        proc = rig.spawn(fm_command(*info.rearm_command))
         rig.parked(proc, what)
         armed = stop_hook()
         assert lets_the_turn_end(armed), (

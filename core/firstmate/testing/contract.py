@@ -1,374 +1,30 @@
-"""Pytest helpers for Firstmate and its plugins (an opt-in pytest plugin), and the plugin contract.
-
-Enable with ``pytest_plugins = ["firstmate.testing"]`` in a conftest. Fixtures:
-
-``fm_home`` / ``fm_env``
-    A fresh prepared home (``FM_HOME`` points at it) and the environment a child ``fm`` runs with.
-``spawned_arm``
-    ``fm arm`` started in that home as a real process; its first status line is read, the reason
-    line can be awaited with a deadline, and teardown stops the watcher and kills leftovers.
-``fake_harness``
-    A callable stand-in for a harness's wake channel that records every delivery.
-
-:class:`HarnessContract` is the conformance suite every harness plugin passes (see
-``tests/contract/test_harness_contract.py``); subclass it with a ``harness`` fixture.
-"""
+"""The harness contract: the checks every harness plugin must pass (see
+``tests/contract/test_harness_contract.py``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import selectors
-import signal
 import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
 from firstmate.home import Home
-from firstmate.identity import ProcessIdentity
-
-#: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
-DEADLINE = 30.0
-
-
-def fm_command(*args: str) -> list[str]:
-    """The argv that runs ``fm`` with this interpreter (works installed or from a checkout)."""
-    return [sys.executable, "-m", "firstmate", *args]
-
-
-@pytest.fixture
-def fm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
-    """A fresh, prepared home; ``FM_HOME`` points at it for this test and its children."""
-    root = tmp_path / "home"
-    monkeypatch.setenv("FM_HOME", str(root))
-    # The home's secrets go beside it, never into the user's own keys directory.
-    monkeypatch.setenv("FIRSTMATE_KEYS_DIR", str(tmp_path / "keys"))
-    for name in list(os.environ):
-        if name.startswith("FM_") and name != "FM_HOME":
-            monkeypatch.delenv(name, raising=False)
-    yield Home(root).ensure()
-
-
-@pytest.fixture
-def fm_env(fm_home: Home) -> Mapping[str, str]:
-    """The environment a child ``fm`` process should run with."""
-    return {**os.environ, "FM_HOME": str(fm_home.root)}
-
-
-# --- reading a child's stdout ----------------------------------------------------------------
-
-
-def exec_identity(popen: subprocess.Popen[Any], deadline: float = DEADLINE) -> ProcessIdentity:
-    """The identity of a child spawned with an argv list, once its exec is done. Right after a
-    spawn ``/proc`` may still show the forking interpreter's command line, and an identity read
-    then never matches the process again (a window that grows on a loaded machine)."""
-    from firstmate.identity import cmd_hash, identity_of
-
-    assert isinstance(popen.args, list | tuple), "spawn with an argv list"
-    want = cmd_hash([os.fsdecode(arg) for arg in popen.args])
-    end = time.monotonic() + deadline
-    while True:
-        found = identity_of(popen.pid)
-        if found is not None and found.cmd_hash == want:
-            return found
-        if popen.poll() is not None or time.monotonic() >= end:
-            pytest.fail(f"pid {popen.pid} never showed its own command line (exit {popen.poll()})")
-        time.sleep(0.01)  # a poll with a deadline: /proc offers no event for an exec
-
-
-def read_line(popen: subprocess.Popen[bytes], deadline: float = DEADLINE, *,
-              pending: bytearray | None = None,
-              context: Callable[[], str] | None = None) -> str:
-    """The next line of *popen*'s stdout (without its newline), waited for at most *deadline*
-    seconds; fails the test when none arrives or stdout closes first.
-
-    With *pending* (the caller's buffer, kept between calls) it reads in chunks and leaves what
-    follows the line there; without, it reads a byte at a time so nothing past the line is taken
-    from the pipe. *context*, called on failure, adds to the message (say, the child's stderr).
-    """
-    assert popen.stdout is not None
-    fd = popen.stdout.fileno()
-    buf = bytearray() if pending is None else pending
-    size = 1 if pending is None else 65536
-    end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = end - time.monotonic()
-            if left <= 0:
-                pytest.fail(f"no line from pid {popen.pid} within {deadline}s; got "
-                            f"{bytes(buf)!r}{context() if context else ''}")
-            if sel.select(left):
-                chunk = os.read(fd, size)
-                if not chunk:
-                    pytest.fail(f"pid {popen.pid} closed stdout (rc {popen.poll()}) after "
-                                f"{bytes(buf)!r}{context() if context else ''}")
-                buf += chunk
-    at = buf.index(b"\n")
-    line = bytes(buf[:at])
-    del buf[:at + 1]
-    return line.decode(errors="replace")
-
-
-# --- a real arm ------------------------------------------------------------------------------
-
-
-def _quietly() -> contextlib.suppress:
-    return contextlib.suppress(OSError, subprocess.SubprocessError)
-
-
-@attrs.define(eq=False)
-class SpawnedArm:
-    """An ``fm arm`` process: :attr:`status` is its first status line (``watcher: started …``,
-    ``watcher: attached …`` or ``watcher: FAILED - …``)."""
-
-    popen: subprocess.Popen[bytes]
-    env: Mapping[str, str]
-    stderr_path: Path
-    status: str = ""
-    _buf: bytearray = attrs.field(factory=bytearray)
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def line(self, deadline: float = DEADLINE) -> str:
-        """The next stdout line; fails the test when none arrives within *deadline* seconds."""
-        return read_line(self.popen, deadline, pending=self._buf,
-                         context=lambda: f"; fm arm stderr {self.stderr()!r}")
-
-    def wait_reason(self, deadline: float = DEADLINE) -> str:
-        """The cycle's reason line (the next stdout line), awaited for at most *deadline*."""
-        return self.line(deadline)
-
-    def wait(self, deadline: float = DEADLINE) -> int:
-        return self.popen.wait(timeout=deadline)
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """``fm arm --stop`` (stops the identity-verified watcher), then kill what is left."""
-        with _quietly():
-            subprocess.run(fm_command("arm", "--stop"), env=dict(self.env), stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=DEADLINE, check=False)
-        if self.popen.poll() is None:
-            with _quietly():
-                self.popen.wait(timeout=5)
-        # The arm runs in its own process group: anything it started and left behind goes too.
-        with _quietly():
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        with _quietly():
-            self.popen.wait(timeout=DEADLINE)
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-
-
-def arm_env(home: Home, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """An environment for arms and watchers in *home*: no tmux, no plugins, no coalescing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
-    env.update(FM_HOME=str(home.root), FM_SIGNAL_GRACE="0", FM_TMUX=str(tmp_path / "no-tmux"),
-               FIRSTMATE_PLUGINS="none")
-    env.update(extra)
-    return env
-
-
-def spawn_arm(home: Home, tmp_path: Path, *args: str, env: Mapping[str, str] | None = None,
-              deadline: float = DEADLINE) -> SpawnedArm:
-    """Start ``fm arm ARGS…`` and read its first status line."""
-    run_env = dict(env) if env is not None else arm_env(home, tmp_path)
-    err = tmp_path / f"arm-stderr-{time.monotonic_ns()}.txt"
-    with open(err, "wb") as err_file:
-        popen = subprocess.Popen(fm_command("arm", *args), stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=err_file, env=run_env,
-                                 start_new_session=True)
-    arm = SpawnedArm(popen, run_env, err)
-    try:
-        arm.status = arm.line(deadline)
-    except BaseException:
-        arm.stop()
-        raise
-    return arm
-
-
-@pytest.fixture
-def spawned_arm(fm_home: Home, tmp_path: Path) -> Iterator[SpawnedArm]:
-    """``fm arm`` running in ``fm_home``; ``.status`` is its first line, ``.wait_reason()`` the
-    cycle's reason. Teardown runs ``fm arm --stop`` and kills anything left over."""
-    arm = spawn_arm(fm_home, tmp_path)
-    try:
-        yield arm
-    finally:
-        arm.stop()
-
-
-# --- a fake harness endpoint -----------------------------------------------------------------
-
-
-@attrs.frozen
-class Delivery:
-    """One wake a plugin delivered into a :class:`FakeHarness`."""
-
-    text: str
-    meta: Mapping[str, Any]
-    at: float
-
-
-@attrs.define(eq=False)
-class FakeHarness:
-    """A harness's wake channel for tests: call it with the wake text (and any keywords the
-    harness API would take); it records the delivery and returns :attr:`accept`."""
-
-    accept: bool = True
-    deliveries: list[Delivery] = attrs.Factory(list)
-    _cond: threading.Condition = attrs.Factory(threading.Condition)
-
-    def __call__(self, text: str, **meta: Any) -> bool:
-        with self._cond:
-            self.deliveries.append(Delivery(text, dict(meta), time.time()))
-            self._cond.notify_all()
-        return self.accept
-
-    @property
-    def texts(self) -> list[str]:
-        with self._cond:
-            return [d.text for d in self.deliveries]
-
-    def wait_for(self, count: int = 1, deadline: float = DEADLINE) -> list[Delivery]:
-        """Block until at least *count* deliveries arrived (from any thread); fail after *deadline*."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self.deliveries) >= count, timeout=deadline):
-                pytest.fail(f"{len(self.deliveries)} of {count} deliveries within {deadline}s")
-            return list(self.deliveries)
-
-
-@pytest.fixture
-def fake_harness() -> FakeHarness:
-    """A fresh :class:`FakeHarness` that accepts every delivery."""
-    return FakeHarness()
-
-
-# --- sample payloads -------------------------------------------------------------------------
-
-def sample_of(info: Any, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
-    """*info*'s declared sample hook call for *event* (HarnessInfo.sample_payload/sample_env),
-    the event name filled in; None when the harness declares none."""
-    if not info.sample_payload:
-        return None
-    pascal = "".join(part.capitalize() for part in event.split("-"))  # Stop, StopFailure
-    names = {"{Event}": pascal, "{event}": pascal[:1].lower() + pascal[1:]}
-
-    def fill(value: Any) -> Any:
-        return names.get(value, value) if isinstance(value, str) else value
-
-    payload = {key: fill(value) for key, value in info.sample_payload.items()}
-    env = {key: str(fill(value)) for key, value in info.sample_env.items()}
-    return payload, env
-
-
-def sample_call(harness: str, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
-    """A realistic ``(payload, env)`` for *harness* calling its *event* hook, as its installed
-    plugin declares it; None when it declares none or is not installed here."""
-    from firstmate.plugins import load
-
-    info = load({}).harness(harness)
-    return sample_of(info, event) if info is not None else None
-
-
-def payload_harnesses() -> list[str]:
-    """The installed harnesses that declare a sample hook payload."""
-    from firstmate.plugins import load
-
-    return [info.name for info in load({}).harnesses() if info.sample_payload]
-
-
-#: Hostile stdin for ``fm hook``: empty, truncated, not UTF-8, not an object, too large, and
-#: an object of the wrong shape (common keys with the wrong type; :func:`garbage_payload` adds
-#: every key of the harness's own sample payload).
-GARBAGE_PAYLOADS: dict[str, bytes] = {
-    "empty": b"",
-    "truncated": b"{",
-    "not-utf8": b"\xff\xfe",
-    "array": b"[]",
-    "oversized": b'{"pad": "' + b"x" * (2 << 20) + b'"}',
-    "wrong-shape": json.dumps({
-        "hook_event_name": 42, "hookEventName": {}, "turn_id": None,
-        "session_id": ["x"], "stop_hook_active": "yes", "loop_count": -1, "status": {"a": 1},
-    }).encode(),
-}
-
-def garbage_payload(name: str, sample_payload: Mapping[str, Any]) -> bytes:
-    """The garbage stdin *name* for a harness whose sample payload is *sample_payload*: the
-    wrong-shape object also carries each of the harness's own keys with a wrong type."""
-    if name != "wrong-shape":
-        return GARBAGE_PAYLOADS[name]
-    shape = json.loads(GARBAGE_PAYLOADS[name])
-    for key, value in sample_payload.items():
-        shape.setdefault(key, [] if not isinstance(value, list) else {"a": 1})
-    return json.dumps(shape).encode()
-
-
-#: ``fm hook`` exit statuses a garbage payload may produce: 0 (nothing to do) or 2 (a harness's
-#: own wake/block code). 1 would be an internal error, i.e. a bug.
-HOOK_GARBAGE_EXITS = (0, 2)
-
-def user_file_bytes(relpath: str, samples: Mapping[str, Any] | None = None) -> bytes:
-    """What a user might already have at *relpath* (a project-relative config file): the
-    plugin's own sample (``HarnessInfo.sample_user_files``, passed as *samples*), else a
-    generic JSON or text file."""
-    sample = (samples or {}).get(relpath)
-    if isinstance(sample, str):
-        return sample.encode()
-    if sample is not None:
-        return (json.dumps(sample, indent=4) + "\n").encode()
-    if relpath.endswith(".json"):
-        return b'{\n    "x-user-setting": {"keep": [1, "two", null]}\n}\n'
-    return b"# Notes\n\nThe user's own notes.\n"
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under *root*, by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def json_contains(outer: Any, inner: Any) -> bool:
-    """Whether *outer* still holds everything in *inner* (dict keys; list items in order)."""
-    if isinstance(inner, dict):
-        return isinstance(outer, dict) and all(
-            key in outer and json_contains(outer[key], value) for key, value in inner.items())
-    if isinstance(inner, list):
-        if not isinstance(outer, list):
-            return False
-        it = iter(outer)
-        return all(any(json_contains(candidate, item) for candidate in it) for item in inner)
-    return bool(outer == inner)
-
-
-def contract_plugin_names(env: Mapping[str, str] | None = None) -> list[str]:
-    """Plugins the contract suite runs against: ``FIRSTMATE_CONTRACT_PLUGINS`` or every one installed."""
-    env = os.environ if env is None else env
-    named = [n.strip() for n in env.get("FIRSTMATE_CONTRACT_PLUGINS", "").split(",") if n.strip()]
-    if named:
-        return named
-    from importlib.metadata import entry_points
-
-    from firstmate.plugins import ENTRY_POINT_GROUP
-
-    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
-
-
-# --- the contract ----------------------------------------------------------------------------
+from firstmate.testing.procs import DEADLINE, fm_command
+from firstmate.testing.samples import (
+    GARBAGE_PAYLOADS,
+    HOOK_GARBAGE_EXITS,
+    garbage_payload,
+    json_contains,
+    payload_harnesses,
+    sample_call,
+    sample_of,
+    snapshot,
+    user_file_bytes,
+)
 
 
 class HarnessContract:
@@ -690,7 +346,7 @@ class HarnessContract:
             got = host.readiness(line, arm)
             assert (got.ready, got.kind, got.watcher_pid, got.generation) == expected, line
 
-    # --- continuity: the plugin keeps the fleet watched (firstmate.rearmkit) -----------------
+    # --- continuity: the plugin keeps the fleet watched (firstmate.testing.rearm) -----------------
 
     def test_declares_how_it_rearms(self, harness: str, host: Any, info: Any) -> None:
         """The re-arm path its owner implies is declared, so the contract can drive it."""
@@ -714,15 +370,15 @@ class HarnessContract:
             self, harness: str, host: Any, info: Any, tmp_path: Path) -> None:
         """Two wakes in a row through the declared path, each delivered exactly once; for hook
         and in-process harnesses a successor watcher holds the lock at each delivery."""
-        from firstmate import rearmkit
+        from firstmate.testing import rearm
 
-        with rearmkit.continuity_rig(harness, tmp_path, {}) as rig:
+        with rearm.continuity_rig(harness, tmp_path, {}) as rig:
             if info.rearm_owner == "hook":
-                rearmkit.drive_hook(rig, info)
+                rearm.drive_hook(rig, info)
             elif info.rearm_owner == "extension":
-                rearmkit.drive_bridge(rig, info, host.bridge_profile(harness))
+                rearm.drive_bridge(rig, info, host.bridge_profile(harness))
             elif info.rearm_owner in ("checkpoint", "model-task"):
-                rearmkit.drive_command(rig, info)
+                rearm.drive_command(rig, info)
             else:
                 pytest.skip(f"{harness} re-arms through the supervision host")
             assert len(rig.delivered) == 2
@@ -730,13 +386,13 @@ class HarnessContract:
     def test_a_foreign_payload_arms_nothing(self, harness: str, info: Any,
                                             tmp_path: Path) -> None:
         """Another harness's call of the re-arm event neither arms a watcher nor answers."""
-        from firstmate import rearmkit
+        from firstmate.testing import rearm
 
         event = info.rearm_event
         others = [other for other in payload_harnesses() if other != harness]
         if not event or not others:
             pytest.skip("no re-arm hook, or no other harness's payload installed here")
-        with rearmkit.continuity_rig(harness, tmp_path, {}) as rig:
+        with rearm.continuity_rig(harness, tmp_path, {}) as rig:
             for other in others:
                 call = sample_call(other, event)
                 if call is None:
