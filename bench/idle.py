@@ -36,8 +36,8 @@ def cpu_seconds(proc: psutil.Process) -> float:
 
 
 def main() -> int:
-    from firstmate.health import watcher_health
-    from firstmate.home import Home
+    from firstmate.store.health import watcher_health
+    from firstmate.store.home import Home
 
     tmp = Path(tempfile.mkdtemp(prefix="fm-idle-"))
     home = Home(tmp / "home").ensure()

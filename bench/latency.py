@@ -77,9 +77,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    from firstmate import queue
-    from firstmate.home import Home
-    from firstmate.store import open_store
+    from firstmate.store import queue
+    from firstmate.store.database import open_store
+    from firstmate.store.home import Home
 
     tmp = Path(tempfile.mkdtemp(prefix="fm-latency-"))
     home = Home(tmp / "home").ensure()

@@ -29,9 +29,9 @@ ACK_GOAL_S = 0.5
 # A worker connects, says "ready", waits for "go" on stdin, appends, then prints its seconds.
 FM_WORKER = """
 import os, sys, time
-from firstmate import queue
-from firstmate.home import Home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import Home
+from firstmate.store.database import open_store
 db = open_store(Home(__import__("pathlib").Path(sys.argv[1])))
 count, name = int(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)
@@ -80,8 +80,8 @@ def run_workers(code: str, args_for: list[list[str]]) -> float:
 
 
 def bench_append(tmp: Path) -> dict[str, float]:
-    from firstmate.home import Home
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
+    from firstmate.store.home import Home
 
     home = Home(tmp / "append-home").ensure()
     open_store(home).close()
@@ -123,9 +123,9 @@ def file_drain_and_ack(path: Path, through: int) -> tuple[float, float]:
 
 
 def bench_drain_ack(tmp: Path) -> dict[str, dict[str, float]]:
-    from firstmate import drain, queue
-    from firstmate.home import Home
-    from firstmate.store import open_store
+    from firstmate.store import drain, queue
+    from firstmate.store.database import open_store
+    from firstmate.store.home import Home
 
     home = Home(tmp / "drain-home").ensure()
     db = open_store(home)

@@ -17,7 +17,7 @@ if importlib.util.find_spec("firstmate") is None:
         [str(CORE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     )
 
-# Home secrets (firstmate.keyring) go to a directory of this test run, never the user's own;
+# Home secrets (firstmate.base.keyring) go to a directory of this test run, never the user's own;
 # child processes inherit it.
 if not os.environ.get("FIRSTMATE_KEYS_DIR"):
     import tempfile

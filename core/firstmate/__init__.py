@@ -6,7 +6,7 @@ modules that need it, so that hot command paths stay cheap to start.
 
 from __future__ import annotations
 
-from firstmate.names import PROJECT
+from firstmate.base.names import PROJECT
 
 # Not `from typing import …`: typing (and the re it pulls in) costs more than a hook's whole
 # start-up budget. Type checkers treat a module-level TYPE_CHECKING = False as typing's.

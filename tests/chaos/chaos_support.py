@@ -24,10 +24,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity, matches, signal_verified
-from firstmate.locks import FileLock
-from firstmate.store import open_store
+from firstmate.store.database import open_store
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity, matches, signal_verified
+from firstmate.store.locks import FileLock
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from chaos_support import base_env
-from firstmate import drain, grants, queue
-from firstmate.home import Home
-from firstmate.store import Store, open_store
+from firstmate.store import drain, grants, queue
+from firstmate.store.database import Store, open_store
+from firstmate.store.home import Home
 
 
 @pytest.fixture

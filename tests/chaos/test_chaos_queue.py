@@ -52,10 +52,10 @@ from chaos_support import (
     stop_watcher,
     watcher_identity,
 )
-from firstmate import queue
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity, signal_verified
-from firstmate.watchchild import REASON_RE
+from firstmate.continuity.watchchild import REASON_RE
+from firstmate.store import queue
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity, signal_verified
 
 pytestmark = pytest.mark.slow
 
@@ -70,9 +70,9 @@ TAILS = ("", " \x1b[31mred\x1b[0m", " tab\there", " ünï ✓", " line\u2028brea
 
 API_PRODUCER = r"""
 import os, random, sys, time
-from firstmate import queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 prefix, pause, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)
 db = open_store(open_home(os.environ))

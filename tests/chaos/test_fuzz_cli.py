@@ -24,11 +24,12 @@ from collections.abc import Iterator
 
 import pytest
 from chaos_support import DEADLINE, base_env, fm_argv, run_fm, stop_watcher
-from firstmate import armargs, drain, queue, watchchild
+from firstmate.base.errors import UsageError
 from firstmate.cli.main import main as fm_main
-from firstmate.errors import UsageError
-from firstmate.home import Home
-from firstmate.store import open_store
+from firstmate.continuity import armargs, watchchild
+from firstmate.store import drain, queue
+from firstmate.store.database import open_store
+from firstmate.store.home import Home
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 

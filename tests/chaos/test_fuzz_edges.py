@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from chaos_support import DEADLINE, base_env, fm_argv, one_line_error, run_fm
-from firstmate import crew
-from firstmate.home import Home
+from firstmate.store import crew
+from firstmate.store.home import Home
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

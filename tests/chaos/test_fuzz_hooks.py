@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate.plugins import load_harness
+from firstmate.plugin.manager import load_harness
 from firstmate.testing import HOOK_GARBAGE_EXITS, contract_plugin_names, sample_call
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

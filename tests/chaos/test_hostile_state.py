@@ -34,9 +34,9 @@ from chaos_support import (
     run_fm,
     stop_watcher,
 )
-from firstmate.home import Home
-from firstmate.identity import matches
-from firstmate.watchchild import REASON_RE
+from firstmate.continuity.watchchild import REASON_RE
+from firstmate.store.home import Home
+from firstmate.store.identity import matches
 
 pytestmark = pytest.mark.slow
 
@@ -412,7 +412,7 @@ def test_the_home_removed_while_an_arm_follows_its_watcher(rig: Rig) -> None:
     assert arm.returncode == 1, (lines, err)
     assert lines == [f"watcher: FAILED - arm ground removed: {rig.root} no longer exists"]
     assert b"Traceback" not in err
-    from firstmate.identity import identity_of
+    from firstmate.store.identity import identity_of
 
     ident = identity_of(watcher_pid)
     if ident is not None:  # the arm stopped its child; it must not linger

@@ -8,11 +8,12 @@ import sqlite3
 import subprocess
 import sys
 
-from firstmate import appendpath, episoderow, store, wakeinput
-from firstmate.dbconn import SCHEMA_VERSION
-from firstmate.home import Home
-from firstmate.locks import FileLock
-from firstmate.ownerlock import record_json
+from firstmate.base import appendpath, episoderow, wakeinput
+from firstmate.base.dbconn import SCHEMA_VERSION
+from firstmate.base.ownerlock import record_json
+from firstmate.store import database as store
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock
 from hypothesis import given
 from hypothesis import strategies as st
 from wakeq_support import child_env, finish, fm, python, read_line
@@ -20,8 +21,8 @@ from wakeq_support import child_env, finish, fm, python, read_line
 #: Never on the append path: attrs (the project's classes), and the heavy optional imports.
 FORBIDDEN = ("attr", "attrs", "psutil", "pluggy", "argparse", "portalocker", "importlib.metadata")
 #: Cheap to avoid, so the path avoids them (a regression here costs every harness turn).
-AVOIDED = ("hashlib", "socket", "json", "firstmate.store", "firstmate.locks", "firstmate.queue",
-           "firstmate.episodes", "firstmate.identity", "firstmate.home", "firstmate.doorbell")
+AVOIDED = ("hashlib", "socket", "json", "firstmate.store.database", "firstmate.store.locks", "firstmate.store.queue",
+           "firstmate.store.episodes", "firstmate.store.identity", "firstmate.store.home", "firstmate.store.doorbell")
 
 
 def imported_modules(stderr: str) -> set[str]:
@@ -60,7 +61,7 @@ def test_cli_append_never_imports_attrs_and_lands_with_downtime_evidence(fm_home
     assert out.returncode == 0, out.stderr
     assert out.stdout == "2\n"
     names = imported_modules(out.stderr)
-    assert "firstmate.appendpath" in names  # the measurement saw the path
+    assert "firstmate.base.appendpath" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
     assert not [n for n in names if n.startswith(("attr.", "psutil.", "pluggy."))]
     assert wake_rows(fm_home)[-1] == (2, "signal", "t1.status", "signal: t1 done", None)
@@ -127,7 +128,7 @@ def test_fast_path_lock_record_names_its_holder(fm_home: Home) -> None:
     lock_path = fm_home.lock_path("queue")
     code = (
         "import sys\n"
-        "from firstmate.ownerlock import flock_with_record\n"
+        "from firstmate.base.ownerlock import flock_with_record\n"
         "fd = flock_with_record(sys.argv[1], 'queue', sys.argv[2])\n"
         "print('held', flush=True)\n"
         "sys.stdin.read()\n"
@@ -149,11 +150,11 @@ def test_append_clears_the_lock_record(fm_home: Home) -> None:
 
 
 def test_queue_append_and_the_cli_share_one_implementation() -> None:
-    from firstmate import queue
+    from firstmate.store import queue
 
     assert queue.clean is wakeinput.clean and queue.validate is wakeinput.validate
     assert queue.KINDS is wakeinput.KINDS
-    assert appendpath.insert.__module__ == "firstmate.appendpath"
+    assert appendpath.insert.__module__ == "firstmate.base.appendpath"
 
 
 _TEXT = st.text(alphabet=st.characters(codec=None), max_size=40)

@@ -11,11 +11,12 @@ import time
 
 import psutil
 import pytest
-from firstmate import armargs, armlinks, cyclelog, episodes
-from firstmate.errors import UsageError
-from firstmate.health import watcher_health
-from firstmate.identity import identity_of
-from firstmate.store import open_store
+from firstmate.base.errors import UsageError
+from firstmate.continuity import armargs, armlinks
+from firstmate.store import cyclelog, episodes
+from firstmate.store.database import open_store
+from firstmate.store.health import watcher_health
+from firstmate.store.identity import identity_of
 from watch_support import Rig, alive, attached_pid, rig, started_pid, wait_for
 
 __all__ = ["rig"]
@@ -146,8 +147,8 @@ WEDGE = {"FM_GUARD_GRACE": "1", "FM_ARM_STALL_BOUND": "2", "FM_ARM_STALL_PING": 
 def _stop_between_polls(rig: Rig, pid: int) -> None:
     """SIGSTOP the watcher at a moment it holds no queue lock (stopped inside a poll it would
     block every producer too, which is another test)."""
-    from firstmate.errors import LockTimeout
-    from firstmate.locks import FileLock
+    from firstmate.base.errors import LockTimeout
+    from firstmate.store.locks import FileLock
 
     probe = FileLock(rig.home.lock_path("queue"), "test-probe", rig.home.root)
     deadline = time.monotonic() + 60
@@ -330,7 +331,7 @@ def test_restart_never_signals_a_reused_pid(rig: Rig) -> None:
 HOLD_AS = """
 import json, sys
 from pathlib import Path
-from firstmate.locks import FileLock
+from firstmate.store.locks import FileLock
 lock = FileLock(Path(sys.argv[1]), "watcher", Path(sys.argv[2]))
 lock.acquire(None)
 fh = lock._fh

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate import away, crew, deliveries, grants, host
-from firstmate.errors import ConflictError
-from firstmate.home import Home
-from firstmate.store import open_store
+from firstmate.base.errors import ConflictError
+from firstmate.host import away
+from firstmate.host import supervision as host
+from firstmate.store import crew, deliveries, grants
+from firstmate.store.database import open_store
+from firstmate.store.home import Home
 from wakeq_support import child_env, finish, live_owner, read_line, set_episode
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
@@ -77,7 +79,7 @@ def test_check_rows_are_grantable_only_while_away(home: Home) -> None:
     db = open_store(home)
     owner = live_owner(home)
     try:
-        from firstmate import queue
+        from firstmate.store import queue
 
         seq = queue.append(db, "check", "ci", "check: ci red")
         grants.activate(db, owner.pid, "g1")
@@ -111,7 +113,7 @@ def guard(home: Home, tmp_path: Path, **env: str) -> subprocess.CompletedProcess
 @pytest.fixture
 def parked(needy: Home) -> Iterator[subprocess.Popen[bytes]]:
     """A live process holding the host lock, standing in for a parked supervision host."""
-    code = ("import sys; from firstmate.away import host_lock; from firstmate.home import Home;"
+    code = ("import sys; from firstmate.host.away import host_lock; from firstmate.store.home import Home;"
             "from pathlib import Path; lock = host_lock(Home(Path(sys.argv[1])));"
             "lock.acquire(); print('ready', flush=True); sys.stdin.read()")
     proc = subprocess.Popen([sys.executable, "-c", code, str(needy.root)], stdin=subprocess.PIPE,
@@ -170,7 +172,7 @@ def test_brief_lists_what_happened_and_treats_handling_as_in_progress(home: Home
     db = open_store(home)
     try:
         deliveries.record(db, 4242, "4242:1.00:abc", "check: ci red")
-        from firstmate import queue
+        from firstmate.store import queue
 
         queue.append(db, "stale", "t3", "stale: t3")
     finally:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate.health import watcher_health
-from firstmate.home import Home
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
 from watch_support import CORE, wait_for
 
 PLUGIN = '''
 from firstmate import hookimpl
-from firstmate.harness import BridgeProfile, HarnessInfo
+from firstmate.plugin.harness import BridgeProfile, HarnessInfo
 
 class Plugin:
     @hookimpl
@@ -368,9 +368,9 @@ def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
 
 
 def _status(pending: int, seq: int, at: float) -> Any:
-    from firstmate import episodes
-    from firstmate.queue import WakeRow
-    from firstmate.queuestatus import QueueStatus
+    from firstmate.store import episodes
+    from firstmate.store.queue import WakeRow
+    from firstmate.store.queuestatus import QueueStatus
 
     oldest = WakeRow(seq, at, "signal", "builder", "signal: builder done: OWED") if pending else None
     return QueueStatus(depth=pending, last_seq=seq, oldest=oldest, pending_main=pending,
@@ -380,7 +380,7 @@ def _status(pending: int, seq: int, at: float) -> Any:
 def test_idle_queue_names_the_oldest_owed_row_once_and_announces_read_failures_once() -> None:
     from types import SimpleNamespace
 
-    from firstmate.bridge.idlequeue import READ_FAILED, IdleQueue
+    from firstmate.host.bridge.idlequeue import READ_FAILED, IdleQueue
 
     tick = IdleQueue(SimpleNamespace(display_name="omp"), tick=10.0)  # type: ignore[arg-type]
     now = 1000.0
@@ -425,8 +425,8 @@ def test_the_arm_tool_starts_then_answers_unchanged(
 
 def test_another_live_session_makes_this_one_read_only(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
-    from firstmate.home import atomic_write
-    from firstmate.session_lock import SessionRecord, record_path
+    from firstmate.continuity.session_lock import SessionRecord, record_path
+    from firstmate.store.home import atomic_write
     from firstmate.testing import exec_identity
 
     shim, env = bridge

@@ -4,8 +4,8 @@ older name for it, else 180."""
 from __future__ import annotations
 
 import pytest
+from firstmate.base.errors import UsageError
 from firstmate.cli.checkpoint import DEFAULT_SECONDS, parse_args
-from firstmate.errors import UsageError
 
 NO_PLUGINS = {"FIRSTMATE_PLUGINS": "no-such-plugin"}
 

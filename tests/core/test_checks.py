@@ -14,11 +14,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from firstmate import checks, keyring
-from firstmate.errors import ConflictError, UsageError
-from firstmate.home import Home
-from firstmate.sources.base import PollContext, Source, Wake
-from firstmate.sources.checks import ChecksSource
+from firstmate.base import keyring
+from firstmate.base.errors import ConflictError, UsageError
+from firstmate.store import checks
+from firstmate.store.home import Home
+from firstmate.watch.sources.base import PollContext, Source, Wake
+from firstmate.watch.sources.checks import ChecksSource
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 20.0
@@ -243,8 +244,9 @@ def test_a_signal_landing_while_a_check_is_forked_still_finds_its_group(tmp_path
 WATCHER = """
 import os, signal, sys
 from pathlib import Path
-from firstmate import checks, keyring
-from firstmate.home import Home
+from firstmate.store import checks
+from firstmate.base import keyring
+from firstmate.store.home import Home
 
 def cleanup(signum, frame):
     checks.kill_running()

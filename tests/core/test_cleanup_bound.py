@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from firstmate import episodes
-from firstmate.store import kv_get, open_store
-from firstmate.watcher import cleanup_lock_bound
+from firstmate.store import episodes
+from firstmate.store.database import kv_get, open_store
+from firstmate.watch.watcher import cleanup_lock_bound
 from hypothesis import given
 from hypothesis import strategies as st
 from watch_support import Rig, rig, wait_for
@@ -61,7 +61,7 @@ def test_the_parser_is_total(raw: str) -> None:
 HOLD = """
 import sys
 from pathlib import Path
-from firstmate.locks import FileLock
+from firstmate.store.locks import FileLock
 lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
 lock.acquire(None)
 print("acquired", flush=True)

@@ -37,7 +37,7 @@ import json, os
 if os.environ.get("FAKEH_BROKEN"):
     raise RuntimeError("the plugin body must not be imported on the gated path")
 from firstmate import hookimpl
-from firstmate.harness import HookOutcome
+from firstmate.plugin.harness import HookOutcome
 
 
 class Fake:

@@ -10,13 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from firstmate.homeroot import find_root
+from firstmate.base.homeroot import find_root
 
 DEADLINE = 60.0
 
 PLUGIN = '''
 from firstmate import hookimpl
-from firstmate.configfiles import (
+from firstmate.plugin.configfiles import (
     command_owner, hook_command, install_result, remove_grouped_hooks, require_project,
     update_json, upsert_grouped_hook,
 )

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.home import Home
+from firstmate.store.home import Home
 
 
 def _fm(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 from firstmate.cli import wake as wake_cli
-from firstmate.drain import DrainResult
-from firstmate.home import Home
+from firstmate.store.drain import DrainResult
+from firstmate.store.home import Home
 from wakeq_support import child_env, claims, finish, fm, live_owner, rows
 
 ACK_RE = "WAKE_ACK_REQUIRED: after handling completes run fm wake drain --ack-through {} --recovery-generation {}\n"

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate.configfiles import (
+from firstmate.base.errors import FirstmateError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin.configfiles import (
     BACKUP_SUFFIX,
     ConfigFileError,
     block_markers,
@@ -29,9 +31,7 @@ from firstmate.configfiles import (
     upsert_grouped_hook,
     vacant,
 )
-from firstmate.errors import FirstmateError
-from firstmate.exitcodes import ExitCode
-from firstmate.harness import InstallOptions
+from firstmate.plugin.harness import InstallOptions
 from hypothesis import given
 from hypothesis import strategies as st
 

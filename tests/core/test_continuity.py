@@ -19,16 +19,17 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import episodes, hookimpl
-from firstmate.continuity import Continuity
-from firstmate.core_plugin import CorePlugin
-from firstmate.handoff import DeliveryReceipt, Handoff, HandoffResult, Session, WakeDelivery
-from firstmate.health import WatcherHealth, watcher_health
-from firstmate.home import Home, atomic_write
-from firstmate.identity import current, identity_of
-from firstmate.plugins import PluginHost, new_manager
-from firstmate.session_lock import SessionRecord, record_path
-from firstmate.store import open_store
+from firstmate import hookimpl
+from firstmate.app.defaults import CorePlugin
+from firstmate.continuity.engine import Continuity
+from firstmate.continuity.session_lock import SessionRecord, record_path
+from firstmate.plugin.handoff import DeliveryReceipt, Handoff, HandoffResult, Session, WakeDelivery
+from firstmate.plugin.manager import PluginHost, new_manager
+from firstmate.store import episodes
+from firstmate.store.database import open_store
+from firstmate.store.health import WatcherHealth, watcher_health
+from firstmate.store.home import Home, atomic_write
+from firstmate.store.identity import current, identity_of
 from watch_support import DEADLINE, Rig, make_rig, wait_for
 
 FM = " ".join(shlex.quote(part) for part in (sys.executable, "-m", "firstmate", "arm"))

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate import crew
-from firstmate.errors import ConflictError, StateError, UsageError
-from firstmate.home import Home
+from firstmate.base.errors import ConflictError, StateError, UsageError
+from firstmate.store import crew
+from firstmate.store.home import Home
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from firstmate import deliveries
-from firstmate.home import Home
-from firstmate.store import DELIVERIES_KEEP
+from firstmate.store import deliveries
+from firstmate.store.database import DELIVERIES_KEEP
+from firstmate.store.home import Home
 from wakeq_support import db_for
 
 

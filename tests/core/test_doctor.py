@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import firstmate
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity
-from firstmate.session_lock import SessionRecord, record_path
+from firstmate.continuity.session_lock import SessionRecord, record_path
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity
 from firstmate.testing import fm_command
 
 #: Where this firstmate is imported from, so children run it even with cwd elsewhere.
@@ -147,7 +147,7 @@ def test_bad_argument_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_last_cycle_reasons_are_reported_and_a_bad_one_warns(tmp_path: Path) -> None:
-    from firstmate import cyclelog
+    from firstmate.store import cyclelog
 
     home_root, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()

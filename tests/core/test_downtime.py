@@ -6,9 +6,9 @@ import json
 import os
 import signal
 
-from firstmate import episodes
-from firstmate.downtime import OPEN_KEY, publish_if_gone
-from firstmate.store import kv_get, open_store
+from firstmate.store import episodes
+from firstmate.store.database import kv_get, open_store
+from firstmate.store.downtime import OPEN_KEY, publish_if_gone
 from watch_support import Rig, rig, started_pid, wait_for
 
 __all__ = ["rig"]  # the fixture

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate import crew
-from firstmate.drain_context import DECISIONS_FOOTER, DECISIONS_HEADER, UNREAD_HEADER, present
-from firstmate.home import Home
+from firstmate.app.drain_context import DECISIONS_FOOTER, DECISIONS_HEADER, UNREAD_HEADER, present
+from firstmate.store import crew
+from firstmate.store.home import Home
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 T0 = 1_700_000_000.0
@@ -111,7 +111,7 @@ def test_items_and_sections_are_byte_capped(home: Home) -> None:
 HOLDER = """
 import os, sys
 from pathlib import Path
-from firstmate.locks import FileLock
+from firstmate.store.locks import FileLock
 lock = FileLock(Path(sys.argv[1]), "holder", Path(sys.argv[2]))
 lock.acquire(None)
 print(os.getpid(), flush=True)
@@ -171,7 +171,7 @@ def test_hand_written_hostile_lines_are_cleaned(home: Home) -> None:
 
 
 def test_prepare_then_commit_or_abandon(home: Home) -> None:
-    from firstmate.drain_context import prepare
+    from firstmate.app.drain_context import prepare
 
     crew.append_status(home, "w1", "done: x", now=T0)
     abandoned = prepare(home, [], env={})

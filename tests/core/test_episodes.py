@@ -7,11 +7,11 @@ import re
 from collections.abc import Callable
 
 import pytest
-from firstmate import episodes, queue
-from firstmate.episodes import Ack, Action, Episode, Handling, Invalid, Missing
-from firstmate.errors import UsageError
-from firstmate.home import Home
-from firstmate.store import Store
+from firstmate.base.errors import UsageError
+from firstmate.store import episodes, queue
+from firstmate.store.database import Store
+from firstmate.store.episodes import Ack, Action, Episode, Handling, Invalid, Missing
+from firstmate.store.home import Home
 from wakeq_support import db_for, episode, insert_row, raw, set_episode
 
 G = "seed.1.aaa"

@@ -7,13 +7,13 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from firstmate import drain as drainmod
-from firstmate import episodes, grants, identity, queue, queuestatus
-from firstmate.episodes import Episode
-from firstmate.errors import ConflictError, FirstmateError, UsageError
-from firstmate.exitcodes import ExitCode
-from firstmate.home import Home
-from firstmate.store import Store
+from firstmate.base.errors import ConflictError, FirstmateError, UsageError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.store import drain as drainmod
+from firstmate.store import episodes, grants, identity, queue, queuestatus
+from firstmate.store.database import Store
+from firstmate.store.episodes import Episode
+from firstmate.store.home import Home
 from wakeq_support import claims, db_for, episode, finish, insert_row, live_owner, raw, rows
 
 GEN = "branch.1.g"

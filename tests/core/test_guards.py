@@ -13,9 +13,10 @@ from typing import Any
 
 import attrs
 import pytest
-from firstmate import grants, guards, session_lock
-from firstmate.away import AwayFacts
-from firstmate.guards import (
+from firstmate.continuity import session_lock
+from firstmate.guards import turnend as guards
+from firstmate.guards.pull import PullFacts, decide_pull
+from firstmate.guards.turnend import (
     Budget,
     ClaimFacts,
     TurnEndFacts,
@@ -23,13 +24,14 @@ from firstmate.guards import (
     guard_profile,
     loop_active,
 )
-from firstmate.harness import GuardProfile
-from firstmate.health import WatcherHealth
-from firstmate.identity import identity_of
-from firstmate.need import Need
-from firstmate.pullguard import PullFacts, decide_pull
-from firstmate.scope import Scope, classify_dir, primary_scope
-from firstmate.store import Store, kv_get, kv_set, open_store
+from firstmate.host.away import AwayFacts
+from firstmate.plugin.harness import GuardProfile
+from firstmate.store import grants
+from firstmate.store.database import Store, kv_get, kv_set, open_store
+from firstmate.store.health import WatcherHealth
+from firstmate.store.identity import identity_of
+from firstmate.store.need import Need
+from firstmate.store.scope import Scope, classify_dir, primary_scope
 from watch_support import Rig, make_rig, started_pid, wait_for
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
@@ -62,8 +64,8 @@ STAND_IN = """
 import json
 
 from firstmate import hookimpl
-from firstmate.harness import ClaimFacts, GuardProfile, HarnessInfo
-from firstmate.store import kv_get, kv_set
+from firstmate.plugin.harness import ClaimFacts, GuardProfile, HarnessInfo
+from firstmate.store.database import kv_get, kv_set
 
 
 class Ledger:
@@ -324,7 +326,7 @@ def test_scope_rule(tmp_path: Path) -> None:
 
 
 def test_scope_env_and_home(tmp_path: Path) -> None:
-    from firstmate.home import Home
+    from firstmate.store.home import Home
 
     home = Home(tmp_path / "home")
     assert not primary_scope(home, None, {}).primary  # never set up
@@ -614,7 +616,7 @@ def test_bad_turnend_guard_arguments_never_block(tmp_path: Path) -> None:
 
 
 def test_a_failure_shown_to_a_model_keeps_the_facts_and_drops_operator_advice() -> None:
-    from firstmate.waketext import compose, facts_only
+    from firstmate.base.waketext import compose, facts_only
 
     line = ("watcher: FAILED - live watcher pid=7 has a stale beacon (900s, grace 300s); left "
             "running - inspect it, or replace it with fm arm --take-over")

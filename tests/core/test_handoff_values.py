@@ -7,10 +7,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import hookimpl, waketext
-from firstmate.core_plugin import CorePlugin
-from firstmate.enginevalues import Settings
-from firstmate.handoff import (
+from firstmate import hookimpl
+from firstmate.app.defaults import CorePlugin
+from firstmate.base import waketext
+from firstmate.continuity.enginevalues import Settings
+from firstmate.continuity.handoffconfirm import confirm_with_arm
+from firstmate.plugin.handoff import (
     ArmLine,
     ArmRef,
     Close,
@@ -22,10 +24,9 @@ from firstmate.handoff import (
     Session,
     WakeDelivery,
 )
-from firstmate.handoffconfirm import confirm_with_arm
-from firstmate.harness import REARM_OWNERS, HarnessInfo
-from firstmate.home import Home
-from firstmate.plugins import PluginHost, new_manager
+from firstmate.plugin.harness import REARM_OWNERS, HarnessInfo
+from firstmate.plugin.manager import PluginHost, new_manager
+from firstmate.store.home import Home
 from hypothesis import given
 from hypothesis import strategies as st
 

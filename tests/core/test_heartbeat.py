@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from firstmate.home import Home
-from firstmate.sources import heartbeat
-from firstmate.sources.base import PollContext, Source, Wake
-from firstmate.sources.heartbeat import HeartbeatSource
+from firstmate.store.home import Home
+from firstmate.watch.sources import heartbeat
+from firstmate.watch.sources.base import PollContext, Source, Wake
+from firstmate.watch.sources.heartbeat import HeartbeatSource
 
 T0 = 1_700_000_000.0
 BEAT = Wake("heartbeat", "heartbeat", "heartbeat")

@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate import away, episodes, host, hostconfig, queue, queuestatus, session_lock
-from firstmate.errors import StateError, UsageError
-from firstmate.home import Home
-from firstmate.identity import identity_of
-from firstmate.store import Store, kv_get, kv_set, open_store
+from firstmate.base.errors import StateError, UsageError
+from firstmate.continuity import session_lock
+from firstmate.host import away
+from firstmate.host import config as hostconfig
+from firstmate.host import supervision as host
+from firstmate.store import episodes, queue, queuestatus
+from firstmate.store.database import Store, kv_get, kv_set, open_store
+from firstmate.store.home import Home
+from firstmate.store.identity import identity_of
 from watch_support import Proc, Rig, alive, attached_pid, make_rig, started_pid, wait_for
 
 #: The fake engine: the mode file says how this turn goes.

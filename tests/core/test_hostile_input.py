@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate import crew
-from firstmate.configfiles import ConfigFileError, read_config, update_json
-from firstmate.home import Home
+from firstmate.plugin.configfiles import ConfigFileError, read_config, update_json
+from firstmate.store import crew
+from firstmate.store.home import Home
 from firstmate.testing import read_line
 from wakeq_support import child_env, fm, rows
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import attrs
 import psutil
 import pytest
-from firstmate import harnessprocs, identity
-from firstmate.harnessprocs import HarnessTable, harness_of
-from firstmate.identity import ProcessIdentity, ProcInfo
+from firstmate.plugin import harnessprocs
+from firstmate.plugin.harnessprocs import HarnessTable, harness_of
+from firstmate.store import identity
+from firstmate.store.identity import ProcessIdentity, ProcInfo
 from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
@@ -115,7 +116,7 @@ def test_parse_never_raises(text: str) -> None:
 
 def test_fast_current_identity_equals_psutil_identity_in_a_child() -> None:
     proc = spawn(
-        "from firstmate.identity import current\n"
+        "from firstmate.store.identity import current\n"
         "print(current().token(), flush=True)\n"
         "import sys; sys.stdin.read()\n"
     )
@@ -374,7 +375,7 @@ def test_core_alone_knows_no_harness() -> None:
 
 
 def test_the_table_is_what_the_plugins_declare() -> None:
-    from firstmate.harness import HarnessInfo
+    from firstmate.plugin.harness import HarnessInfo
 
     declared = HarnessInfo(name="acme", display_name="Acme", family="hook", rearm_owner="hook",
                            wake_channel="x", process_names=("acme", "acme-cli"),
@@ -395,7 +396,7 @@ def test_innermost_harness_walks_real_ancestry(tmp_path: Path) -> None:
     code = (
         "import subprocess\n"
         f"out = subprocess.run([{sys.executable!r}, '-c',"
-        " 'from firstmate.harnessprocs import innermost_harness;"
+        " 'from firstmate.plugin.harnessprocs import innermost_harness;"
         " h = innermost_harness(); print(h.pid if h else None)'],"
         " capture_output=True, text=True, check=True).stdout.strip()\n"
         "print(out, flush=True)\n"

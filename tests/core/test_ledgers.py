@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from firstmate.errors import StateError
-from firstmate.home import Home
-from firstmate.ledgers import TRIAGE_DEFAULTS, BoundedLog, cycle_log, neutralise, triage_log
+from firstmate.base.errors import StateError
+from firstmate.store.home import Home
+from firstmate.store.ledgers import TRIAGE_DEFAULTS, BoundedLog, cycle_log, neutralise, triage_log
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -109,7 +109,7 @@ def test_neutralise_always_yields_one_line(text: str) -> None:
 APPENDER = """
 import sys
 from pathlib import Path
-from firstmate.ledgers import BoundedLog
+from firstmate.store.ledgers import BoundedLog
 log = BoundedLog(Path(sys.argv[1]), "T_MAX", "T_KEEP", (10**9, 10**9),
                  env={"T_MAX": "3000", "T_KEEP": "40"})
 tag = sys.argv[2]

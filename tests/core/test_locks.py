@@ -15,10 +15,10 @@ from pathlib import Path
 import attrs
 import psutil
 import pytest
-from firstmate import identity
-from firstmate.errors import LockTimeout, StateError, UsageError
-from firstmate.home import Home
-from firstmate.locks import FileLock, OwnerRecord
+from firstmate.base.errors import LockTimeout, StateError, UsageError
+from firstmate.store import identity
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock, OwnerRecord
 from firstmate.testing import read_line
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,8 +31,8 @@ DEADLINE = 20.0
 HOLDER = """
 import os, subprocess, sys
 from pathlib import Path
-from firstmate.errors import LockTimeout
-from firstmate.locks import FileLock
+from firstmate.base.errors import LockTimeout
+from firstmate.store.locks import FileLock
 path, home, wait = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 lock = FileLock(path, "test", home)
 print("waiting", os.getpid(), flush=True)
@@ -211,8 +211,8 @@ def test_forked_copy_does_not_release_the_parents_lock(fm_home: Home, lock_path:
 
 def test_importing_locks_stays_light() -> None:
     code = (
-        "import sys, firstmate.locks\n"
-        "print(sorted(m for m in ('psutil', 'portalocker', 'firstmate.identity') if m in sys.modules))"
+        "import sys, firstmate.store.locks\n"
+        "print(sorted(m for m in ('psutil', 'portalocker', 'firstmate.store.identity') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -280,7 +280,7 @@ def test_sigkill_of_the_holder_frees_the_lock_for_a_waiting_process(
 COUNTER = """
 import sys
 from pathlib import Path
-from firstmate.locks import FileLock
+from firstmate.store.locks import FileLock
 lock_path, home, counter, rounds, wait = sys.argv[1:6]
 lock = FileLock(Path(lock_path), "test", Path(home))
 for _ in range(int(rounds)):

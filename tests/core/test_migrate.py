@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from firstmate import drain, queue
-from firstmate.episodes import Episode
-from firstmate.errors import StateError, UsageError
-from firstmate.home import Home
-from firstmate.migrate import import_legacy
+from firstmate.base.errors import StateError, UsageError
+from firstmate.store import drain, queue
+from firstmate.store.episodes import Episode
+from firstmate.store.home import Home
+from firstmate.store.migrate import import_legacy
 from wakeq_support import db_for, episode, fm, insert_row, raw, rows
 
 

@@ -1,5 +1,5 @@
-"""Declarative plugins: a hook install spec (firstmate.hookinstall) and the base classes that
-implement the name-guarded hookimpls once (firstmate.pluginbase), with throwaway harnesses."""
+"""Declarative plugins: a hook install spec (firstmate.plugin.hookinstall) and the base classes that
+implement the name-guarded hookimpls once (firstmate.plugin.pluginbase), with throwaway harnesses."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from typing import Any
 
 import attrs
 import pytest
-from firstmate import hookinstall, plugins
-from firstmate.errors import UsageError
-from firstmate.handoff import Session
-from firstmate.harness import BridgeProfile, HarnessInfo, HookOutcome, InstallOptions
-from firstmate.home import Home
-from firstmate.hookinstall import FLAT, GROUPED, HookEvent, HookInstallSpec, TextBlock
-from firstmate.pluginbase import HookHarnessPlugin, HookWakePlugin, InProcessHarnessPlugin
-from firstmate.shiminstall import ShimSpec
+from firstmate.base.errors import UsageError
+from firstmate.plugin import hookinstall
+from firstmate.plugin import manager as plugins
+from firstmate.plugin.handoff import Session
+from firstmate.plugin.harness import BridgeProfile, HarnessInfo, HookOutcome, InstallOptions
+from firstmate.plugin.hookinstall import FLAT, GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.plugin.pluginbase import HookHarnessPlugin, HookWakePlugin, InProcessHarnessPlugin
+from firstmate.plugin.shiminstall import ShimSpec
+from firstmate.store.home import Home
 from firstmate.testing import snapshot
 
 GROUPED_SPEC = HookInstallSpec(

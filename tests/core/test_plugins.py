@@ -23,7 +23,7 @@ def make_dist(site: Path, name: str, body: str) -> None:
 
 GOOD = """
 from firstmate import hookimpl
-from firstmate.harness import HarnessInfo
+from firstmate.plugin.harness import HarnessInfo
 
 class P:
     @hookimpl
@@ -97,8 +97,8 @@ def test_block_list_skips_named(site: Path) -> None:
 
 
 def test_load_harness_unknown_names_the_install_command() -> None:
-    from firstmate.errors import FirstmateError
-    from firstmate.plugins import load_harness
+    from firstmate.base.errors import FirstmateError
+    from firstmate.plugin.manager import load_harness
 
     with pytest.raises(FirstmateError) as err:
         load_harness("no-such-harness")
@@ -107,7 +107,7 @@ def test_load_harness_unknown_names_the_install_command() -> None:
 
 
 def test_core_defaults_register_through_the_same_manager() -> None:
-    from firstmate.plugins import load
+    from firstmate.plugin.manager import load
 
     host = load({"FIRSTMATE_PLUGINS": "nothing-matches-this"})
     assert host.pm.get_plugin("firstmate-core") is not None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from firstmate import drain as drainmod
-from firstmate import episodes, queue, queuestatus
-from firstmate.episodes import Episode
-from firstmate.errors import UsageError
-from firstmate.home import Home
-from firstmate.locks import FileLock
-from firstmate.queue import PAYLOAD_MAX, TRUNCATION_MARKER, WakeRow
-from firstmate.store import Store
+from firstmate.base.errors import UsageError
+from firstmate.store import drain as drainmod
+from firstmate.store import episodes, queue, queuestatus
+from firstmate.store.database import Store
+from firstmate.store.episodes import Episode
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock
+from firstmate.store.queue import PAYLOAD_MAX, TRUNCATION_MARKER, WakeRow
 from hypothesis import given
 from hypothesis import strategies as st
 from wakeq_support import claims, db_for, episode, generation, insert_row, raw, rows, set_episode
@@ -109,7 +109,7 @@ def test_long_payload_is_cut_with_the_documented_marker(db: Store, fm_home: Home
 
 
 def test_append_rings_the_watchers_doorbell(db: Store, fm_home: Home) -> None:
-    from firstmate.doorbell import Doorbell
+    from firstmate.store.doorbell import Doorbell
 
     bell = Doorbell(fm_home)
     if not bell.open():

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import drain, episodes, grants, identity, queue
-from firstmate.errors import ConflictError, FirstmateError
-from firstmate.home import Home
-from firstmate.store import Store, last_seq, open_store
+from firstmate.base.errors import ConflictError, FirstmateError
+from firstmate.store import drain, episodes, grants, identity, queue
+from firstmate.store.database import Store, last_seq, open_store
+from firstmate.store.home import Home
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from wakeq_support import raw

@@ -8,10 +8,10 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from firstmate import drain, episodes, queue
-from firstmate.home import Home
-from firstmate.locks import FileLock
-from firstmate.store import last_seq
+from firstmate.store import drain, episodes, queue
+from firstmate.store.database import last_seq
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock
 from firstmate.testing import fm_command
 from wakeq_support import (
     DEADLINE,
@@ -34,9 +34,9 @@ APPENDS = 200
 
 PRODUCER = """
 import json, os, sys
-from firstmate import queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 name, count = sys.argv[1], int(sys.argv[2])
 seqs = [queue.append(db, "signal", f"{name}-{i}", f"payload {name} {i}") for i in range(count)]
@@ -45,9 +45,9 @@ print(json.dumps(seqs), flush=True)
 
 MAIN_CONSUMER = """
 import json, os, sys
-from firstmate import drain, queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import drain, queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 stop = sys.argv[1]
 taken = []
@@ -69,10 +69,10 @@ print(json.dumps(taken), flush=True)
 
 BRANCH_CONSUMER = """
 import json, os, sys
-from firstmate import drain, grants, queue
-from firstmate.errors import ConflictError, FirstmateError
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import drain, grants, queue
+from firstmate.base.errors import ConflictError, FirstmateError
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 stop = sys.argv[1]
 taken, conflicts, rounds = [], 0, 0
@@ -171,9 +171,9 @@ def test_many_producers_with_concurrent_main_and_branch_consumers(
 
 APPEND_ONE = """
 import os
-from firstmate import queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 print(queue.append(open_store(open_home(os.environ)), "stale", "race", "raced"), flush=True)
 """
 
@@ -203,9 +203,9 @@ def test_a_drain_racing_an_append_never_loses_or_double_presents_the_row(fm_home
 
 WEDGED_WRITER = """
 import os, sys
-from firstmate import episodes, queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import episodes, queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 count = int(sys.argv[1])
 with queue.locked(db) as conn:
@@ -241,9 +241,9 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_behind(fm_home: Home, co
 
 LOOPING_PRODUCER = """
 import os
-from firstmate import queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 i = 0
 while True:
@@ -277,9 +277,9 @@ def test_sigkill_at_arbitrary_instants_keeps_every_confirmed_append(fm_home: Hom
 
 HOLDER = """
 import os, sys
-from firstmate import queue
-from firstmate.home import open_home
-from firstmate.store import open_store
+from firstmate.store import queue
+from firstmate.store.home import open_home
+from firstmate.store.database import open_store
 db = open_store(open_home(os.environ))
 with queue.locked(db):
     print("ready", os.getpid(), flush=True)

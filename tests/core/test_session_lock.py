@@ -19,10 +19,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import session_lock
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity, ProcInfo, identity_of
-from firstmate.session_lock import (
+from firstmate.continuity import session_lock
+from firstmate.continuity.session_lock import (
     DEAD,
     HarnessNotFound,
     LiveFacts,
@@ -36,6 +34,8 @@ from firstmate.session_lock import (
     recheck_owned,
     resolve_holder,
 )
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity, ProcInfo, identity_of
 from firstmate.testing import exec_identity, read_line
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,7 +118,7 @@ NAMES = {"FM_HARNESS_PROCESS_NAMES": HARNESS_NAMES}
 #: knows no harness, and the trusted-session tests need one that declares a session anchor.
 STAND_IN = """
 from firstmate import hookimpl
-from firstmate.harness import HarnessInfo, SessionAnchor
+from firstmate.plugin.harness import HarnessInfo, SessionAnchor
 
 
 class StandIn:
@@ -138,7 +138,7 @@ def _harnesses(monkeypatch: pytest.MonkeyPatch, fm_home: Home, tmp_path: Path) -
     """In this process and its children: the fake harnesses are harnesses (by name), and a
     stand-in claude plugin declares its session anchor. (After fm_home, which clears every FM_
     variable.)"""
-    from firstmate import harnessprocs
+    from firstmate.plugin import harnessprocs
 
     monkeypatch.setenv("FM_HARNESS_PROCESS_NAMES", HARNESS_NAMES)
     site = tmp_path / "stand-in-site"
@@ -237,7 +237,7 @@ def record_of(home: Home) -> SessionRecord:
 
 
 RECHECK = (
-    "from firstmate.home import open_home; from firstmate.session_lock import recheck_owned;"
+    "from firstmate.store.home import open_home; from firstmate.continuity.session_lock import recheck_owned;"
     " print(recheck_owned(open_home()))"
 )
 
@@ -627,7 +627,7 @@ def test_resolve_holder_trusted_session_and_override() -> None:
     plain = [fm_proc, _info(inner, "node", "node", "/opt/ext.js"), shell]
     over = resolve_holder(env={"FM_SESSION_HOLDER_PID": str(inner)}, chain=plain)
     assert (over.pid, over.harness, over.via) == (inner, "unknown", "override")
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     with pytest.raises(UsageError):
         resolve_holder(env={"FM_SESSION_HOLDER_PID": "99999991"}, chain=plain)

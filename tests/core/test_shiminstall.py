@@ -1,4 +1,4 @@
-"""Installing an in-process shim (firstmate.shiminstall) with a throwaway shim package."""
+"""Installing an in-process shim (firstmate.plugin.shiminstall) with a throwaway shim package."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate import shiminstall
-from firstmate.configfiles import ConfigFileError
-from firstmate.errors import FirstmateError, UsageError
-from firstmate.harness import InstallOptions
+from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.plugin import shiminstall
+from firstmate.plugin.configfiles import ConfigFileError
+from firstmate.plugin.harness import InstallOptions
 from firstmate.testing import snapshot
 
 MARKER = "Firstmate's test extension"

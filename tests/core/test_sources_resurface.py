@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from firstmate import episodes, queue
-from firstmate.home import Home
-from firstmate.sources.base import PollContext
-from firstmate.sources.queued import QueuedSource
-from firstmate.sources.resurface import REASON, ResurfaceSource
-from firstmate.store import open_store
+from firstmate.store import episodes, queue
+from firstmate.store.database import open_store
+from firstmate.store.home import Home
+from firstmate.watch.sources.base import PollContext
+from firstmate.watch.sources.queued import QueuedSource
+from firstmate.watch.sources.resurface import REASON, ResurfaceSource
 
 
 def _ctx(home: Home, startup_seq: int | None) -> PollContext:

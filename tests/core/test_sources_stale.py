@@ -13,12 +13,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import crew
-from firstmate.backends.base import CrewBackend
-from firstmate.backends.tmux import TmuxBackend
-from firstmate.home import Home
-from firstmate.sources.base import PollContext, Source, Wake
-from firstmate.sources.stale import StaleSource
+from firstmate.store import crew
+from firstmate.store.home import Home
+from firstmate.watch.backends.base import CrewBackend
+from firstmate.watch.backends.tmux import TmuxBackend
+from firstmate.watch.sources.base import PollContext, Source, Wake
+from firstmate.watch.sources.stale import StaleSource
 
 pytestmark = pytest.mark.tmux
 

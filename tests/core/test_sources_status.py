@@ -12,10 +12,10 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate import crew
-from firstmate.home import Home
-from firstmate.sources.base import PollContext, Source, Wake
-from firstmate.sources.status import StatusSource
+from firstmate.store import crew
+from firstmate.store.home import Home
+from firstmate.watch.sources.base import PollContext, Source, Wake
+from firstmate.watch.sources.status import StatusSource
 
 #: Well in the past, so a turn-end marker's real mtime is always newer than the test's lines.
 T0 = float(int(time.time())) - 100_000

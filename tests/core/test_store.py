@@ -8,11 +8,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from firstmate import store
-from firstmate.errors import LockTimeout, StateError
-from firstmate.exitcodes import ExitCode
-from firstmate.home import Home
-from firstmate.store import Migration, open_store, sql
+from firstmate.base.errors import LockTimeout, StateError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.store import database as store
+from firstmate.store.database import Migration, open_store, sql
+from firstmate.store.home import Home
 from wakeq_support import raw
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from firstmate.home import Home
+from firstmate.store.home import Home
 from firstmate.testing import (
     DEADLINE,
     FakeHarness,
@@ -66,7 +66,7 @@ def test_fake_harness_wait_fails_when_nothing_arrives() -> None:
 
 
 def test_a_declared_sample_call_gets_its_event_name() -> None:
-    from firstmate.harness import HarnessInfo
+    from firstmate.plugin.harness import HarnessInfo
     from firstmate.testing import sample_of
 
     info = HarnessInfo(name="acme", display_name="Acme", family="hook", rearm_owner="hook",

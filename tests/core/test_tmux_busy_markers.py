@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from firstmate import hookimpl
-from firstmate.backends.tmux import DEFAULT_BUSY_RE, TmuxBackend, busy_pattern
-from firstmate.core_plugin import CorePlugin
-from firstmate.harness import HarnessInfo
-from firstmate.plugins import PluginHost, _register_core, new_manager
+from firstmate.app.defaults import CorePlugin
+from firstmate.plugin.harness import HarnessInfo
+from firstmate.plugin.manager import PluginHost, _register_core, new_manager
+from firstmate.watch.backends.tmux import DEFAULT_BUSY_RE, TmuxBackend, busy_pattern
 
 
 class Marked:

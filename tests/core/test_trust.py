@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from firstmate import keyring, trust
-from firstmate.errors import StateError
-from firstmate.homeroot import find_root
+from firstmate.base import keyring, trust
+from firstmate.base.errors import StateError
+from firstmate.base.homeroot import find_root
 from firstmate.testing import read_line
 
 ALICE, BOB = 64011, 64012

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate import cyclelog, deliveries, episodes
-from firstmate.doorbell import Doorbell
-from firstmate.health import watcher_health
-from firstmate.home import Home
-from firstmate.sources.queued import WATERMARK_KEY, reason_line
-from firstmate.store import kv_get, open_store
-from firstmate.watcher import disposable_checkout, missing_ground, predecessor_arm_pid
+from firstmate.store import cyclelog, deliveries, episodes
+from firstmate.store.database import kv_get, open_store
+from firstmate.store.doorbell import Doorbell
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
+from firstmate.watch.sources.queued import WATERMARK_KEY, reason_line
+from firstmate.watch.watcher import disposable_checkout, missing_ground, predecessor_arm_pid
 from watch_support import CORE, Rig, alive, make_rig, rig, started_pid, wait_for
 
 __all__ = ["rig"]
@@ -135,7 +135,7 @@ def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig
 HOLD = """
 import sys
 from pathlib import Path
-from firstmate.locks import FileLock
+from firstmate.store.locks import FileLock
 lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
 lock.acquire(None)
 print("acquired", flush=True)

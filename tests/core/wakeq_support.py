@@ -11,9 +11,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from firstmate import episodes
-from firstmate.home import Home
-from firstmate.store import Store, open_store
+from firstmate.store import episodes
+from firstmate.store.database import Store, open_store
+from firstmate.store.home import Home
 from firstmate.testing import read_line
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.health import watcher_health
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity, identity_of, matches
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity, identity_of, matches
 from firstmate.testing import read_line
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")

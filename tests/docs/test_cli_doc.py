@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from firstmate.base.exitcodes import ExitCode
 from firstmate.cli.main import COMMANDS
-from firstmate.exitcodes import ExitCode
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
 

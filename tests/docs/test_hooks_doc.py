@@ -6,7 +6,7 @@ import inspect
 import re
 from pathlib import Path
 
-from firstmate import hookspecs
+from firstmate.plugin import hookspecs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "hooks.md"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import firstmate
 import pytest
-from firstmate.harness import InstallOptions
-from firstmate.home import Home
-from firstmate.plugins import load_harness
+from firstmate.plugin.harness import InstallOptions
+from firstmate.plugin.manager import load_harness
+from firstmate.store.home import Home
 from firstmate.testing import HarnessContract, fm_command
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-plugin.md"
@@ -111,7 +111,7 @@ def test_the_example_stands_aside_with_nothing_to_watch(site: Path, tmp_path: Pa
 @pytest.fixture
 def contract_site(site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The example importable by the contract's own ``fm`` children too."""
-    from firstmate import harnessprocs
+    from firstmate.plugin import harnessprocs
 
     # The installed harnesses' process table is read once per process: read it anew with acme.
     monkeypatch.setattr(harnessprocs, "_TABLES", {})
@@ -133,7 +133,7 @@ BROKEN = {
         return HookOutcome.silent()
 """,
     "must reach the model exactly once": """
-        from firstmate.park import park
+        from firstmate.continuity.park import park
 
         park(home, NAME, env, seconds=PARK_SECONDS, display_name="Acme")
         return HookOutcome.silent()

@@ -93,9 +93,9 @@ def _watcher(env: dict[str, str]) -> int | None:
 
 
 def _attached(fm_home: Path, watcher: object) -> bool:
-    from firstmate.armlinks import links
-    from firstmate.home import Home
-    from firstmate.store import Store
+    from firstmate.continuity.armlinks import links
+    from firstmate.store.database import Store
+    from firstmate.store.home import Home
 
     db = Store(Home(fm_home))
     try:

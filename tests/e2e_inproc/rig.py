@@ -191,8 +191,8 @@ class Rig:
     def health_now(self) -> tuple[bool, int | None]:
         """The watcher's health read in this process, fast enough to run inside the mock's
         request handler: (healthy, pid of the lock holder)."""
-        from firstmate.health import watcher_health
-        from firstmate.home import Home
+        from firstmate.store.health import watcher_health
+        from firstmate.store.home import Home
 
         health = watcher_health(Home(self.fm_home), self.env)
         return health.healthy, health.pid

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from firstmate.demo import leftovers
-from firstmate.demo_panel import (
+from firstmate.app.demo import leftovers
+from firstmate.app.demo_panel import (
     CLEAR_EOS,
     HOME_CURSOR,
     CrewRow,

@@ -7,14 +7,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import UsageError
-from firstmate.home import Home
+from firstmate.base.errors import UsageError
+from firstmate.store.home import Home
 
 USAGE = ("usage: fm away on [--note TEXT] | off | status [--json] | brief [--json]")
 
 
 def _home(create: bool) -> Home:
-    from firstmate.home import open_home, resolve_root
+    from firstmate.store.home import open_home, resolve_root
 
     return open_home(os.environ) if create else Home(resolve_root(os.environ))
 
@@ -25,7 +25,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(USAGE + "\n")
         return 0 if args else 2
     verb, rest = args[0], args[1:]
-    from firstmate import away
+    from firstmate.host import away
 
     if verb == "on":
         note = ""

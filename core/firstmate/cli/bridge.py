@@ -13,11 +13,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from firstmate.errors import FirstmateError, UsageError
-from firstmate.exitcodes import ExitCode
+from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.base.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from firstmate.bridge.owner import BridgeOwner
+    from firstmate.host.bridge.owner import BridgeOwner
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 USAGE = "usage: fm bridge <harness> [--home DIR]   (JSON lines on stdin/stdout, see docs/bridge.md)"
@@ -39,10 +39,10 @@ def parse(argv: Sequence[str]) -> tuple[str, str | None]:
 
 def build(harness: str, env: Mapping[str, str], out: BinaryIO) -> BridgeOwner:
     """The owner for *harness*, its plugin host and the shim channel on *out*."""
-    from firstmate.bridge.channel import Channel
-    from firstmate.bridge.owner import BridgeOwner, ShimDelivery
-    from firstmate.home import Home, resolve_root
-    from firstmate.plugins import load_harness
+    from firstmate.host.bridge.channel import Channel
+    from firstmate.host.bridge.owner import BridgeOwner, ShimDelivery
+    from firstmate.plugin.manager import load_harness
+    from firstmate.store.home import Home, resolve_root
 
     host = load_harness(harness, env, fresh=True)  # (its own: the shim delivery joins it)
     profile = host.bridge_profile(harness)
@@ -59,7 +59,7 @@ def build(harness: str, env: Mapping[str, str], out: BinaryIO) -> BridgeOwner:
 
 def serve(owner: BridgeOwner, source: BinaryIO) -> None:
     """Feed every shim line to *owner* until end of input."""
-    from firstmate.bridge.protocol import MAX_LINE, BadLine, parse
+    from firstmate.host.bridge.protocol import MAX_LINE, BadLine, parse
 
     while True:
         line = source.readline(MAX_LINE + 2)
@@ -90,12 +90,12 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None,
         values["FM_HOME"] = os.path.abspath(home)
     # The shim sets it; a bridge started by hand is held for the process that started it.
     values.setdefault("FM_SESSION_HOLDER_PID", str(os.getppid()))
-    from firstmate import stopsignals
+    from firstmate.base import stopsignals
 
     owner = build(harness, values, stdout or sys.stdout.buffer)
     try:
         # A stop quits the owner (its arms stopped, held deliveries left queued); once one
-        # lands, further stops are held until the quit is done (firstmate.stopsignals).
+        # lands, further stops are held until the quit is done (firstmate.base.stopsignals).
         with stopsignals.trapped():
             serve(owner, stdin or sys.stdin.buffer)
     except stopsignals.Stopped:

@@ -8,9 +8,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import FirstmateError, StateError, UsageError
-from firstmate.exitcodes import ExitCode
-from firstmate.home import Home, open_home, resolve_root
+from firstmate.base.errors import FirstmateError, StateError, UsageError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.store.home import Home, open_home, resolve_root
 
 USAGE = """usage: fm check add NAME [--replace] -- COMMAND [ARGS...]
        fm check list [--json]
@@ -34,7 +34,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _add(rest: list[str]) -> int:
-    from firstmate import checks
+    from firstmate.store import checks
 
     if "--" not in rest:
         raise UsageError("usage: fm check add NAME [--replace] -- COMMAND [ARGS...] (the -- is required)")
@@ -61,7 +61,7 @@ def _home_or_none() -> Home | None:
 
 
 def _list(rest: list[str]) -> int:
-    from firstmate import checks
+    from firstmate.store import checks
 
     as_json = rest == ["--json"]
     if rest and not as_json:
@@ -83,7 +83,7 @@ def _list(rest: list[str]) -> int:
     if not entries:
         sys.stdout.write("no checks registered; add one with: fm check add NAME -- COMMAND [ARGS...]\n")
         return ExitCode.OK
-    from firstmate.wakeinput import clean
+    from firstmate.base.wakeinput import clean
 
     for entry in entries:
         # A name comes from a file name anyone could have dropped there: nothing reaches the
@@ -100,7 +100,7 @@ def _list(rest: list[str]) -> int:
 
 
 def _remove(rest: list[str]) -> int:
-    from firstmate import checks
+    from firstmate.store import checks
 
     if len(rest) != 1:
         raise UsageError("usage: fm check remove NAME")
@@ -111,9 +111,9 @@ def _remove(rest: list[str]) -> int:
 
 def _run(rest: list[str]) -> int:
     """Run one authenticated check now and print what the watcher would make of it."""
-    from firstmate import checks
-    from firstmate.envnum import env_float
-    from firstmate.sources.checks import DEFAULT_TIMEOUT
+    from firstmate.base.envnum import env_float
+    from firstmate.store import checks
+    from firstmate.watch.sources.checks import DEFAULT_TIMEOUT
 
     if len(rest) != 1:
         raise UsageError("usage: fm check run NAME")

@@ -35,7 +35,7 @@ SECONDS_ENV = "FM_CHECKPOINT_SECONDS"
 
 
 def _seconds(text: str) -> int:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     if not (text.isascii() and text.isdigit()) or not 0 < int(text, 10) <= MAX_SECONDS:
         raise UsageError(f"--seconds must be a positive integer (at most {MAX_SECONDS}); {USAGE}")
@@ -43,7 +43,7 @@ def _seconds(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     words = list(argv)
     seconds: int | None = None
@@ -73,7 +73,7 @@ def _configured_seconds(env: Mapping[str, str]) -> str:
     raw = env.get(SECONDS_ENV, "").strip()
     if raw:
         return raw
-    from firstmate.plugins import load
+    from firstmate.plugin.manager import load
 
     for info in load(env).harnesses():
         alias = info.env_aliases.get(SECONDS_ENV, "")
@@ -90,7 +90,7 @@ class _Interrupted(BaseException):
 
 
 def _raise(signum: int, frame: object) -> None:
-    from firstmate import stopsignals
+    from firstmate.base import stopsignals
 
     stopsignals.block()  # one stop is enough: stopping the arm must not be interrupted again
     raise _Interrupted(signum)
@@ -101,10 +101,10 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(USAGE + "\n")
         return 0
     seconds = parse_args(argv, os.environ)
-    from firstmate import stopsignals
-    from firstmate.exitcodes import ExitCode
-    from firstmate.waketext import compose, one_line
-    from firstmate.watchchild import REASON_RE, child_env
+    from firstmate.base import stopsignals
+    from firstmate.base.exitcodes import ExitCode
+    from firstmate.base.waketext import compose, one_line
+    from firstmate.continuity.watchchild import REASON_RE, child_env
 
     env = child_env(os.environ)
     env[CHECKPOINT_ENV] = "1"

@@ -11,13 +11,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from firstmate.errors import StateError, UsageError
-from firstmate.exitcodes import ExitCode
+from firstmate.base.errors import StateError, UsageError
+from firstmate.base.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     import argparse
 
-    from firstmate.home import Home
+    from firstmate.store.home import Home
 
 USAGE = """usage: fm crew add NAME --pane TARGET [--replace]
        fm crew list [--json]
@@ -28,7 +28,7 @@ USAGE = """usage: fm crew add NAME --pane TARGET [--replace]
 
 
 def _home(*, create: bool) -> Home:
-    from firstmate.home import open_home
+    from firstmate.store.home import open_home
 
     return open_home(os.environ, create=create)
 
@@ -58,7 +58,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _status(rest: list[str]) -> int:
-    from firstmate import crew
+    from firstmate.store import crew
 
     if len(rest) < 2:
         raise UsageError('usage: fm crew status NAME "<verb>: note"')
@@ -67,7 +67,7 @@ def _status(rest: list[str]) -> int:
 
 
 def _turn_ended(rest: list[str]) -> int:
-    from firstmate import crew
+    from firstmate.store import crew
 
     if len(rest) != 1:
         raise UsageError("usage: fm crew turn-ended NAME")
@@ -89,7 +89,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _add(rest: list[str]) -> int:
-    from firstmate import crew
+    from firstmate.store import crew
 
     parser = _parser("fm crew add")
     parser.add_argument("name")
@@ -111,7 +111,7 @@ def _add(rest: list[str]) -> int:
 def _list(rest: list[str]) -> int:
     import json
 
-    from firstmate import crew
+    from firstmate.store import crew
 
     parser = _parser("fm crew list")
     parser.add_argument("--json", action="store_true")
@@ -150,13 +150,13 @@ def _list(rest: list[str]) -> int:
 
 
 def _root() -> str:
-    from firstmate.home import resolve_root
+    from firstmate.store.home import resolve_root
 
     return str(resolve_root(os.environ))
 
 
 def _remove(rest: list[str]) -> int:
-    from firstmate import crew
+    from firstmate.store import crew
 
     parser = _parser("fm crew remove")
     parser.add_argument("name")
@@ -167,8 +167,8 @@ def _remove(rest: list[str]) -> int:
 
 
 def _answer(rest: list[str]) -> int:
-    from firstmate import crew
-    from firstmate.errors import FirstmateError
+    from firstmate.base.errors import FirstmateError
+    from firstmate.store import crew
 
     parser = _parser("fm crew answer")
     parser.add_argument("name")
@@ -181,7 +181,7 @@ def _answer(rest: list[str]) -> int:
     decision = crew.answer(home, ns.name, ns.key, text)
     sys.stdout.write(f"crew: answered {ns.name} [key={decision.key}]\n")
     if ns.send:
-        from firstmate.backends.tmux import TmuxBackend
+        from firstmate.watch.backends.tmux import TmuxBackend
 
         backend = TmuxBackend.from_env(os.environ)
         pane = crew.get(home, ns.name).pane

@@ -1,11 +1,11 @@
-"""``fm demo [--keep]``: run the supervised-fleet demo (see firstmate.demo)."""
+"""``fm demo [--keep]``: run the supervised-fleet demo (see firstmate.app.demo)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import UsageError
+from firstmate.base.errors import UsageError
 
 
 def main(argv: Sequence[str]) -> int:
@@ -14,6 +14,6 @@ def main(argv: Sequence[str]) -> int:
     extra = [a for a in args if a != "--keep"]
     if extra:
         raise UsageError(f"fm demo takes only --keep (keep the demo home), not {extra[0]!r}")
-    from firstmate.demo import run_demo
+    from firstmate.app.demo import run_demo
 
     return run_demo(sys.stdout, keep=keep)

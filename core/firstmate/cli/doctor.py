@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from firstmate.errors import UsageError
-from firstmate.exitcodes import ExitCode
+from firstmate.base.errors import UsageError
+from firstmate.base.exitcodes import ExitCode
 
 USAGE = "usage: fm doctor [--json] [--project DIR]"
 
@@ -41,7 +41,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(USAGE + "\n")
         return ExitCode.OK
     as_json, project = _parse(argv)
-    from firstmate.doctor import diagnose, failed
+    from firstmate.app.doctor import diagnose, failed
 
     findings = diagnose(project=project)
     if as_json:

@@ -27,7 +27,7 @@ def main(argv: Sequence[str]) -> int:
         # A warning tool never fails its caller: say what was wrong and carry on.
         sys.stderr.write(f"fm guard: ignoring unexpected arguments; {USAGE}\n")
     try:
-        from firstmate.pullguard import pull_guard
+        from firstmate.guards.pull import pull_guard
 
         text = pull_guard(actor=actor).text
     except Exception as exc:  # always exit 0: the guarded operation must still run

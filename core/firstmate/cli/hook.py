@@ -35,7 +35,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 def _usage(message: str) -> Exception:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     return UsageError(message)
 
@@ -143,7 +143,7 @@ def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[s
     """True when the plugin's quick gate is sure there is nothing to do."""
     try:
         # __import__, not importlib.import_module: the importlib package is not loaded yet.
-        from firstmate.names import GATE_SUBMODULE, plugin_module
+        from firstmate.base.names import GATE_SUBMODULE, plugin_module
 
         package = plugin_module(harness)
         gate = getattr(__import__(package), "quick_gate", None)
@@ -171,15 +171,15 @@ def main(argv: Sequence[str]) -> int:
         # Pinned by the installed command; children (an arm) inherit it too.
         env["FM_HOME"] = os.path.abspath(os.path.expanduser(home_arg))
     if not harness or not set(harness) <= _NAME_CHARS:
-        from firstmate.errors import FirstmateError
-        from firstmate.exitcodes import ExitCode
+        from firstmate.base.errors import FirstmateError
+        from firstmate.base.exitcodes import ExitCode
 
         raise FirstmateError(
             f"no Firstmate plugin for harness {harness[:40]!r}; harness names are lower-case "
             "words (fm plugins lists the installed ones)",
             exit_code=ExitCode.PLUGIN,
         )
-    from firstmate.homeroot import find_root
+    from firstmate.base.homeroot import find_root
 
     home_root = find_root(env)
     data = read_payload(0, timeout=_timeout(env))
@@ -192,8 +192,8 @@ def _dispatch(harness: str, event: str, payload: Mapping[str, Any] | None, env: 
               home_root: str) -> int:
     from pathlib import Path
 
-    from firstmate.home import Home
-    from firstmate.plugins import load_harness
+    from firstmate.plugin.manager import load_harness
+    from firstmate.store.home import Home
 
     host = load_harness(harness, env)
     outcome = host.hook(harness=harness, event=event, payload=payload, home=Home(Path(home_root)),

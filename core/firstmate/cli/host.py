@@ -7,15 +7,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import UsageError
-from firstmate.home import Home
+from firstmate.base.errors import UsageError
+from firstmate.store.home import Home
 
 USAGE = ("usage: fm host park [--restart] | report [--captain] [--generation G] TEXT… | "
          "enable [--engine CMD] [--handback default|acknowledged] | disable | status [--json]")
 
 
 def _home() -> Home:
-    from firstmate.home import resolve_root
+    from firstmate.store.home import resolve_root
 
     return Home(resolve_root(os.environ))
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(USAGE + "\n")
         return 0 if args else 2
     verb, rest = args[0], args[1:]
-    from firstmate import host
+    from firstmate.host import supervision as host
 
     if verb == "park":
         if rest not in ([], ["--restart"]):
@@ -68,7 +68,7 @@ def main(argv: Sequence[str]) -> int:
         opts, words = _options(rest, (), ("--engine", "--handback"))
         if words or opts.get("--handback", "default") not in ("default", "acknowledged"):
             raise UsageError(USAGE)
-        from firstmate.home import open_home
+        from firstmate.store.home import open_home
 
         home = open_home(os.environ)
         host.enable(home, opts.get("--engine"), opts.get("--handback"))
@@ -85,7 +85,7 @@ def main(argv: Sequence[str]) -> int:
     if verb == "status":
         if rest not in ([], ["--json"]):
             raise UsageError(USAGE)
-        from firstmate import away
+        from firstmate.host import away
 
         home = _home()
         config = host.load_config(home)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from firstmate.errors import FirstmateError, UsageError
-from firstmate.exitcodes import ExitCode
-from firstmate.harness import FileChange, InstallOptions, InstallResult
+from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
 
 USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--fm-command CMD] "
          "[--<harness flag>[=VALUE] …]")
@@ -109,9 +109,9 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
         sys.stdout.write(USAGE.format(verb=verb) + "\n")
         return ExitCode.OK
     options = parse(argv, verb)
-    from firstmate.configfiles import require_project
-    from firstmate.home import Home, resolve_root
-    from firstmate.plugins import load_harness
+    from firstmate.plugin.configfiles import require_project
+    from firstmate.plugin.manager import load_harness
+    from firstmate.store.home import Home, resolve_root
 
     require_project(options)
     home = Home(options.home if options.home is not None else resolve_root())

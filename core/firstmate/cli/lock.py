@@ -1,4 +1,4 @@
-"""``fm lock acquire|status|release``: the primary session lock (see firstmate.session_lock).
+"""``fm lock acquire|status|release``: the primary session lock (see firstmate.continuity.session_lock).
 
 Refusals print one ``error: …`` line on stderr, as the harness instructions quote them.
 """
@@ -10,9 +10,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import FirstmateError, StateError, UsageError
-from firstmate.exitcodes import ExitCode
-from firstmate.home import Home, open_home, resolve_root
+from firstmate.base.errors import FirstmateError, StateError, UsageError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.store.home import Home, open_home, resolve_root
 
 USAGE = """usage: fm lock acquire
        fm lock status [--json]
@@ -44,7 +44,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _acquire() -> int:
-    from firstmate import session_lock
+    from firstmate.continuity import session_lock
 
     result = session_lock.acquire(open_home(os.environ), os.environ)
     sys.stdout.write(result.line + "\n")
@@ -61,7 +61,7 @@ def _existing_home() -> Home | None:
 
 
 def _release() -> int:
-    from firstmate import session_lock
+    from firstmate.continuity import session_lock
 
     home = _existing_home()
     if home is None:
@@ -73,7 +73,7 @@ def _release() -> int:
 
 
 def _status(rest: list[str]) -> int:
-    from firstmate import session_lock
+    from firstmate.continuity import session_lock
 
     as_json = rest == ["--json"]
     if rest and not as_json:

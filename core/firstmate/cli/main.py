@@ -58,7 +58,7 @@ def _error(message: str) -> None:
 
 def dispatch(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
-        from firstmate.exitcodes import ExitCode
+        from firstmate.base.exitcodes import ExitCode
 
         sys.stdout.write(_help() + "\n")
         return ExitCode.OK if argv else ExitCode.USAGE
@@ -74,7 +74,7 @@ def dispatch(argv: Sequence[str]) -> int:
 
         command = plugin_command(name)
         if command is None:
-            from firstmate.exitcodes import ExitCode
+            from firstmate.base.exitcodes import ExitCode
 
             _error(f"unknown command {name!r}; run 'fm help' to list commands")
             return ExitCode.USAGE
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     early = EARLY_STOP_LINES.get(args[0]) if args and argv is None else None
     if early is not None:
-        from firstmate.stopsignals import early as stop_early
+        from firstmate.base.stopsignals import early as stop_early
 
         stop_early(early)
     try:
@@ -102,8 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # pays for them.
         import contextlib
 
-        from firstmate.errors import FirstmateError
-        from firstmate.exitcodes import ExitCode
+        from firstmate.base.errors import FirstmateError
+        from firstmate.base.exitcodes import ExitCode
 
         if isinstance(exc, FirstmateError):
             _error(exc.message)

@@ -9,7 +9,7 @@ USAGE = "usage: fm migrate --from-legacy DIR [--json]"
 
 
 def main(argv: list[str]) -> int:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     source: str | None = None
     as_json = False
@@ -29,9 +29,9 @@ def main(argv: list[str]) -> int:
     if source is None:
         raise UsageError(USAGE)
 
-    from firstmate.home import open_home
-    from firstmate.migrate import import_legacy
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
+    from firstmate.store.home import open_home
+    from firstmate.store.migrate import import_legacy
 
     report = import_legacy(open_store(open_home(os.environ)), os.path.expanduser(source))
     if as_json:

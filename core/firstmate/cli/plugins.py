@@ -9,12 +9,12 @@ from collections.abc import Mapping
 
 import attrs
 
-from firstmate.exitcodes import ExitCode
+from firstmate.base.exitcodes import ExitCode
 
 
 def main(argv: list[str]) -> int:
-    from firstmate.errors import UsageError
-    from firstmate.plugins import load, require
+    from firstmate.base.errors import UsageError
+    from firstmate.plugin.manager import load, require
 
     parser = argparse.ArgumentParser(prog="fm plugins", exit_on_error=False, add_help=True)
     parser.add_argument("--json", action="store_true", help="one JSON object")

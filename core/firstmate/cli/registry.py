@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 
 def plugin_command(name: str) -> Callable[[list[str]], int] | None:
-    from firstmate.plugins import load
+    from firstmate.plugin.manager import load
 
     command = load().cli_commands().get(name)
     return command if callable(command) else None

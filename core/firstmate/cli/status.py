@@ -12,17 +12,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from firstmate.errors import UsageError
-from firstmate.exitcodes import ExitCode
+from firstmate.base.errors import UsageError
+from firstmate.base.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from firstmate.home import Home
+    from firstmate.store.home import Home
 
 
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
-    from firstmate import health, session_lock
-    from firstmate.home import Home, refuse_symlink, resolve_root
-    from firstmate.safepaths import refuse_non_directory
+    from firstmate.base.safepaths import refuse_non_directory
+    from firstmate.continuity import session_lock
+    from firstmate.store import health
+    from firstmate.store.home import Home, refuse_symlink, resolve_root
 
     env = dict(os.environ) if env is None else env
     home = Home(resolve_root(env))
@@ -35,16 +36,16 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     watcher = health.watcher_health(home, env)
     if not watcher.healthy:
         # The one write a status read makes: a watcher proven gone is reported as downtime now,
-        # so this snapshot, the guards and the away brief agree (firstmate.downtime).
-        from firstmate.downtime import publish_for
+        # so this snapshot, the guards and the away brief agree (firstmate.store.downtime).
+        from firstmate.store.downtime import publish_for
 
         publish_for(home)
     queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
     episode: str | None = None
     if home.db.exists() or home.db.is_symlink():
-        from firstmate import queuestatus
-        from firstmate.store import Store
+        from firstmate.store import queuestatus
+        from firstmate.store.database import Store
 
         status = queuestatus.query(Store(home)).to_json()
         episode = status.pop("episode", None)  # type: ignore[assignment]
@@ -68,7 +69,7 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
 
 
 def _bridge_problems(home: Home, env: dict[str, str]) -> list[str]:
-    from firstmate.bridge.record import problems
+    from firstmate.host.bridge.record import problems
 
     return [p.line for p in problems(home, env)] if home.state.is_dir() else []
 

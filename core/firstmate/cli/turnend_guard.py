@@ -16,7 +16,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 def _args(argv: Sequence[str]) -> tuple[str, str | None, bool]:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     harness: str | None = None
     home: str | None = None
@@ -52,7 +52,7 @@ def main(argv: Sequence[str]) -> int:
     if list(argv[:1]) in (["-h"], ["--help"]):
         sys.stdout.write(USAGE + "\n")
         return 0
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     try:
         harness, home_arg, wait = _args(argv)
@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
     if home_arg is not None:
         env["FM_HOME"] = os.path.abspath(os.path.expanduser(home_arg))
     from firstmate.cli.hook import _timeout, parse_payload, read_payload
-    from firstmate.guards import turnend_decision
+    from firstmate.guards.turnend import turnend_decision
 
     payload = parse_payload(read_payload(0, timeout=_timeout(env)))
     outcome = turnend_decision(harness, payload, env=env, wait=wait).hook_outcome()

@@ -15,9 +15,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Mapping, Sequence
 
-    from firstmate.drain import DrainResult
-    from firstmate.home import Home
-    from firstmate.store import Store
+    from firstmate.store.database import Store
+    from firstmate.store.drain import DrainResult
+    from firstmate.store.home import Home
 
     DrainContextHook = Callable[[Home, DrainResult], Sequence[str]]
 
@@ -35,7 +35,7 @@ QUERY_USAGE = "usage: fm wake query [--json]"
 #: What a drain prints after its rows: each hook gets the home and the drain result and returns
 #: lines for stdout (they land under ``"context"`` with ``--json``). A hook that fails is
 #: reported on stderr and never changes the drain's outcome. The core's crew-status presentation
-#: (firstmate.drain_context) runs first, under its own lock, and is not one of these hooks.
+#: (firstmate.app.drain_context) runs first, under its own lock, and is not one of these hooks.
 DRAIN_CONTEXT: list[DrainContextHook] = []
 
 
@@ -45,8 +45,8 @@ def __getattr__(name: str) -> object:
     if name == "DrainContextHook":
         from collections.abc import Callable, Sequence
 
-        from firstmate.drain import DrainResult
-        from firstmate.home import Home
+        from firstmate.store.drain import DrainResult
+        from firstmate.store.home import Home
 
         alias = Callable[[Home, DrainResult], Sequence[str]]
         globals()[name] = alias
@@ -55,14 +55,14 @@ def __getattr__(name: str) -> object:
 
 
 def _usage(message: str) -> Exception:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     return UsageError(message)
 
 
 def _open(env: Mapping[str, str]) -> Store:
-    from firstmate.home import open_home
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
+    from firstmate.store.home import open_home
 
     return open_store(open_home(env))
 
@@ -105,9 +105,9 @@ def _append_full(root: str, kind: str, key: str, payload: str) -> int:
     """The store's own append: creates or migrates the database, and any platform's lock."""
     from pathlib import Path
 
-    from firstmate.home import Home
-    from firstmate.queue import append
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
+    from firstmate.store.home import Home
+    from firstmate.store.queue import append
 
     db = open_store(Home(Path(root)))
     try:
@@ -121,7 +121,7 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
         raise _usage(APPEND_USAGE)
     # The attrs-free implementation queue.append shares: validation first (nothing written on
     # bad input), then the home, the lock, one transaction and the doorbell.
-    from firstmate.appendpath import append
+    from firstmate.base.appendpath import append
 
     seq = append(args[0], args[1], args[2], env, fallback=_append_full)
     # The row is committed: a caller must not append it again, so telling its number is best
@@ -166,7 +166,7 @@ def _options(args: list[str], flags: Sequence[str], valued: Sequence[str], usage
 def _drain(args: list[str], env: Mapping[str, str]) -> int:
     opts = _options(args, ("--json",), ("--actor", "--ack-through", "--recovery-generation"),
                     DRAIN_USAGE)
-    from firstmate import drain, queue
+    from firstmate.store import drain, queue
 
     actor = queue.resolve_actor(opts.get("--actor"), env)
     as_json = "--json" in opts
@@ -180,7 +180,7 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
         else:
             _out(result.skipped)
         return 0
-    from firstmate import drain_context
+    from firstmate.app import drain_context
 
     # The crew-status presentation holds its own bounded lock from here until commit; its
     # cursors advance only once its lines were written and flushed.
@@ -221,8 +221,8 @@ def _context(home: Home, result: DrainResult) -> list[str]:
 
 
 def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
-    from firstmate import drain, episodes
-    from firstmate.envnum import decimal
+    from firstmate.base.envnum import decimal
+    from firstmate.store import drain, episodes
 
     if "--ack-through" not in opts:
         raise _usage("wake drain: --recovery-generation needs --ack-through; " + DRAIN_USAGE)
@@ -248,7 +248,7 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
 
 
 def _grant(args: list[str], env: Mapping[str, str]) -> int:
-    from firstmate import grants
+    from firstmate.store import grants
 
     verb, rest = (args[0], args[1:]) if args else ("", [])
     shapes = {"activate": 2, "release": 1, "deactivate": 2, "withhold": 0}
@@ -283,7 +283,7 @@ def _grant(args: list[str], env: Mapping[str, str]) -> int:
 def _query(args: list[str], env: Mapping[str, str]) -> int:
     import time
 
-    from firstmate import episodes, queuestatus
+    from firstmate.store import episodes, queuestatus
 
     opts = _options(args, ("--json",), (), QUERY_USAGE)
     status = queuestatus.query(_open(env))

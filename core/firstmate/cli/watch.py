@@ -7,8 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.errors import UsageError
-from firstmate.exitcodes import ExitCode
+from firstmate.base.errors import UsageError
+from firstmate.base.exitcodes import ExitCode
 
 USAGE = "usage: fm watch   (one watcher cycle; start it with fm arm)"
 
@@ -20,7 +20,7 @@ def main(argv: Sequence[str]) -> int:
         return ExitCode.OK
     if args:
         raise UsageError(USAGE)
-    from firstmate import watcher
+    from firstmate.watch import watcher
 
     status = watcher.run()
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from firstmate.home import Home
+from firstmate.store.home import Home
 from firstmate.testing.procs import DEADLINE, fm_command
 from firstmate.testing.samples import (
     GARBAGE_PAYLOADS,
@@ -36,7 +36,7 @@ class HarnessContract:
 
     @pytest.fixture
     def host(self, harness: str) -> Any:
-        from firstmate.plugins import load_harness
+        from firstmate.plugin.manager import load_harness
 
         return load_harness(harness, fresh=True)
 
@@ -69,14 +69,14 @@ class HarnessContract:
 
     @staticmethod
     def options(harness: str, project: Path, **changes: Any) -> Any:
-        from firstmate.harness import InstallOptions
+        from firstmate.plugin.harness import InstallOptions
 
         return InstallOptions(harness=harness, project=project, **changes)
 
     # --- identity ----------------------------------------------------------------------------
 
     def test_declares_harness_info_under_its_entry_point_name(self, harness: str, plugin: object) -> None:
-        from firstmate.harness import HarnessInfo
+        from firstmate.plugin.harness import HarnessInfo
 
         info = plugin.firstmate_harness_info()  # type: ignore[attr-defined]
         assert isinstance(info, HarnessInfo)
@@ -84,7 +84,7 @@ class HarnessContract:
         assert info.display_name
 
     def test_found_by_entry_point_scan(self, harness: str) -> None:
-        from firstmate.plugins import load
+        from firstmate.plugin.manager import load
 
         host = load()
         assert harness in {info.name for info in host.harnesses()}
@@ -93,8 +93,8 @@ class HarnessContract:
     def test_its_processes_are_found_by_the_session_lock(self, harness: str, info: Any) -> None:
         """The session lock finds the harness above an ``fm`` process only by what the plugin
         declares (core knows no harness): every harness names its process."""
-        from firstmate.harnessprocs import HarnessTable, harness_of
-        from firstmate.identity import ProcInfo
+        from firstmate.plugin.harnessprocs import HarnessTable, harness_of
+        from firstmate.store.identity import ProcInfo
 
         assert info.process_names, (
             f"{harness} declares no process_names: the session lock could never find its process")
@@ -136,7 +136,7 @@ class HarnessContract:
 
     def test_hook_answers_none_for_another_harness_name(self, harness: str, host: Any,
                                                         info: Any, fm_home: Home) -> None:
-        from firstmate.plugins import load
+        from firstmate.plugin.manager import load
 
         others = [name for name in (*(i.name for i in load({}).harnesses()), "not-a-harness",
                                     "other-harness") if name != harness]
@@ -163,7 +163,7 @@ class HarnessContract:
 
     def test_hook_answers_its_own_harness(self, harness: str, host: Any, info: Any,
                                           fm_home: Home) -> None:
-        from firstmate.harness import HookOutcome
+        from firstmate.plugin.harness import HookOutcome
 
         calls = [(event, sample_of(info, event)) for event in info.hook_events]
         if not info.hook_events:
@@ -195,7 +195,7 @@ class HarnessContract:
 
     def test_install_twice_changes_no_byte(self, harness: str, host: Any, fm_home: Home,
                                            project: Path) -> None:
-        from firstmate.harness import InstallResult
+        from firstmate.plugin.harness import InstallResult
 
         first = host.install(fm_home, self.options(harness, project))
         assert isinstance(first, InstallResult) and first.harness == harness
@@ -223,7 +223,7 @@ class HarnessContract:
 
     def test_uninstall_removes_exactly_ours(self, harness: str, host: Any, info: Any,
                                             fm_home: Home, project: Path) -> None:
-        from firstmate.configfiles import BACKUP_SUFFIX
+        from firstmate.plugin.configfiles import BACKUP_SUFFIX
 
         user = self.user_config_files(info)
         for rel, data in user.items():
@@ -250,7 +250,7 @@ class HarnessContract:
 
     def test_a_foreign_file_where_ours_goes_is_refused_untouched(
             self, harness: str, host: Any, info: Any, fm_home: Home, project: Path) -> None:
-        from firstmate.errors import FirstmateError
+        from firstmate.base.errors import FirstmateError
 
         if not info.owned_files:
             pytest.skip(f"{harness} writes no whole files")
@@ -310,7 +310,7 @@ class HarnessContract:
     def test_install_into_a_missing_project_is_one_line(self, harness: str, host: Any,
                                                         fm_home: Home, fm_env: Mapping[str, str],
                                                         tmp_path: Path) -> None:
-        from firstmate.errors import FirstmateError
+        from firstmate.base.errors import FirstmateError
 
         missing = tmp_path / "no-such-project"
         for hook in (host.install, host.uninstall):
@@ -328,11 +328,11 @@ class HarnessContract:
     # --- continuity --------------------------------------------------------------------------
 
     def test_readiness_reads_arm_status_lines(self, harness: str, host: Any) -> None:
-        from firstmate import hookspecs
+        from firstmate.plugin import hookspecs
 
         if not hasattr(hookspecs, "firstmate_readiness") or not hasattr(host, "readiness"):
             pytest.skip("this core has no firstmate_readiness hook spec yet")
-        from firstmate.handoff import ArmRef
+        from firstmate.plugin.handoff import ArmRef
 
         arm = ArmRef(pid=os.getpid(), harness=harness)
         cases = {

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from firstmate.home import Home
+from firstmate.store.home import Home
 from firstmate.testing.procs import DEADLINE, SpawnedArm, spawn_arm
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 import pytest
 
-from firstmate.home import Home
-from firstmate.identity import ProcessIdentity
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity
 
 #: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
 DEADLINE = 30.0
@@ -33,7 +33,7 @@ def exec_identity(popen: subprocess.Popen[Any], deadline: float = DEADLINE) -> P
     """The identity of a child spawned with an argv list, once its exec is done. Right after a
     spawn ``/proc`` may still show the forking interpreter's command line, and an identity read
     then never matches the process again (a window that grows on a loaded machine)."""
-    from firstmate.identity import cmd_hash, identity_of
+    from firstmate.store.identity import cmd_hash, identity_of
 
     assert isinstance(popen.args, list | tuple), "spawn with an argv list"
     want = cmd_hash([os.fsdecode(arg) for arg in popen.args])

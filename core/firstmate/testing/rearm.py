@@ -3,7 +3,7 @@
 A harness plugin exists to keep the fleet watched: after every actionable close the wake must
 reach the model exactly once, and a watcher must be armed again without the model's help. The
 checks here prove that with a real home, real arms and watchers, and the plugin's own entry
-points, along the path its :class:`~firstmate.harness.HarnessInfo` declares:
+points, along the path its :class:`~firstmate.plugin.harness.HarnessInfo` declares:
 
 ``rearm_owner == "hook"``
     ``fm hook <harness> <rearm_event>`` with the plugin's sample payload parks on the watcher
@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import attrs
 import pytest
 
-from firstmate.home import Home
+from firstmate.store.home import Home
 from firstmate.testing.procs import DEADLINE, fm_command
 
 #: The crew whose status lines the contract's wakes are.
@@ -117,7 +117,7 @@ class ContinuityRig:
         return marker
 
     def watcher(self) -> int | None:
-        from firstmate.health import watcher_health
+        from firstmate.store.health import watcher_health
 
         health = watcher_health(self.home, self.env)
         return health.pid if health.healthy and health.pid else None
@@ -127,8 +127,8 @@ class ContinuityRig:
         from then on a wake cannot close the watcher with nobody following it."""
         import psutil
 
-        from firstmate.armlinks import links
-        from firstmate.store import open_store
+        from firstmate.continuity.armlinks import links
+        from firstmate.store.database import open_store
 
         watcher = self.watcher()
         if watcher is None or proc.poll() is not None:

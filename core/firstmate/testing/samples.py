@@ -29,7 +29,7 @@ def sample_of(info: Any, event: str) -> tuple[dict[str, Any], dict[str, str]] | 
 def sample_call(harness: str, event: str) -> tuple[dict[str, Any], dict[str, str]] | None:
     """A realistic ``(payload, env)`` for *harness* calling its *event* hook, as its installed
     plugin declares it; None when it declares none or is not installed here."""
-    from firstmate.plugins import load
+    from firstmate.plugin.manager import load
 
     info = load({}).harness(harness)
     return sample_of(info, event) if info is not None else None
@@ -37,7 +37,7 @@ def sample_call(harness: str, event: str) -> tuple[dict[str, Any], dict[str, str
 
 def payload_harnesses() -> list[str]:
     """The installed harnesses that declare a sample hook payload."""
-    from firstmate.plugins import load
+    from firstmate.plugin.manager import load
 
     return [info.name for info in load({}).harnesses() if info.sample_payload]
 
@@ -112,6 +112,6 @@ def contract_plugin_names(env: Mapping[str, str] | None = None) -> list[str]:
         return named
     from importlib.metadata import entry_points
 
-    from firstmate.plugins import ENTRY_POINT_GROUP
+    from firstmate.plugin.manager import ENTRY_POINT_GROUP
 
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})

@@ -20,7 +20,7 @@ import attrs
 import firstmate
 import firstmate_plugin_claude
 import pytest
-from firstmate.home import Home
+from firstmate.store.home import Home
 
 DEADLINE = 30.0
 PATHS = [str(Path(firstmate.__file__).resolve().parents[1]),
@@ -102,7 +102,7 @@ class Rig:
         return pid if watcher.get("healthy") and isinstance(pid, int) else None
 
     def ledger(self) -> dict[str, Any]:
-        from firstmate.store import open_store
+        from firstmate.store.database import open_store
         from firstmate_plugin_claude import ledger as autoarm
 
         db = open_store(self.home)
@@ -126,8 +126,8 @@ class Rig:
     def hook_linked(self, watcher: int) -> bool:
         """Whether an arm under a live hook process started or attached to *watcher*."""
         import psutil
-        from firstmate.armlinks import links
-        from firstmate.store import open_store
+        from firstmate.continuity.armlinks import links
+        from firstmate.store.database import open_store
 
         arms: set[int] = set()
         for proc in self.procs:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstmate.harness import HookOutcome, InstallOptions
-from firstmate.home import Home
+from firstmate.plugin.harness import HookOutcome, InstallOptions
+from firstmate.store.home import Home
 from firstmate_plugin_claude.gate import quick_gate
 from firstmate_plugin_claude.hooks import plugin
 
@@ -130,7 +130,7 @@ def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) ->
 
 
 def test_claude_declares_the_supervision_host_engine_and_its_project_dir() -> None:
-    from firstmate import host
+    from firstmate.host import supervision as host
     from firstmate_plugin_claude.hooks import INFO
 
     assert INFO.host_engine == ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools",

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate import plugins
-from firstmate.harness import ClaimFacts
-from firstmate.health import WatcherHealth
-from firstmate.home import Home
-from firstmate.store import open_store
+from firstmate.plugin import manager as plugins
+from firstmate.plugin.harness import ClaimFacts
+from firstmate.store.database import open_store
+from firstmate.store.health import WatcherHealth
+from firstmate.store.home import Home
 from firstmate.testing import exec_identity
 from firstmate_plugin_claude import ledger
 

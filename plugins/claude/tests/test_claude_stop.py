@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from claude_support import Rig, eventually, rig_fixture  # noqa: F401  (the rig fixture)
-from firstmate.home import Home
-from firstmate.locks import FileLock
-from firstmate.store import kv_set, open_store
+from firstmate.store.database import kv_set, open_store
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock
 from firstmate_plugin_claude import ledger as autoarm
 from firstmate_plugin_claude import stophook
 from firstmate_plugin_claude.stophook import GateFacts, Notice, decide_gates, next_notice, pace
@@ -314,7 +314,7 @@ def test_cross_loaded_under_grok_or_cursor_is_inert(rig: Rig) -> None:
 
 
 def test_the_plugin_directory_ships_the_same_hooks(tmp_path: Path) -> None:
-    from firstmate.harness import InstallOptions
+    from firstmate.plugin.harness import InstallOptions
     from firstmate_plugin_claude.hooks import HOOKS, plugin_dir
 
     root = plugin_dir()

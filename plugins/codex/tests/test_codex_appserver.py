@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.errors import UsageError
-from firstmate.harness import InstallOptions
+from firstmate.base.errors import UsageError
+from firstmate.plugin.harness import InstallOptions
 from firstmate_plugin_codex import appserver
 from firstmate_plugin_codex.hooks import plugin
 

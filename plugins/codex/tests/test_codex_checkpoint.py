@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate import episodes, queue
-from firstmate.health import watcher_health
-from firstmate.home import Home
-from firstmate.store import Store
+from firstmate.store import episodes, queue
+from firstmate.store.database import Store
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home, spawn_arm  # noqa: F401
 
 

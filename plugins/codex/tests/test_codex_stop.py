@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from firstmate.health import watcher_health
-from firstmate.home import Home
-from firstmate.stopchain import Bounds, Chain, charge
+from firstmate.continuity.stopchain import Bounds, Chain, charge
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
 from firstmate_plugin_codex.hooks import plugin
 
@@ -127,7 +127,7 @@ def test_a_newer_park_supersedes_an_older_one(fm_home: Home,  # noqa: F811
 
 
 def test_install_parked_mode(tmp_path: Path) -> None:
-    from firstmate.harness import InstallOptions
+    from firstmate.plugin.harness import InstallOptions
 
     plugin.firstmate_install(options=InstallOptions("codex", tmp_path, flags={"parked": "true"}))
     handler = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]["Stop"][0][

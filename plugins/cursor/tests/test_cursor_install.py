@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstmate.harness import HookOutcome, InstallOptions
-from firstmate.home import Home
+from firstmate.plugin.harness import HookOutcome, InstallOptions
+from firstmate.store.home import Home
 from firstmate_plugin_cursor.gate import quick_gate
 from firstmate_plugin_cursor.hooks import plugin
 

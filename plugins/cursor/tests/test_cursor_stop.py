@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.health import watcher_health
-from firstmate.home import Home
-from firstmate.stopchain import Chain, spend
+from firstmate.continuity.stopchain import Chain, spend
+from firstmate.store.health import watcher_health
+from firstmate.store.home import Home
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
 
 STOP = {"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
@@ -154,7 +154,7 @@ def test_aborted_stops_never_park(env: dict[str, str]) -> None:
 
 
 def test_chain_record_is_per_conversation(fm_home: Home) -> None:  # noqa: F811
-    from firstmate.stopchain import Bounds, load
+    from firstmate.continuity.stopchain import Bounds, load
 
     bounds = Bounds(block_budget=1)
     assert spend(fm_home, "cursor", "a", "block", (), bounds).allowed

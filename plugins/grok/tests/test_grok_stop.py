@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from firstmate.home import Home
+from firstmate.store.home import Home
 from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
 from firstmate_plugin_grok.hooks import RULES, plugin
 

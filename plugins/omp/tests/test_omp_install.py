@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from firstmate import shiminstall
+from firstmate.plugin import shiminstall
 from firstmate_plugin_omp.hooks import INFO, PROFILE, SPEC, plugin
 
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from firstmate.harness import HarnessInfo, HookOutcome
-from firstmate.home import Home
-from firstmate.hookinstall import FLAT, HookEvent, HookInstallSpec
-from firstmate.pluginbase import HookHarnessPlugin
+from firstmate.plugin.harness import HarnessInfo, HookOutcome
+from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec
+from firstmate.plugin.pluginbase import HookHarnessPlugin
+from firstmate.store.home import Home
 
 from firstmate_plugin_example import gate
 from firstmate_plugin_example.gate import EVENTS
@@ -69,8 +69,8 @@ class ExamplePlugin(HookHarnessPlugin):
         """Park on the watcher and return its wake (or its failure) as the next user message."""
         if not isinstance(payload, Mapping) or not home.state.is_dir():
             return HookOutcome.silent()
-        from firstmate.guards import turnend_decision
-        from firstmate.park import park
+        from firstmate.continuity.park import park
+        from firstmate.guards.turnend import turnend_decision
 
         if turnend_decision(NAME, payload, home=home, env=env).why in STAND_ASIDE:
             return HookOutcome.silent()

@@ -8,17 +8,17 @@ from typing import Any
 
 import attrs
 from firstmate import hookimpl
-from firstmate.handoff import RearmOwner, Session
-from firstmate.harness import (
+from firstmate.plugin.handoff import RearmOwner, Session
+from firstmate.plugin.harness import (
     HarnessInfo,
     HookOutcome,
     InstallOptions,
     RearmLedger,
     SessionAnchor,
 )
-from firstmate.home import Home
-from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec
-from firstmate.pluginbase import HookWakePlugin
+from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec
+from firstmate.plugin.pluginbase import HookWakePlugin
+from firstmate.store.home import Home
 
 from firstmate_plugin_claude import gate
 from firstmate_plugin_claude.declared import DECLARED

@@ -35,12 +35,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from firstmate.envnum import env_float
-from firstmate.harness import ClaimFacts, GuardProfile
-from firstmate.store import kv_get, kv_set
+from firstmate.base.envnum import env_float
+from firstmate.plugin.harness import ClaimFacts, GuardProfile
+from firstmate.store.database import kv_get, kv_set
 
 if TYPE_CHECKING:
-    from firstmate.health import WatcherHealth
+    from firstmate.store.health import WatcherHealth
 
 LEDGER_KEY = "claude.autoarm"
 NOTIFIED_KEY = "claude.autoarm.notified"
@@ -159,7 +159,7 @@ def clear_failure(conn: sqlite3.Connection) -> None:
 
 
 def owner_live(entry: Ledger) -> bool:
-    from firstmate.identity import ProcessIdentity, matches
+    from firstmate.store.identity import ProcessIdentity, matches
 
     ident = ProcessIdentity.parse(entry.owner_identity)
     return ident is not None and ident.pid == entry.owner_pid and matches(ident)
@@ -176,7 +176,7 @@ def fresh(entry: Ledger, *, now: float, window: float = DEFAULT_FRESH) -> bool:
 
 @attrs.define(eq=False)
 class ClaudeLedger:
-    """This ledger as the turn-end guard asks for it (``firstmate.harness.RearmLedger``)."""
+    """This ledger as the turn-end guard asks for it (``firstmate.plugin.harness.RearmLedger``)."""
 
     def claim_facts(self, conn: Any, *, env: Mapping[str, str], health: WatcherHealth,
                     now: float) -> ClaimFacts:

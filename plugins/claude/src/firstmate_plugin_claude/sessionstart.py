@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.harness import HookOutcome
-from firstmate.home import Home
-from firstmate.waketext import PREFIX, one_line
+from firstmate.base.waketext import PREFIX, one_line
+from firstmate.plugin.harness import HookOutcome
+from firstmate.store.home import Home
 
 OPERATING = (
     "Firstmate supervises the crews of this home, and this Claude Code session is the primary. "
@@ -38,9 +38,9 @@ def context_text(lock_line: str) -> str:
 
 def session_start(payload: Mapping[str, Any] | None, home: Home,
                   env: Mapping[str, str]) -> HookOutcome:
-    from firstmate import session_lock
-    from firstmate.errors import FirstmateError
-    from firstmate.scope import primary_scope
+    from firstmate.base.errors import FirstmateError
+    from firstmate.continuity import session_lock
+    from firstmate.store.scope import primary_scope
 
     from firstmate_plugin_claude.declared import PROJECT_ENV
 

@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
-from firstmate import stopsignals
-from firstmate.envnum import env_int
-from firstmate.harness import HookOutcome
-from firstmate.home import Home
-from firstmate.waketext import NEXT_STEP, PREFIX, facts_only, one_line, sanitise
+from firstmate.base import stopsignals
+from firstmate.base.envnum import env_int
+from firstmate.base.waketext import NEXT_STEP, PREFIX, facts_only, one_line, sanitise
+from firstmate.plugin.harness import HookOutcome
+from firstmate.store.home import Home
 
 ATTEMPTS_ENV = "FM_CLAUDE_AUTOARM_ATTEMPTS"
 DEFAULT_ATTEMPTS = 2
@@ -97,7 +97,7 @@ def decide_gates(f: GateFacts) -> str:
 
 def lock_state(home: Home, env: Mapping[str, str]) -> tuple[str, int | None]:
     """This session's view of the session lock, and the recorded pid."""
-    from firstmate import session_lock
+    from firstmate.continuity import session_lock
 
     found = session_lock.read_record(home)
     if found.kind == "absent":
@@ -117,7 +117,7 @@ def gather_gates(home: Home, payload: Mapping[str, Any] | None,
                  env: Mapping[str, str]) -> tuple[GateFacts, int | None]:
     """Read the gates' facts, cheapest first; the later ones keep harmless defaults once an
     earlier gate decides."""
-    from firstmate.scope import primary_scope
+    from firstmate.store.scope import primary_scope
 
     from firstmate_plugin_claude.declared import PROJECT_ENV
 
@@ -130,13 +130,13 @@ def gather_gates(home: Home, payload: Mapping[str, Any] | None,
 
 
 def _away(home: Home) -> bool:
-    from firstmate.away import is_away
+    from firstmate.host.away import is_away
 
     return is_away(home)
 
 
 def _needed(home: Home) -> bool:
-    from firstmate.need import gather_need
+    from firstmate.store.need import gather_need
 
     return gather_need(home).needed
 
@@ -146,7 +146,7 @@ def _needed(home: Home) -> bool:
 
 @contextlib.contextmanager
 def _transaction(home: Home) -> Iterator[Any]:
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
 
     db = open_store(home)
     try:
@@ -174,9 +174,9 @@ def claim_open(entry: Any, session_pid: int | None, *, now: float,
 def try_claim(home: Home, env: Mapping[str, str], session_pid: int | None, *,
               stop_failure: bool = False) -> Any:
     """Take the next generation claim, or None when an open claim already owns this turn end."""
-    from firstmate.health import watcher_health
-    from firstmate.identity import identity_of
-    from firstmate.store import kv_set
+    from firstmate.store.database import kv_set
+    from firstmate.store.health import watcher_health
+    from firstmate.store.identity import identity_of
 
     from firstmate_plugin_claude import ledger as autoarm
 
@@ -196,7 +196,7 @@ def try_claim(home: Home, env: Mapping[str, str], session_pid: int | None, *,
 
 
 def still_ours(home: Home, entry: Any) -> bool:
-    from firstmate.store import open_store
+    from firstmate.store.database import open_store
 
     from firstmate_plugin_claude import ledger as autoarm
 
@@ -249,7 +249,7 @@ def next_notice(*, notified: bool, alarmed: bool, sent: int, budget: int) -> Not
 
 def record_failure(home: Home, entry: Any, env: Mapping[str, str]) -> Notice | None:
     """Advance the failure episode for our claim; None when a newer claim superseded it."""
-    from firstmate.store import kv_get, kv_set
+    from firstmate.store.database import kv_get, kv_set
 
     from firstmate_plugin_claude import ledger as autoarm
 
@@ -281,7 +281,7 @@ def record_failure(home: Home, entry: Any, env: Mapping[str, str]) -> Notice | N
 
 def cooldown_left(home: Home, env: Mapping[str, str], now: float | None = None) -> float:
     """Seconds until the next StopFailure-driven claim may run (0 when it may run now)."""
-    from firstmate.store import kv_get, open_store
+    from firstmate.store.database import kv_get, open_store
 
     if not home.db.exists():
         return 0.0
@@ -399,7 +399,7 @@ class TurnEnd:
             stood_down = pace(cooldown_left(self.home, self.env), self.sleep, self._still_wanted)
             if stood_down is not None:
                 return HookOutcome.silent()
-        from firstmate import session_lock
+        from firstmate.continuity import session_lock
 
         record = session_lock.read_record(self.home).record
         self.entry = try_claim(self.home, self.env, record.pid if record else None,
@@ -409,8 +409,8 @@ class TurnEnd:
         return self._arm()
 
     def _reclaim(self) -> bool:
-        from firstmate import session_lock
-        from firstmate.errors import FirstmateError
+        from firstmate.base.errors import FirstmateError
+        from firstmate.continuity import session_lock
 
         try:
             session_lock.acquire(self.home, self.env)
@@ -424,15 +424,15 @@ class TurnEnd:
         return None if _needed(self.home) else "no-need"
 
     def _engine(self) -> Any:
-        from firstmate.continuity import Continuity
-        from firstmate.handoff import Session
+        from firstmate.continuity.engine import Continuity
+        from firstmate.plugin.handoff import Session
 
         return Continuity.for_session(Session(self.home, "claude", self.env), self.host,
                                       display_name=DISPLAY, detached=True)
 
     def _arm(self) -> HookOutcome:
-        from firstmate.enginevalues import ContinuityRefused
-        from firstmate.health import watcher_health
+        from firstmate.continuity.enginevalues import ContinuityRefused
+        from firstmate.store.health import watcher_health
 
         engine = self._engine()
         attempts = max(1, min(MAX_ATTEMPTS, env_int(self.env, ATTEMPTS_ENV, DEFAULT_ATTEMPTS)))
@@ -470,7 +470,7 @@ class TurnEnd:
         return HookOutcome(2, "", self.delivered)
 
     def _failed(self, attempts: int, evidence: list[str]) -> HookOutcome:
-        from firstmate.health import watcher_health
+        from firstmate.store.health import watcher_health
 
         notice = record_failure(self.home, self.entry, self.env)
         if notice is None or notice.kind == "suppressed":

@@ -196,7 +196,7 @@ class AppServerClient:
 
 
 def _args(argv: Sequence[str]) -> dict[str, str]:
-    from firstmate.errors import UsageError
+    from firstmate.base.errors import UsageError
 
     known = ("--cwd", "--thread", "--prompt", "--codex")
     values: dict[str, str] = {}
@@ -222,7 +222,7 @@ def _args(argv: Sequence[str]) -> dict[str, str]:
 def serve_lock_check(home: Any) -> str | None:
     """The serve process owns re-arm unless another live session holds the session lock (the
     app-server is our child, so the usual "harness above me" holder rule cannot apply)."""
-    from firstmate import session_lock
+    from firstmate.continuity import session_lock
 
     ins = session_lock.inspect(home)
     if ins.state in ("free", "stale"):
@@ -250,17 +250,17 @@ def main(argv: Sequence[str]) -> int:
     args = _args(argv)
     from pathlib import Path
 
-    from firstmate.home import open_home
+    from firstmate.store.home import open_home
 
     env = dict(os.environ)
     home = open_home(env)
     cwd = os.path.abspath(args.get("cwd", os.getcwd()))
     if not Path(cwd).is_dir():
-        from firstmate.errors import UsageError
+        from firstmate.base.errors import UsageError
 
         raise UsageError(f"--cwd {cwd} is not a directory; {USAGE}")
     command = shlex.split(args.get("codex") or env.get("FM_CODEX_COMMAND", "") or "codex")
-    from firstmate import stopsignals
+    from firstmate.base import stopsignals
 
     served = _Served()
     try:
@@ -290,10 +290,10 @@ class _Served:
 
 def _serve(served: _Served, args: Mapping[str, str], env: dict[str, str], home: Any, cwd: str,
            command: list[str]) -> int:
-    from firstmate.continuity import Continuity
-    from firstmate.envnum import env_int
-    from firstmate.guardtext import OWNER_ENV
-    from firstmate.handoff import Session
+    from firstmate.base.envnum import env_int
+    from firstmate.continuity.engine import Continuity
+    from firstmate.guards.down import OWNER_ENV
+    from firstmate.plugin.handoff import Session
 
     # The hooks Codex runs under this server see who owns re-arming: their advice then never
     # tells the model to arm by hand (AGENTS.md forbids it in this mode).
@@ -334,7 +334,7 @@ def _watching(home: Any, env: Mapping[str, str], timeout: float) -> bool:
     """Wait (bounded) until a healthy watcher holds *home*'s lock."""
     import time
 
-    from firstmate.health import watcher_health
+    from firstmate.store.health import watcher_health
 
     deadline = time.monotonic() + timeout
     while not watcher_health(home, env).healthy:

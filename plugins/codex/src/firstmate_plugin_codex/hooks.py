@@ -11,11 +11,11 @@ from typing import Any
 
 import attrs
 from firstmate import hookimpl
-from firstmate.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions
-from firstmate.home import Home
-from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
-from firstmate.pluginbase import HookWakePlugin
+from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
+from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions
+from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.plugin.pluginbase import HookWakePlugin
+from firstmate.store.home import Home
 
 from firstmate_plugin_codex import gate
 from firstmate_plugin_codex.declared import DECLARED
@@ -121,7 +121,7 @@ class CodexPlugin(HookWakePlugin):
 
     def check_install(self, options: InstallOptions) -> None:
         if options.flag("parked") and options.flag("app-server"):
-            from firstmate.errors import UsageError
+            from firstmate.base.errors import UsageError
 
             raise UsageError("fm install codex takes --parked or --app-server, not both")
 

@@ -2,13 +2,13 @@
 
 Codex reads exit 0 + ``{"decision":"block","reason":…}`` as "continue with *reason* as the next
 prompt" and has no numeric cap on such blocks, so every block here is charged to a per-session
-chain (:mod:`firstmate.stopchain`, ``FM_CODEX_STOP_*`` knobs):
+chain (:mod:`firstmate.continuity.stopchain`, ``FM_CODEX_STOP_*`` knobs):
 
 * guard mode (default): an unhealthy verdict blocks at most ``FM_CODEX_STOP_BLOCK_BUDGET`` (3)
   times until a healthy watcher is seen again; after that the stop goes through with a
   ``systemMessage`` saying why;
 * parked mode (``FM_CODEX_STOP_MODE=park``, installed by ``fm install codex --parked``): the hook
-  parks on the arm (:mod:`firstmate.park`) and blocks with the wake; the chain starts afresh on
+  parks on the arm (:mod:`firstmate.continuity.park`) and blocks with the wake; the chain starts afresh on
   a stop that does not follow a block (``stop_hook_active`` false), and wakes repeating the
   same reason or exceeding ``FM_CODEX_STOP_LOOP_CEILING`` (100) end it.
 """
@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.harness import HookOutcome
-from firstmate.home import Home
+from firstmate.plugin.harness import HookOutcome
+from firstmate.store.home import Home
 
 NAME = "codex"
 #: Seconds a parked Stop waits for a wake (``FM_CODEX_PARK_SECONDS``); the installed hook
@@ -47,8 +47,8 @@ def codex_stop(payload: Mapping[str, Any] | None, home: Home,
                env: Mapping[str, str]) -> HookOutcome:
     if not isinstance(payload, Mapping) or not home.state.is_dir():
         return HookOutcome.silent()
-    from firstmate.guards import turnend_decision
-    from firstmate.stopchain import Bounds, Chain, save, spend
+    from firstmate.continuity.stopchain import Bounds, Chain, save, spend
+    from firstmate.guards.turnend import turnend_decision
 
     parked = env.get("FM_CODEX_STOP_MODE", "") == "park"
     conversation = _conversation(payload)
@@ -73,9 +73,9 @@ def codex_stop(payload: Mapping[str, Any] | None, home: Home,
 
 def _parked(payload: Mapping[str, Any], home: Home, env: Mapping[str, str], conversation: str,
             bounds: Any) -> HookOutcome:
-    from firstmate.envnum import env_int
-    from firstmate.park import park
-    from firstmate.stopchain import spend
+    from firstmate.base.envnum import env_int
+    from firstmate.continuity.park import park
+    from firstmate.continuity.stopchain import spend
 
     fresh = payload.get("stop_hook_active") is not True
     seconds = env_int(env, "FM_CODEX_PARK_SECONDS", PARK_TIMEOUT)
@@ -91,7 +91,7 @@ def _parked(payload: Mapping[str, Any], home: Home, env: Mapping[str, str], conv
     verdict = spend(home, NAME, conversation, "block", (), bounds, reset=fresh)
     if not verdict.allowed:
         return notice(f"not blocking this stop: {verdict.notice}")
-    from firstmate.waketext import compose
+    from firstmate.base.waketext import compose
 
     return block(compose((), result.text, "Codex"))
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome
-from firstmate.home import Home
-from firstmate.hookinstall import FLAT, HookEvent, HookInstallSpec
-from firstmate.pluginbase import HookWakePlugin
+from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
+from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec
+from firstmate.plugin.pluginbase import HookWakePlugin
+from firstmate.store.home import Home
 
 from firstmate_plugin_cursor import gate
 from firstmate_plugin_cursor.declared import DECLARED

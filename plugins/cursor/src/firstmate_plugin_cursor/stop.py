@@ -6,8 +6,8 @@ one JSON object: ``{}`` (let the turn end) or ``{"followup_message": …}``.
 
 Order: stand aside when there is nothing to supervise; refuse to end blind while wakes are
 queued or a previous park was interrupted (a drain follow-up); otherwise park
-(:mod:`firstmate.park`) and return the wake, or the arm's failure. Every follow-up is charged to
-the conversation's chain (:mod:`firstmate.stopchain`; ``FM_CURSOR_TURNEND_*`` knobs: block budget
+(:mod:`firstmate.continuity.park`) and return the wake, or the arm's failure. Every follow-up is charged to
+the conversation's chain (:mod:`firstmate.continuity.stopchain`; ``FM_CURSOR_TURNEND_*`` knobs: block budget
 3, same-reason budget 5, ceiling 180 — below any ``loop_limit`` a user may set), which starts
 afresh on a new conversation or ``loop_count`` 0.
 """
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.harness import HookOutcome
-from firstmate.home import Home
+from firstmate.plugin.harness import HookOutcome
+from firstmate.store.home import Home
 
 NAME = "cursor"
 #: Seconds a park waits for a wake (``FM_CURSOR_PARK_SECONDS``), below the installed timeout.
@@ -49,8 +49,8 @@ def conversation_key(payload: Mapping[str, Any], env: Mapping[str, str]) -> str:
 
 
 def _queued(home: Home) -> int:
-    from firstmate import queue
-    from firstmate.store import open_store
+    from firstmate.store import queue
+    from firstmate.store.database import open_store
 
     db = open_store(home)
     try:
@@ -66,9 +66,9 @@ def cursor_stop(payload: Mapping[str, Any] | None, home: Home,
         return allow()
     if payload.get("status", "completed") != "completed":
         return allow()  # aborted or errored: the user stopped it; never park on that
-    from firstmate import park as parking
-    from firstmate.guards import turnend_decision
-    from firstmate.stopchain import Bounds, spend
+    from firstmate.continuity import park as parking
+    from firstmate.continuity.stopchain import Bounds, spend
+    from firstmate.guards.turnend import turnend_decision
 
     conversation = conversation_key(payload, env)
     count = payload.get("loop_count")
@@ -95,7 +95,7 @@ def cursor_stop(payload: Mapping[str, Any] | None, home: Home,
             return allow(verdict.notice)
         parking.clear_interrupted(home, NAME)
         return followup(DRAIN.format(why=" and ".join(why)))
-    from firstmate.envnum import env_int
+    from firstmate.base.envnum import env_int
 
     result = parking.park(home, NAME, env, seconds=env_int(env, "FM_CURSOR_PARK_SECONDS",
                                                            PARK_SECONDS), display_name="Cursor")
@@ -112,7 +112,7 @@ def cursor_stop(payload: Mapping[str, Any] | None, home: Home,
         return allow("Cursor stop-hook arm still fails after the bounded chain. Repair "
                      ".cursor/hooks.json registration and watcher startup before ending blind. "
                      f"({verdict.notice})")
-    from firstmate.waketext import compose
+    from firstmate.base.waketext import compose
 
     return followup(compose((), result.text, "Cursor"))
 

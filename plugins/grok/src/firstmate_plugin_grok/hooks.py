@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from firstmate.harness import GuardProfile, HarnessInfo, HookOutcome
-from firstmate.home import Home
-from firstmate.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
-from firstmate.pluginbase import HookHarnessPlugin
+from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
+from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.plugin.pluginbase import HookHarnessPlugin
+from firstmate.store.home import Home
 
 from firstmate_plugin_grok import gate
 from firstmate_plugin_grok.declared import DECLARED

@@ -20,8 +20,8 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.harness import HookOutcome
-from firstmate.home import Home
+from firstmate.plugin.harness import HookOutcome
+from firstmate.store.home import Home
 
 NAME = "grok"
 GUARD_ACTIVE_ENV = "GROK_TURNEND_GUARD_ACTIVE"
@@ -37,14 +37,14 @@ def grok_stop(payload: Mapping[str, Any] | None, home: Home,
               env: Mapping[str, str]) -> HookOutcome:
     if not isinstance(payload, Mapping) or not home.state.is_dir():
         return HookOutcome.silent()
-    from firstmate.guards import turnend_decision
+    from firstmate.guards.turnend import turnend_decision
 
     if native(payload):
         return turnend_decision(NAME, payload, home=home, env=env).hook_outcome()  # type: ignore[no-any-return]
     if env.get(GUARD_ACTIVE_ENV):
         return HookOutcome.silent()  # this is the resumed session's own stop: never chain
     decision = turnend_decision(NAME, payload, home=home, env=env)
-    from firstmate.stopchain import Bounds, Chain, save, spend
+    from firstmate.continuity.stopchain import Bounds, Chain, save, spend
 
     session = payload.get("sessionId")
     key = session[:200] if isinstance(session, str) and session else ""
@@ -55,7 +55,7 @@ def grok_stop(payload: Mapping[str, Any] | None, home: Home,
     if not key:
         return HookOutcome(0, "", "firstmate: Grok sent no sessionId, so the turn-end reminder "
                                   "cannot be delivered; " + " ".join(decision.text.split()) + "\n")
-    from firstmate.envnum import env_int
+    from firstmate.base.envnum import env_int
 
     bounds = Bounds(block_budget=env_int(env, "FM_GROK_FALLBACK_BUDGET", 1))
     verdict = spend(home, NAME, key, "block", (), bounds)

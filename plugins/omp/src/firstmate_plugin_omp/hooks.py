@@ -4,15 +4,15 @@ omp (oh-my-pi, a Pi fork on Bun) runs Firstmate in-process: a small TypeScript e
 talks to ``fm bridge omp`` (docs/bridge.md), and Python owns the policy. It has no command hooks,
 so it never answers ``firstmate_hook``. omp auto-discovers ``<cwd>/.omp/extensions/*/index.ts``,
 so the install is one directory, ``.omp/extensions/firstmate/`` (see
-:mod:`firstmate.shiminstall`).
+:mod:`firstmate.plugin.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import shiminstall
-from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.pluginbase import InProcessHarnessPlugin
+from firstmate.plugin import shiminstall
+from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
 from firstmate_plugin_omp.declared import DECLARED
 

@@ -4,15 +4,15 @@ OpenCode runs Firstmate in-process: a small JS plugin shim talks to ``fm bridge 
 (docs/bridge.md), and Python owns the policy. It has no command hooks, so it never answers
 ``firstmate_hook``. OpenCode loads every file in ``.opencode/plugins/`` as a plugin, so the shim
 is the only file we put there; the bridge client and the launch argv live in
-``.opencode/firstmate/`` (see :mod:`firstmate.shiminstall`).
+``.opencode/firstmate/`` (see :mod:`firstmate.plugin.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import shiminstall
-from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.pluginbase import InProcessHarnessPlugin
+from firstmate.plugin import shiminstall
+from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
 from firstmate_plugin_opencode.declared import DECLARED
 

@@ -3,15 +3,15 @@
 Pi runs Firstmate in-process: a small TypeScript extension shim talks to ``fm bridge pi``
 (docs/bridge.md), and Python owns the policy. It has no command hooks, so it never answers
 ``firstmate_hook``. Pi auto-discovers ``.pi/extensions/*/index.ts``, so the install is one
-directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.shiminstall`).
+directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.plugin.shiminstall`).
 """
 
 from __future__ import annotations
 
 import attrs
-from firstmate import shiminstall
-from firstmate.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.pluginbase import InProcessHarnessPlugin
+from firstmate.plugin import shiminstall
+from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
 from firstmate_plugin_pi.declared import DECLARED
 

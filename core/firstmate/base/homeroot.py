@@ -1,0 +1,42 @@
+"""Find the home directory with nothing but ``os`` (the hook fast path cannot afford more).
+
+:func:`firstmate.store.home.resolve_root` is this function wrapped in a ``Path``.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+HOME_MARKER = ".firstmate"
+
+
+def find_root(env: Mapping[str, str], cwd: str | None = None) -> str:
+    """``FM_HOME``, else the nearest ``.firstmate/`` at or above *cwd* that this user owns (one
+    owned by anyone else is passed over, never adopted), else ``~/.firstmate``; always
+    absolute, and verified safe to act on (:func:`firstmate.base.trust.verify_home`, exit 4)."""
+    from firstmate.base.trust import verify_home
+
+    root = _locate(env, cwd)
+    verify_home(root)
+    return root
+
+
+def _locate(env: Mapping[str, str], cwd: str | None) -> str:
+    from firstmate.base.trust import adoptable
+
+    explicit = env.get("FM_HOME", "").strip()
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    here = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    while True:
+        marker = os.path.join(here, HOME_MARKER)
+        if adoptable(marker):
+            return marker
+        parent = os.path.dirname(here)
+        if parent == here:
+            return os.path.join(os.path.expanduser("~"), HOME_MARKER)
+        here = parent

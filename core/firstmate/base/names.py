@@ -1,0 +1,37 @@
+"""The project's names, in one stdlib-only place: what plugins register under, how their modules
+are named, and the environment variables that select them. Hot paths import this freely."""
+
+from __future__ import annotations
+
+#: The pluggy project name (hook markers and the plugin manager).
+PROJECT = "firstmate"
+#: The entry-point group every harness plugin registers in.
+ENTRY_POINT_GROUP = "firstmate.plugins"
+#: A harness plugin's conventional module: ``firstmate_plugin_<harness>`` (``-`` as ``_``).
+PLUGIN_MODULE_PREFIX = "firstmate_plugin_"
+#: The module holding the core's own defaults (its ``plugin``), registered in every plugin
+#: manager under :data:`CORE_PLUGIN_NAME`, like any plugin and replaceable like one.
+CORE_PLUGIN_MODULE = "firstmate.app.defaults"
+CORE_PLUGIN_NAME = "firstmate-core"
+#: Comma list: load only these plugins (``none`` loads none).
+PLUGINS_ENV = "FIRSTMATE_PLUGINS"
+#: Comma list: never load these plugins.
+DISABLE_PLUGINS_ENV = "FIRSTMATE_DISABLE_PLUGINS"
+#: Where the per-home secrets live (firstmate.base.keyring).
+KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
+
+
+#: Submodules of the plugin package tried, after the package itself, for the ``plugin`` object
+#: and the ``quick_gate`` function: a plugin may keep its package ``__init__`` empty.
+PLUGIN_SUBMODULE = "hooks"
+GATE_SUBMODULE = "gate"
+
+
+def plugin_module(harness: str) -> str:
+    """The conventional module of *harness*'s plugin."""
+    return PLUGIN_MODULE_PREFIX + harness.replace("-", "_")
+
+
+__all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP",
+           "GATE_SUBMODULE", "KEYS_DIR_ENV", "PLUGINS_ENV", "PLUGIN_MODULE_PREFIX",
+           "PLUGIN_SUBMODULE", "PROJECT", "plugin_module"]

@@ -1,0 +1,115 @@
+"""The safety rules for touching a home's files, as plain functions over path strings.
+
+:mod:`firstmate.store.home` re-exports these; they live here, free of attrs and pathlib, because
+``fm wake append`` needs them on a path that must start fast. ``state/`` is private (0700,
+files 0600), and no path inside it is ever followed through a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from firstmate.base.errors import StateError
+
+    StrPath = str | os.PathLike[str]
+
+STATE_DIR_MODE = 0o700
+STATE_FILE_MODE = 0o600
+
+
+def state_error(message: str) -> StateError:
+    # Imported on failure only: the error classes pull in enum, which a quiet append never needs.
+    from firstmate.base.errors import StateError
+
+    return StateError(message)
+
+
+def refuse_symlink(path: StrPath) -> None:
+    """Raise :class:`StateError` when *path* exists as a symlink (it is never followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise state_error(
+            f"refusing symlinked state path {os.fspath(path)}: remove the link and let fm recreate it"
+        )
+
+
+def refuse_non_directory(path: StrPath) -> None:
+    """Raise :class:`StateError` when *path* exists but is not a directory (or is a symlink)."""
+    refuse_symlink(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise state_error(f"{os.fspath(path)} exists but is not a directory; move it aside and retry")
+
+
+def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> None:
+    refuse_symlink(path)
+    try:
+        os.mkdir(path, mode)
+    except OSError as exc:
+        if not os.path.isdir(path):  # an existing directory is fine (mkdir's exist_ok)
+            if isinstance(exc, FileExistsError):
+                raise state_error(
+                    f"{os.fspath(path)} exists but is not a directory; move it aside and retry"
+                ) from exc
+            raise state_error(
+                f"cannot create {os.fspath(path)}: {exc.strerror}; check the permissions of its parent"
+            ) from exc
+    refuse_symlink(path)
+    if not os.path.isdir(path):
+        raise state_error(f"{os.fspath(path)} exists but is not a directory; move it aside and retry")
+    if mode == STATE_DIR_MODE:
+        # Best effort: a read-only filesystem (EROFS) or a foreign owner must surface later as the
+        # one-line error of the write that needs the directory, not as a crash here.
+        try:  # noqa: SIM105 - contextlib costs the fast path an import
+            os.chmod(path, mode)
+        except OSError:
+            pass
+
+
+def ensure_home(root: StrPath) -> None:
+    """Create the home, ``state/`` (0700), ``state/logs``, ``state/crew`` and ``config/`` if
+    absent; refuse symlinks. (:meth:`firstmate.store.home.Home.ensure`.)"""
+    root = os.fspath(root)
+    if not os.path.exists(root):
+        try:
+            os.makedirs(root, 0o755)
+        except OSError as exc:
+            raise state_error(
+                f"cannot create home {root}: {exc.strerror}; set FM_HOME to a writable directory"
+            ) from exc
+    from firstmate.base.trust import verify_dir
+
+    verify_dir(root)  # (created here or not: someone else's directory is never written into)
+    state = os.path.join(root, "state")
+    for path, mode in ((state, STATE_DIR_MODE), (os.path.join(state, "logs"), STATE_DIR_MODE),
+                       (os.path.join(state, "crew"), STATE_DIR_MODE),
+                       (os.path.join(root, "config"), 0o755)):
+        make_private_dir(path, mode)
+    verify_dir(state, "state directory")
+
+
+def open_private(path: StrPath, flags: int = os.O_RDWR | os.O_CREAT) -> int:
+    """Open a state file without following a symlink, created 0600. Returns a file descriptor."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, STATE_FILE_MODE)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the final component is a symlink
+            raise state_error(
+                f"refusing symlinked state path {os.fspath(path)}: remove the link and let fm recreate it"
+            ) from exc
+        raise state_error(
+            f"cannot open {os.fspath(path)}: {exc.strerror}; check that the state directory is writable"
+        ) from exc
+
+
+__all__ = ["STATE_DIR_MODE", "STATE_FILE_MODE", "ensure_home", "make_private_dir", "open_private",
+           "refuse_symlink"]

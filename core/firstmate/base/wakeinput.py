@@ -1,0 +1,78 @@
+"""What a wake row may hold: the kinds, and the one-line text hygiene of keys and payloads.
+
+Plain functions, free of attrs and (for ordinary printable text) of :mod:`re`, because
+``fm wake append`` validates its arguments on a path that must start fast. :mod:`firstmate.store.queue`
+re-exports everything here.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+
+KINDS = ("signal", "stale", "check", "heartbeat")
+#: Longest stored payload, in characters, marker included.
+PAYLOAD_MAX = 4096
+#: Longest stored key, in characters, marker included.
+KEY_MAX = 512
+#: What a cut key or payload ends with.
+TRUNCATION_MARKER = "...[truncated]"
+
+_ESCAPES = (
+    r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI … final byte (colours, cursor moves)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC … BEL / ST (titles, hyperlinks)
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"       # DCS / SOS / PM / APC … ST
+    r"|\x1b[ -/]*[0-~]?"                    # two-byte and nF escapes, or a lone ESC
+    r"|\x9b[0-?]*[ -/]*[@-~]"               # 8-bit CSI
+)
+_BREAKS = r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]"
+_CONTROLS = r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]"
+#: Lone surrogates: bytes that were not UTF-8 (argv decoded with surrogateescape) cannot be
+#: stored or printed as text, so each becomes U+FFFD.
+_SURROGATES = r"[\ud800-\udfff]"
+
+_compiled: tuple[re.Pattern[str], ...] = ()
+
+
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    global _compiled
+    if not _compiled:
+        import re
+
+        _compiled = tuple(re.compile(p) for p in (_SURROGATES, _ESCAPES, _BREAKS, _CONTROLS))
+    return _compiled
+
+
+def clean(text: str, limit: int | None = None) -> str:
+    """*text* made safe for one line: breaks become spaces, escapes and controls are removed,
+    undecodable bytes become U+FFFD."""
+    # Printable ASCII holds nothing any pattern matches (they all need a control character,
+    # ESC, a non-ASCII break or a surrogate), so ordinary text skips them and never loads re.
+    if not (text.isascii() and text.isprintable()):
+        surrogates, escapes, breaks, controls = _patterns()
+        text = surrogates.sub("\ufffd", text)
+        text = controls.sub("", breaks.sub(" ", escapes.sub("", text)))
+    if limit is not None and len(text) > limit:
+        text = text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
+    return text
+
+
+def validate(kind: str, key: str, payload: str) -> tuple[str, str, str]:
+    """The cleaned ``(kind, key, payload)``, or :class:`~firstmate.base.errors.UsageError` (nothing
+    is written)."""
+    if kind not in KINDS:
+        from firstmate.base.errors import UsageError
+
+        raise UsageError(
+            f"wake append: invalid wake kind {clean(kind)[:40]!r} (expected signal, stale, check or heartbeat)"
+        )
+    key = clean(key, KEY_MAX)
+    if not key.strip():
+        from firstmate.base.errors import UsageError
+
+        raise UsageError("wake append: empty wake key; pass a non-empty KEY")
+    return kind, key, clean(payload, PAYLOAD_MAX)
+
+
+__all__ = ["KEY_MAX", "KINDS", "PAYLOAD_MAX", "TRUNCATION_MARKER", "clean", "validate"]

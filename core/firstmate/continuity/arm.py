@@ -1,0 +1,580 @@
+"""The arm: start a watcher cycle (or attach to the live one) and return that cycle's reason.
+
+An arm prints status lines on stdout, one per state change, then the cycle's reason line. It
+never returns a clean empty success: it exits 0 only after printing a reason line (``--stop``
+and a confirmed ``--handling-delivered`` are the two modes that ask for no cycle). Every other
+end prints one ``watcher: FAILED - …`` line and exits non-zero.
+
+Modes (see docs/cli.md for every line and exit status):
+
+``fm arm``
+    Attach when a healthy identity-matched watcher exists, else start one: spawn
+    ``python -m firstmate watch`` as a tracked child and confirm, within
+    ``FM_ARM_CONFIRM_TIMEOUT`` (10 s), that the child is the verified lock holder with a beacon
+    of its own. Then relay the child's reason line. A watcher that closes without a delivery is
+    followed to its successor for up to ``FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT`` (default: the
+    confirmation timeout).
+``--restart`` / ``--stop``
+    Stop the current identity-verified watcher (TERM, bounded wait); restart then starts a
+    fresh cycle. A reused pid is never signalled.
+``--take-over [ARM_PID]``
+    Stop the watcher the named arm started (from the cycle links in the store) and own a fresh
+    cycle. An arm pid that owns no live cycle only attaches.
+``--handling-delivered GEN --watcher-pid PID``
+    Confirm a continuity handoff: PID must be the live identity-matched watcher; the episode of
+    GEN moves to handling.
+
+Waiting is event-driven: the child's stdout and a pidfd (Linux) wake the arm; a one-second tick
+(``FM_ARM_ATTACH_POLL``) only checks the arm's ground and the beacon's age.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import TextIO
+
+import attrs
+
+from firstmate.base import stopsignals
+from firstmate.base.envnum import env_float
+from firstmate.base.errors import FirstmateError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.continuity.armlinks import Link, record_link, started_link
+from firstmate.continuity.watchchild import (
+    REASON_RE,
+    Child,
+    _exit_fields,
+    _pidfd,
+    _readable,
+    _started,
+    child_env,
+    reason_class,
+)
+from firstmate.store import cyclelog
+from firstmate.store.cyclelog import CycleRow, lock_text
+from firstmate.store.database import Store
+from firstmate.store.health import WatcherHealth, watcher_health
+from firstmate.store.home import Home
+from firstmate.store.identity import ProcessIdentity
+from firstmate.watch.watcher import (
+    READY_FD_ENV,
+    cleanup_lock_bound,
+    code_dir,
+    predecessor_arm_pid,
+)
+
+DEFAULT_CONFIRM_TIMEOUT = 10.0
+#: A verified watcher of ours whose beacon is older than this many graces is wedged
+#: (``FM_ARM_STALL_BOUND`` sets the seconds); it is rung, given ``FM_ARM_STALL_PING`` seconds to
+#: answer, then replaced.
+STALL_GRACES = 2.0
+STALL_BOUND_ENV = "FM_ARM_STALL_BOUND"
+STALL_PING_ENV = "FM_ARM_STALL_PING"
+DEFAULT_STALL_PING = 5.0
+DEFAULT_TICK = 1.0
+#: Bounded polls on failure paths (waiting for a successor to publish its beacon).
+SUCCESSOR_POLL = 0.05
+
+
+# --- the arm ---------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class Arm:
+    home: Home
+    env: Mapping[str, str]
+    out: TextIO
+    me: ProcessIdentity
+    db: Store
+    child: Child | None = None
+    reason: str | None = None
+    #: Status lines printed (tests and diagnostics).
+    printed: list[str] = attrs.Factory(list)
+    _failed_lines: list[str] = attrs.Factory(list)
+    _last_age: float | None = None
+
+    @property
+    def confirm_timeout(self) -> float:
+        return env_float(self.env, "FM_ARM_CONFIRM_TIMEOUT", DEFAULT_CONFIRM_TIMEOUT)
+
+    @property
+    def successor_timeout(self) -> float:
+        """How long an arm whose watcher closed without a delivery waits for a successor. Kept
+        apart from the start confirmation, so shortening it never shortens a child's start."""
+        return env_float(self.env, "FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT", self.confirm_timeout)
+
+    @property
+    def tick(self) -> float:
+        return env_float(self.env, "FM_ARM_ATTACH_POLL", DEFAULT_TICK)
+
+    # --- output ------------------------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        self.printed.append(line)
+        self.write_line(self.out, line)
+
+    @staticmethod
+    def write_line(out: TextIO, line: str) -> None:
+        # The caller may have closed our stdout; the exit status still tells it what happened.
+        try:
+            out.write(line + "\n")
+            out.flush()
+        except (OSError, ValueError):
+            pass
+
+    def fail(self, what: str, code: int = ExitCode.FAILED) -> int:
+        self.say(f"watcher: FAILED - {what}")
+        return code
+
+    def deliver(self, reason: str) -> int:
+        if self.reason is None:
+            self.reason = reason
+            self.say(reason)
+        return ExitCode.OK
+
+    # --- observations ------------------------------------------------------------------------
+
+    def health(self) -> WatcherHealth:
+        health = watcher_health(self.home, self.env)
+        if health.beacon_age is not None:
+            self._last_age = health.beacon_age
+        return health
+
+    def ground(self) -> str | None:
+        """The arm-ground line's path when home, state dir or this code is gone, else None."""
+        for path in (self.home.root, self.home.state, code_dir()):
+            if not os.path.isdir(path):
+                return str(path)
+        return None
+
+    def ground_failed(self, path: str) -> int:
+        return self.fail(f"arm ground removed: {path} no longer exists")
+
+    def row(self, *, watcher_pid: int | None, origin: str, started_at: float, reason: str,
+            returncode: int | None = None, lock_before: str = "none",
+            successor: str = "none") -> None:
+        exit_code, sig = _exit_fields(returncode)
+        after = watcher_health(self.home, self.env) if self.home.state.is_dir() else None
+        cyclelog.append(self.home, CycleRow(
+            arm_pid=self.me.pid, arm_identity=self.me.token(), watcher_pid=watcher_pid,
+            origin=origin, started_at=started_at, ended_at=time.time(), exit_code=exit_code,
+            signal=sig, reason=reason, beacon_age=cyclelog.beacon_age_field(self._last_age),
+            lock_before=lock_before,
+            lock_after=lock_text(after.pid, after.identity) if after else "none",
+            successor=successor,
+        ), self.env)
+
+    def publish_if_gone(self) -> None:
+        """A watcher that ended without closing its cycle (killed outright) is down now:
+        say so at once rather than at the next watcher's start (firstmate.store.downtime)."""
+        from firstmate.store.downtime import publish_if_gone
+
+        publish_if_gone(self.db)
+
+    def name_successor(self, watcher_pid: int, successor_pid: int) -> None:
+        """The row that said ``successor=awaited`` for *watcher_pid* now names the one found."""
+        cyclelog.name_successor(self.home, self.me.pid, self.me.token(), watcher_pid,
+                                f"attached:{successor_pid}", self.env)
+
+    def link(self, origin: str, pid: int, identity: str, *,
+             predecessor: tuple[int, str] | None = None) -> None:
+        pred_arm = predecessor_arm_pid(self.env)
+        if predecessor is None and pred_arm is not None and origin == "started":
+            with contextlib.suppress(FirstmateError, sqlite3.Error):
+                found = started_link(self.db, pred_arm)
+                if found is not None:
+                    predecessor = (found.watcher_pid, found.watcher_identity)
+        with contextlib.suppress(FirstmateError, sqlite3.Error):
+            record_link(self.db, Link(
+                self.me.pid, self.me.token(), origin, pid, identity,
+                predecessor[0] if predecessor else None, predecessor[1] if predecessor else None,
+                pred_arm,
+            ))
+
+    def delivered(self, pid: int, identity: str) -> str | None:
+        """The reason the watcher (pid *and* identity) recorded before it released, if any."""
+        from firstmate.store import deliveries
+
+        try:
+            with self.db.reading() as conn:
+                found = deliveries.find(conn, pid, identity)
+        except (FirstmateError, sqlite3.Error):
+            return None
+        return None if found is None else found.reason
+
+    def wait_successor(self, exclude: int, since: float) -> WatcherHealth | str | None:
+        """A healthy watcher other than *exclude*, waited for up to the successor timeout; or
+        the reason of a successor (a watcher started after *since*, when *exclude* started)
+        that already came and closed before we looked (from the delivery ledger)."""
+        from firstmate.store import deliveries
+
+        deadline = time.monotonic() + self.successor_timeout
+        while True:
+            health = self.health()
+            if health.healthy and health.pid != exclude:
+                return health
+            with contextlib.suppress(FirstmateError, sqlite3.Error):
+                with self.db.reading() as conn:
+                    found = deliveries.successor_since(conn, since, exclude)
+                if found is not None:
+                    return found.reason
+            if self.ground() is not None or time.monotonic() >= deadline:
+                return None
+            time.sleep(SUCCESSOR_POLL)
+
+    @property
+    def stall_bound(self) -> float:
+        """Beacon age past which a verified watcher of ours counts as wedged and is replaced."""
+        from firstmate.store.health import grace
+
+        return env_float(self.env, STALL_BOUND_ENV, STALL_GRACES * grace(self.env))
+
+    @property
+    def ping_window(self) -> float:
+        return env_float(self.env, STALL_PING_ENV, DEFAULT_STALL_PING)
+
+    def wedged(self, health: WatcherHealth) -> bool:
+        return (health.state == "stale-beacon" and health.verified
+                and health.beacon_age is not None and health.beacon_age >= self.stall_bound)
+
+    def stale(self, health: WatcherHealth, *, origin: str = "attached",
+              started_at: float | None = None) -> int:
+        if self.wedged(health):
+            from firstmate.continuity.armrecover import recover_wedged
+
+            return recover_wedged(self, health, origin=origin, started_at=started_at)
+        self.row(watcher_pid=health.pid, origin=origin,
+                 started_at=time.time() if started_at is None else started_at,
+                 reason="stale-beacon", lock_before=lock_text(health.pid, health.identity))
+        return self.fail(
+            f"live watcher pid={health.pid} has a stale beacon ({health.age_text()}s, grace "
+            f"{health.grace:g}s); left running - inspect it, or replace it with fm arm --take-over"
+        )
+
+    # --- default mode --------------------------------------------------------------------------
+
+    def arm(self) -> int:
+        health = self.health()
+        if health.healthy:
+            return self.follow(health)
+        if health.state == "stale-beacon":
+            return self.stale(health)
+        return self.start()
+
+    def start(self) -> int:
+        self.spawn()
+        return self.confirm()
+
+    def spawn(self) -> None:
+        env = child_env(self.env)
+        ready_r, ready_w = os.pipe()
+        env[READY_FD_ENV] = str(ready_w)
+        # Hold stop signals while the child is created and recorded, so an interrupt always
+        # finds it (the child resets its own mask before it installs its handlers).
+        stopsignals.block()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "firstmate", "watch"], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, env=env, pass_fds=(ready_w,), close_fds=True,
+            )
+            started = time.time()
+            os.close(ready_w)
+            assert proc.stdout is not None
+            out_fd = proc.stdout.fileno()
+            os.set_blocking(out_fd, False)
+            # The identity is learnt from the child's own owner record at confirmation: read
+            # now, /proc may still show the command line of the exec in progress.
+            self.child = Child(proc, None, started, _pidfd(proc.pid), ready_r, out_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(ready_w)
+            with contextlib.suppress(OSError):
+                os.close(ready_r)
+            raise
+        finally:
+            stopsignals.unblock()
+
+    def _owned(self, health: WatcherHealth) -> bool:
+        """Our child is the verified healthy holder. (Its pid cannot have been reused: we have
+        not reaped it.) Its identity is taken from the record the holder check verified."""
+        child = self.child
+        if child is None or not health.healthy or health.pid != child.pid:
+            return False
+        child.identity = ProcessIdentity.parse(health.identity)
+        return child.identity is not None
+
+    def confirm(self) -> int:
+        child = self.child
+        assert child is not None
+        deadline = time.monotonic() + self.confirm_timeout
+        while True:
+            child.read()
+            if any(REASON_RE.match(line) for line in child.lines):
+                # An immediate wake: the child polled (beacon) and closed before we looked.
+                started = self.started_line(child.pid)
+                return started if started is not None else self.follow_owned()
+            health = self.health()
+            if self._owned(health):
+                started = self.started_line(child.pid)
+                return started if started is not None else self.follow_owned(health)
+            if child.exited():
+                return self.child_closed(announce=True)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self.confirmation_timeout()
+            events = _readable([child.out_fd, child.ready, child.pidfd], min(0.25, left))
+            if child.ready is not None and child.ready in events:
+                child.take_ready()
+
+    def started_line(self, pid: int) -> int | None:
+        """Print ``watcher: started …``; an exit status when a handling successor cannot say
+        which generation it carries."""
+        child = self.child
+        assert child is not None
+        line = f"watcher: started pid={pid} (beacon fresh)"
+        if predecessor_arm_pid(self.env) is not None:
+            generation = self.generation()
+            if generation is None:
+                self.row(watcher_pid=pid, origin="started", started_at=child.started_at,
+                         reason="handling-handoff-failed")
+                return self.fail("established successor could not inspect handling state")
+            line += f" recovery-generation={generation}"
+        if child.identity is None and not child.exited():
+            from firstmate.store.identity import identity_of
+
+            child.identity = identity_of(child.pid)  # it has printed: its exec is long done
+        # The link is durable before anyone reading the status line can act on it.
+        if child.identity is not None:
+            self.link("started", pid, child.identity.token())
+        self.say(line)
+        return None
+
+    def generation(self) -> str | None:
+        from firstmate.store import episodes
+
+        try:
+            with self.db.reading() as conn:
+                state = episodes.read(conn)
+        except (FirstmateError, sqlite3.Error):
+            return None
+        return state.generation if isinstance(state, episodes.Episode) else None
+
+    def confirmation_timeout(self) -> int:
+        child = self.child
+        assert child is not None
+        self.stop_child()
+        self.relay_failures()
+        self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
+                 reason="confirmation-timeout", returncode=child.proc.returncode)
+        return self.fail("no live watcher with a fresh beacon")
+
+    def handle_lines(self) -> None:
+        child = self.child
+        assert child is not None
+        for line in child.lines:
+            if REASON_RE.match(line):
+                self.deliver(line)
+            elif line.startswith("watcher: FAILED"):
+                self._failed_lines.append(line)
+            elif line.startswith("watcher: already running"):
+                continue
+            elif line.strip():
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(line + "\n")
+        child.lines.clear()
+
+    def relay_failures(self) -> None:
+        if self.child is not None:
+            self.child.read()
+            self.handle_lines()
+        for line in self._failed_lines:
+            self.say(line)
+        self._failed_lines.clear()
+
+    def follow_owned(self, health: WatcherHealth | None = None) -> int:
+        """Wait for our child's close; relay its reason line the moment it is written."""
+        child = self.child
+        assert child is not None
+        lock_before = lock_text(child.pid, child.identity.token() if child.identity else None)
+        while True:
+            child.read()
+            self.handle_lines()
+            if child.exited():
+                return self.child_closed(lock_before)
+            events = _readable([child.out_fd, child.pidfd],
+                               self.tick if child.pidfd is not None else min(self.tick, 0.2))
+            if events or self.reason is not None:
+                continue
+            gone = self.ground()
+            if gone is not None:
+                self.stop_child()
+                self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
+                         reason="ground-removed", returncode=child.proc.returncode)
+                return self.ground_failed(gone)
+            now = self.health()
+            if now.state == "stale-beacon" and now.pid == child.pid and self.wedged(now):
+                # Our own child stopped polling: given until the stall bound, then replaced.
+                from firstmate.continuity.armrecover import recover_wedged
+
+                return recover_wedged(self, now, origin="started", started_at=child.started_at)
+
+    def child_closed(self, lock_before: str = "none", *, announce: bool = False) -> int:
+        """Our child exited: resolve its cycle. With *announce* no status line was printed yet
+        (it closed before confirmation could look): a reason it printed still gets its
+        ``started`` line first, so the status line always precedes the reason."""
+        child = self.child
+        assert child is not None
+        rc = child.proc.wait()
+        deadline = time.monotonic() + 0.5
+        while child.out_fd is not None and time.monotonic() < deadline:
+            child.read()
+            if child.out_fd is not None:
+                _readable([child.out_fd], deadline - time.monotonic())
+        child.read()
+        if announce and any(REASON_RE.match(line) for line in child.lines):
+            failed = self.started_line(child.pid)
+            if failed is not None:
+                return failed
+        self.handle_lines()
+        child.close()
+
+        def row(reason: str, successor: str = "none") -> None:
+            self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
+                     reason=reason, returncode=rc, lock_before=lock_before, successor=successor)
+
+        if self.reason is not None:
+            row(reason_class(self.reason))
+            return ExitCode.OK
+        gone = self.ground()
+        if gone is not None:
+            row("ground-removed")
+            return self.ground_failed(gone)
+        _, sig = _exit_fields(rc)
+        klass = ("unexpected-clean-exit" if rc == 0
+                 else "signal-exit" if sig != "none" else "nonzero-exit")
+        if self._failed_lines:
+            row(klass)
+            self.relay_failures()
+            return rc if 0 < rc < 128 else ExitCode.FAILED
+        if child.identity is not None:
+            reason = self.delivered(child.pid, child.identity.token())
+            if reason is not None:
+                row("clean-exit-delivered-wake")
+                return self.deliver(reason)
+        # The row goes out before any wait for a successor: a take-over reads it to learn how
+        # this watcher ended. The successor followed next is in the store's cycle links.
+        row(klass, "awaited")
+        self.publish_if_gone()
+        successor = self.wait_successor(exclude=child.pid, since=_started(child.identity,
+                                                                         child.started_at))
+        if isinstance(successor, str):
+            return self.deliver(successor)  # it came and closed before we looked
+        if successor is not None and successor.pid is not None:
+            self.name_successor(child.pid, successor.pid)
+            previous = (child.pid, child.identity.token()) if child.identity else None
+            return self.follow(successor, predecessor=previous)
+        gone = self.ground()
+        if gone is not None:
+            return self.ground_failed(gone)
+        return self.fail("cycle ended without an actionable reason")
+
+    def stop_child(self) -> None:
+        """TERM our child, wait (bounded), KILL if it must, and reap it."""
+        child = self.child
+        if child is None or child.proc.returncode is not None:
+            return
+        bound = cleanup_lock_bound(self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND")) + 3.0
+        with contextlib.suppress(OSError):
+            child.proc.send_signal(signal.SIGTERM)
+            child.proc.send_signal(signal.SIGCONT)
+        try:
+            child.proc.wait(timeout=bound)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                child.proc.kill()
+            child.proc.wait()
+
+    # --- following a watcher we did not start ------------------------------------------------
+
+    def follow(self, health: WatcherHealth, *,
+               predecessor: tuple[int, str] | None = None) -> int:
+        """Attach to *health*'s watcher and its identity-matched successors until one closes."""
+        from firstmate.store.identity import matches
+
+        while True:
+            assert health.pid is not None
+            pid, token = health.pid, health.identity or ""
+            ident = ProcessIdentity.parse(token)
+            self.link("attached", pid, token, predecessor=predecessor)
+            self.say(f"watcher: attached pid={pid} (beacon {health.age_text()}s)")
+            started_at = time.time()
+            lock_before = lock_text(pid, token)
+            pidfd = _pidfd(pid)
+            try:
+                alive = ident is not None and matches(ident)
+                while alive:
+                    events = _readable([pidfd], self.tick if pidfd is not None
+                                       else min(self.tick, 0.2))
+                    if pidfd is not None and pidfd in events:
+                        break
+                    if pidfd is None and not (ident is not None and matches(ident)):
+                        break
+                    gone = self.ground()
+                    if gone is not None:
+                        self.row(watcher_pid=pid, origin="attached", started_at=started_at,
+                                 reason="ground-removed", lock_before=lock_before)
+                        return self.ground_failed(gone)
+                    now = self.health()
+                    if now.state == "stale-beacon" and now.pid == pid and (
+                            self.wedged(now) or not now.verified):
+                        # A watcher of ours is given until the stall bound, then replaced; one
+                        # that is not verifiably ours is reported and left alone.
+                        return self.stale(now, started_at=started_at)
+            finally:
+                if pidfd is not None:
+                    os.close(pidfd)
+            reason = self.delivered(pid, token)
+            if reason is not None:
+                self.row(watcher_pid=pid, origin="attached", started_at=started_at,
+                         reason="attached-delivered-wake", lock_before=lock_before)
+                return self.deliver(reason)
+            self.row(watcher_pid=pid, origin="attached", started_at=started_at,
+                     reason="attached-cycle-ended", lock_before=lock_before,
+                     successor="awaited")
+            self.publish_if_gone()
+            successor = self.wait_successor(exclude=pid, since=_started(ident, started_at))
+            if isinstance(successor, str):
+                return self.deliver(successor)  # it came and closed before we looked
+            if successor is None or successor.pid is None:
+                gone = self.ground()
+                if gone is not None:
+                    return self.ground_failed(gone)
+                return self.fail("cycle ended without an actionable reason")
+            self.name_successor(pid, successor.pid)
+            predecessor = (pid, token)
+            health = successor
+
+    # --- interruption --------------------------------------------------------------------------
+
+    def interrupted(self, signum: int) -> int:
+        child = self.child
+        if child is not None:
+            self.stop_child()
+            child.read()
+            self.handle_lines()
+            child.close()
+            self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
+                     reason="arm-interrupted", returncode=child.proc.returncode)
+        if self.reason is None:
+            self.fail(f"arm interrupted by {signal.Signals(signum).name}")
+        return 128 + signum
+
+
+__all__ = ["Arm"]

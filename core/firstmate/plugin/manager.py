@@ -1,0 +1,280 @@
+"""The plugin manager: finds harness plugins, isolates their failures, and calls hooks typed.
+
+Plugins are found through the entry-point group ``firstmate.plugin.manager`` (entry-point name = harness
+name). ``FIRSTMATE_PLUGINS`` (comma list) loads only the named plugins; ``FIRSTMATE_DISABLE_PLUGINS``
+skips the named ones. A plugin that fails to import is recorded by name and the others still load.
+Hot paths that need one harness call :func:`load_harness`, which imports that plugin's module by
+its conventional name and never scans every installed distribution.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+import pluggy
+
+from firstmate import PROJECT
+from firstmate.base import names
+from firstmate.base.errors import FirstmateError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin import hookspecs
+from firstmate.plugin.harness import (
+    BridgeProfile,
+    HarnessInfo,
+    HookOutcome,
+    InstallOptions,
+    InstallResult,
+    PluginFailure,
+    RearmLedger,
+)
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from firstmate.plugin.handoff import (
+        ArmRef,
+        DeliveryReceipt,
+        Handoff,
+        HandoffResult,
+        Readiness,
+        RearmOwner,
+        Session,
+        WakeDelivery,
+    )
+    from firstmate.store.home import Home
+    from firstmate.watch.backends.base import CrewBackend
+    from firstmate.watch.sources.base import Source
+
+ENTRY_POINT_GROUP = names.ENTRY_POINT_GROUP
+
+
+def _names(value: str | None) -> set[str]:
+    return {part.strip() for part in (value or "").split(",") if part.strip()}
+
+
+@attrs.define(eq=False)
+class PluginHost:
+    """A loaded plugin manager with a typed façade over its hooks."""
+
+    pm: pluggy.PluginManager
+    failures: list[PluginFailure] = attrs.Factory(list)
+    #: harness name → distribution version ("" when unknown).
+    versions: dict[str, str] = attrs.Factory(dict)
+
+    # --- identity -----------------------------------------------------------------------------
+
+    def harnesses(self) -> list[HarnessInfo]:
+        infos = [info for info in self.pm.hook.firstmate_harness_info() if info is not None]
+        return sorted(infos, key=lambda info: info.name)
+
+    def harness(self, name: str) -> HarnessInfo | None:
+        return next((info for info in self.harnesses() if info.name == name), None)
+
+    # --- watching -----------------------------------------------------------------------------
+
+    def watch_sources(self, home: Home, env: Mapping[str, str]) -> list[Source]:
+        # pluggy calls the most recently registered plugin first; core defaults are registered
+        # first, so reversing puts them (resurface, checks, status, stale, heartbeat) in front.
+        backend = self.crew_backend(home, env)
+        batches = self.pm.hook.firstmate_watch_sources(home=home, env=env, backend=backend)
+        sources: list[Source] = []
+        for batch in reversed(batches):
+            if batch:
+                sources.extend(batch)
+        return sources
+
+    def crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
+        backend: CrewBackend | None = self.pm.hook.firstmate_crew_backend(home=home, env=env)
+        return backend
+
+    # --- continuity -------------------------------------------------------------------------
+
+    def rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:
+        """The plugins' answer, else the owner the session's harness declares, else None."""
+        from firstmate.plugin.handoff import RearmOwner
+
+        owner: RearmOwner | None = self.pm.hook.firstmate_rearm_owner(home=home, session=session)
+        if owner is not None:
+            return owner
+        info = self.harness(session.harness)
+        if info is None:
+            return None
+        return RearmOwner(info.rearm_owner, f"declared by the {info.name} harness")
+
+    def readiness(self, line: str, arm: ArmRef) -> Readiness:
+        """The first plugin's reading of *line* (the core plugin answers last)."""
+        found: Readiness | None = self.pm.hook.firstmate_readiness(line=line, arm=arm)
+        return _answered(found, "firstmate_readiness")
+
+    def confirm_handoff(self, handoff: Handoff) -> HandoffResult:
+        """The first plugin's confirmation (the core plugin's ``fm arm --handling-delivered``
+        verdict answers last)."""
+        result: HandoffResult | None = self.pm.hook.firstmate_confirm_handoff(handoff=handoff)
+        return _answered(result, "firstmate_confirm_handoff")
+
+    def deliver_wake(self, wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
+        """The receipt of the plugin that delivered *wake*; None when no plugin took it."""
+        receipt: DeliveryReceipt | None = self.pm.hook.firstmate_deliver_wake(
+            wake=wake, session=session)
+        return receipt
+
+    def bridge_profile(self, harness: str) -> BridgeProfile | None:
+        """How ``fm bridge <harness>`` runs; None when no plugin gives *harness* a bridge."""
+        profile: BridgeProfile | None = self.pm.hook.firstmate_bridge_profile(harness=harness)
+        return profile
+
+    def rearm_ledger(self, harness: str) -> RearmLedger | None:
+        """The auto-arm ledger *harness*'s hook keeps; None when no plugin gives it one."""
+        ledger: RearmLedger | None = self.pm.hook.firstmate_rearm_ledger(harness=harness)
+        return ledger
+
+    # --- install and hook entry ---------------------------------------------------------------
+
+    def install(self, home: Home, options: InstallOptions) -> InstallResult | None:
+        result: InstallResult | None = self.pm.hook.firstmate_install(home=home, options=options)
+        return result
+
+    def uninstall(self, home: Home, options: InstallOptions) -> InstallResult | None:
+        result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home, options=options)
+        return result
+
+    def hook(self, harness: str, event: str, payload: Mapping[str, Any] | None, home: Home,
+             env: Mapping[str, str]) -> HookOutcome | None:
+        outcome: HookOutcome | None = self.pm.hook.firstmate_hook(
+            harness=harness, event=event, payload=payload, home=home, env=env)
+        return outcome
+
+    # --- command line -------------------------------------------------------------------------
+
+    def cli_commands(self) -> dict[str, Any]:
+        registry: dict[str, Any] = {}
+        self.pm.hook.firstmate_cli_commands(registry=registry)
+        return registry
+
+
+def new_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _answered(value: T | None, hook: str) -> T:
+    if value is None:
+        raise FirstmateError(f"no plugin answered {hook}: the core plugin is not registered in "
+                             "this plugin manager; build it with firstmate.plugin.manager.load()",
+                             exit_code=ExitCode.PLUGIN)
+    return value
+
+
+def _register_core(pm: pluggy.PluginManager) -> None:
+    # The core's defaults are a plugin like any other, loaded by name: the plugin layer never
+    # imports the layers above it that implement them.
+    module = importlib.import_module(names.CORE_PLUGIN_MODULE)
+    pm.register(module.CorePlugin(pm), name=names.CORE_PLUGIN_NAME)
+
+
+def _entry_points() -> Iterable[Any]:
+    from importlib.metadata import entry_points
+
+    return entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHost:
+    """Load the core defaults and every allowed installed plugin."""
+    env = os.environ if env is None else env
+    allow = _names(env.get(names.PLUGINS_ENV))
+    block = _names(env.get(names.DISABLE_PLUGINS_ENV))
+    pm = new_manager()
+    host = PluginHost(pm)
+    if core:
+        _register_core(pm)
+    seen: set[str] = set()
+    for ep in sorted(_entry_points(), key=lambda ep: ep.name):
+        if ep.name in seen or (allow and ep.name not in allow) or ep.name in block:
+            continue
+        seen.add(ep.name)
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+        except Exception as exc:
+            host.failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
+            continue
+        dist = getattr(ep, "dist", None)
+        host.versions[ep.name] = str(getattr(dist, "version", "") or "")
+    pm.check_pending()
+    return host
+
+
+#: Hosts load_harness built in this process, by harness and disabled list: the manager for a
+#: harness is built once per process (a hook and the engine it starts share it).
+_HARNESS_HOSTS: dict[tuple[str, str], PluginHost] = {}
+
+
+def load_harness(name: str, env: Mapping[str, str] | None = None, *,
+                 fresh: bool = False) -> PluginHost:
+    """The core defaults plus the one plugin for harness *name*, loaded as cheaply as possible
+    and once per process (*fresh* builds a host of the caller's own, to register more into).
+
+    Tries the conventional module ``firstmate_plugin_<name>`` first (the ``plugin`` attribute of
+    the package or of its ``hooks`` submodule); falls back to the entry-point scan only when that module is not importable.
+    """
+    env = os.environ if env is None else env
+    disabled = env.get(names.DISABLE_PLUGINS_ENV, "")
+    if name in _names(disabled):
+        raise FirstmateError(
+            f"the {name} plugin is disabled by FIRSTMATE_DISABLE_PLUGINS; remove it from that list",
+            exit_code=ExitCode.PLUGIN,
+        )
+    key = (name, disabled)
+    if not fresh and key in _HARNESS_HOSTS:
+        return _HARNESS_HOSTS[key]
+    host = _build_harness_host(name)
+    if not fresh:
+        _HARNESS_HOSTS[key] = host
+    return host
+
+
+def _conventional_plugin(package: str) -> Any:
+    """The ``plugin`` of *package* or of its ``hooks`` submodule; None when neither has one."""
+    for module_name in (package, f"{package}.{names.PLUGIN_SUBMODULE}"):
+        try:
+            plugin = getattr(importlib.import_module(module_name), "plugin", None)
+        except ImportError:
+            return None  # not installed under the conventional name: the entry-point scan
+        if plugin is not None:
+            return plugin
+    return None
+
+
+def _build_harness_host(name: str) -> PluginHost:
+    pm = new_manager()
+    host = PluginHost(pm)
+    _register_core(pm)
+    plugin = _conventional_plugin(names.plugin_module(name))
+    if plugin is None:
+        for ep in _entry_points():
+            if ep.name == name:
+                try:
+                    plugin = ep.load()
+                except Exception as exc:
+                    host.failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
+                break
+    if plugin is None:
+        raise FirstmateError(
+            f"no Firstmate plugin for harness {name!r} is installed; "
+            f"install it with: pip install firstmate-plugin-{name}",
+            exit_code=ExitCode.PLUGIN,
+        )
+    pm.register(plugin, name=name)
+    pm.check_pending()
+    return host
+
+
+def require(host: PluginHost, names: Sequence[str]) -> list[str]:
+    """The names in *names* that are not loaded."""
+    loaded = {info.name for info in host.harnesses()}
+    return [name for name in names if name not in loaded]

@@ -1,0 +1,160 @@
+"""Base classes for harness plugins: the name-guarded hookimpls every plugin needs, written once.
+
+A plugin subclass declares data (its :class:`~firstmate.plugin.harness.HarnessInfo`, its install spec,
+its bridge profile) and only the policy that is its own (what its stop hook does). pluggy finds
+the ``@hookimpl`` methods defined here on a subclass instance too (it reads the markers through
+``getattr``), so each plugin registers exactly the hooks of the base it picks:
+
+- :class:`HookHarnessPlugin`: ``firstmate_harness_info``, ``firstmate_install``,
+  ``firstmate_uninstall`` (from a :class:`~firstmate.plugin.hookinstall.HookInstallSpec`) and
+  ``firstmate_hook`` (guarded, then :meth:`HookHarnessPlugin.on_hook`).
+- :class:`HookWakePlugin`: the same plus ``firstmate_deliver_wake`` for a harness whose parked
+  hook hands the wake to the model itself (the receipt names how).
+- :class:`InProcessHarnessPlugin`: ``firstmate_harness_info``, ``firstmate_bridge_profile``,
+  ``firstmate_install`` and ``firstmate_uninstall`` (from a
+  :class:`~firstmate.plugin.shiminstall.ShimSpec`).
+
+A method overridden in a subclass must carry ``@hookimpl`` again: pluggy sees only the marker
+of the method the instance resolves to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from firstmate import hookimpl
+
+if TYPE_CHECKING:
+    from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
+    from firstmate.plugin.harness import (
+        BridgeProfile,
+        HarnessInfo,
+        HookOutcome,
+        InstallOptions,
+        InstallResult,
+    )
+    from firstmate.plugin.hookinstall import HookInstallSpec
+    from firstmate.plugin.shiminstall import ShimSpec
+    from firstmate.store.home import Home
+
+
+@attrs.define(eq=False)
+class HarnessPlugin:
+    """What every harness plugin shares: it declares :attr:`INFO` and answers only for it."""
+
+    INFO: ClassVar[HarnessInfo]
+
+    @property
+    def name(self) -> str:
+        return self.INFO.name
+
+    @hookimpl
+    def firstmate_harness_info(self) -> HarnessInfo:
+        return self.INFO
+
+
+@attrs.define(eq=False)
+class HookHarnessPlugin(HarnessPlugin):
+    """A harness that runs ``fm hook <name> <event>`` from a config file: declare :attr:`HOOKS`
+    (or choose one per install in :meth:`hook_spec`) and implement :meth:`on_hook`."""
+
+    HOOKS: ClassVar[HookInstallSpec]
+
+    def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
+        """The spec for this install (``--local``, ``--parked``… pick a variant here). Also used
+        by uninstall, which removes our entries whatever their options were."""
+        return self.HOOKS
+
+    def check_install(self, options: InstallOptions) -> None:
+        """Refuse harness flags that cannot go together (raise a UsageError); install only."""
+
+    def foreign(self, payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
+        """Whether a hook call comes from another harness that loaded this one's config."""
+        return False
+
+    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
+                env: Mapping[str, str]) -> HookOutcome | None:
+        """``fm hook <name> <event>`` for one of :attr:`INFO`'s events, from this harness."""
+        from firstmate.plugin.harness import HookOutcome
+
+        return HookOutcome.silent()
+
+    @hookimpl
+    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != self.name:
+            return None
+        from firstmate.plugin import hookinstall
+        from firstmate.plugin.configfiles import require_project
+
+        require_project(options)
+        self.check_install(options)
+        return hookinstall.install(self.hook_spec(options), options)
+
+    @hookimpl
+    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != self.name:
+            return None
+        from firstmate.plugin import hookinstall
+
+        return hookinstall.uninstall(self.hook_spec(options), options)
+
+    @hookimpl
+    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
+                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
+        # Harnesses load each other's config files: answer only our own events and callers.
+        if harness != self.name or event not in self.INFO.hook_events or \
+                self.foreign(payload, env):
+            return None
+        return self.on_hook(event, payload, home, env)
+
+
+@attrs.define(eq=False)
+class HookWakePlugin(HookHarnessPlugin):
+    """A hook harness whose parked hook process delivers the wake (its output is the wake):
+    :attr:`WAKE_RECEIPT` says how, in the receipt the continuity engine logs."""
+
+    WAKE_RECEIPT: ClassVar[str]
+
+    @hookimpl
+    def firstmate_deliver_wake(self, wake: WakeDelivery,
+                               session: Session) -> DeliveryReceipt | None:
+        if session.harness != self.name:
+            return None
+        from firstmate.plugin.handoff import DeliveryReceipt
+
+        return DeliveryReceipt(True, self.WAKE_RECEIPT)
+
+
+@attrs.define(eq=False)
+class InProcessHarnessPlugin(HarnessPlugin):
+    """A harness that loads a shim talking to ``fm bridge <name>``: declare :attr:`SHIM` (where
+    the shim comes from and goes) and :attr:`BRIDGE` (how the bridge runs)."""
+
+    SHIM: ClassVar[ShimSpec]
+    BRIDGE: ClassVar[BridgeProfile]
+
+    @hookimpl
+    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile | None:
+        return self.BRIDGE if harness == self.name else None
+
+    @hookimpl
+    def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != self.name:
+            return None
+        from firstmate.plugin import shiminstall
+
+        return shiminstall.install(self.SHIM, options)
+
+    @hookimpl
+    def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
+        if options.harness != self.name:
+            return None
+        from firstmate.plugin import shiminstall
+
+        return shiminstall.uninstall(self.SHIM, options)
+
+
+__all__ = ["HarnessPlugin", "HookHarnessPlugin", "HookWakePlugin", "InProcessHarnessPlugin"]

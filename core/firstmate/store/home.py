@@ -1,0 +1,137 @@
+"""Where a home's state lives, and the safety rules for touching it.
+
+A home holds ``config/`` and ``state/``. ``state/`` is private (0700, files 0600), and no path
+inside it is ever followed through a symlink: a symlink there is refused with a one-line error.
+The rules themselves are plain functions in :mod:`firstmate.base.safepaths` (re-exported here), so
+the ``fm wake append`` fast path can use them without importing attrs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from firstmate.base.errors import StateError
+from firstmate.base.safepaths import (
+    STATE_DIR_MODE,
+    STATE_FILE_MODE,
+    ensure_home,
+    make_private_dir,
+    open_private,
+    refuse_symlink,
+)
+
+HOME_MARKER = ".firstmate"
+
+
+def resolve_root(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """The home directory: ``FM_HOME``, else the nearest ``.firstmate/`` above *cwd*, else ``~/.firstmate``."""
+    from firstmate.base.homeroot import find_root
+
+    return Path(find_root(os.environ if env is None else env, None if cwd is None else str(cwd)))
+
+
+@attrs.frozen
+class Home:
+    """The paths of one home. Creating the object touches nothing; :meth:`ensure` prepares it."""
+
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def db(self) -> Path:
+        return self.state / "firstmate.db"
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    @property
+    def crew_dir(self) -> Path:
+        return self.state / "crew"
+
+    @property
+    def beacon(self) -> Path:
+        return self.state / "watcher.beat"
+
+    @property
+    def away_record(self) -> Path:
+        return self.state / "away"
+
+    def lock_path(self, name: str) -> Path:
+        return self.state / f"{name}.lock"
+
+    def ensure(self) -> Home:
+        """Create ``state/`` (0700), ``state/logs`` and ``config/`` if absent; refuse symlinks."""
+        ensure_home(self.root)
+        return self
+
+    def check_ground(self) -> None:
+        """Raise :class:`StateError` unless the home and its state directory still exist."""
+        for path in (self.root, self.state):
+            refuse_symlink(path)
+            if not path.is_dir():
+                raise StateError(f"{path} no longer exists; recreate the home or point FM_HOME at one")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace *path* with *data* through a private temporary file and a rename."""
+    refuse_symlink(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):  # (nothing was written: the old file is untouched)
+            raise StateError(f"cannot write {path}: {exc.strerror}; free space on its filesystem "
+                             "or fix its directory's permissions, then retry") from exc
+        raise
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def open_home(env: Mapping[str, str] | None = None, cwd: Path | None = None, *, create: bool = True) -> Home:
+    home = Home(resolve_root(env, cwd))
+    if create:
+        return home.ensure()
+    home.check_ground()
+    return home
+
+
+__all__ = [
+    "HOME_MARKER",
+    "STATE_DIR_MODE",
+    "STATE_FILE_MODE",
+    "Home",
+    "atomic_write",
+    "make_private_dir",
+    "open_home",
+    "open_private",
+    "private_umask",
+    "refuse_symlink",
+    "resolve_root",
+]

@@ -1,0 +1,120 @@
+"""The default crew backend: tmux panes read with ``tmux capture-pane``.
+
+Settings (environment): ``FM_TMUX`` the tmux binary (default ``tmux``); ``FM_TMUX_SOCKET`` a
+server socket, passed as ``-S PATH`` when it contains a ``/`` and as ``-L NAME`` otherwise
+(default: tmux's own choice, i.e. ``$TMUX`` or the default server); ``FM_TMUX_TIMEOUT`` seconds
+any one tmux call may take (default 5; a call that overruns is killed and reads as "no pane");
+``FM_BUSY_RE`` the busy marker (below).
+
+**Busy** means positive evidence that the crew's agent is inside a turn: one of the last
+:data:`BUSY_TAIL_LINES` non-blank lines of the pane matches ``FM_BUSY_RE`` (case-insensitive).
+The default is the union of the installed plugins' ``HarnessInfo.busy_markers`` (the interrupt
+hints each harness's TUI shows only while it works), given by the watcher that builds the
+backend; with none declared, :data:`DEFAULT_BUSY_RE`, the common interrupt hints. A pane that
+cannot be read is never busy: absence of evidence is not work.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from firstmate.base.envnum import env_float
+
+DEFAULT_BUSY_RE = r"esc to (?:interrupt|cancel)|esc interrupt|ctrl\+c to (?:interrupt|stop)"
+BUSY_TAIL_LINES = 12
+DEFAULT_TIMEOUT = 5.0
+
+
+def busy_pattern(markers: Sequence[str]) -> str:
+    """One pattern matching any of *markers* (each a regex fragment; duplicates and fragments
+    that do not compile are left out); :data:`DEFAULT_BUSY_RE` when none is left."""
+    kept: list[str] = []
+    for marker in markers:
+        if marker and marker not in kept:
+            try:
+                re.compile(marker)
+            except re.error:
+                continue
+            kept.append(marker)
+    return "|".join(f"(?:{marker})" for marker in kept) or DEFAULT_BUSY_RE
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error:
+        return re.compile(DEFAULT_BUSY_RE, re.IGNORECASE)
+
+
+@attrs.define(eq=False)
+class TmuxBackend:
+    tmux: str = "tmux"
+    socket: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    busy_re: re.Pattern[str] = attrs.field(factory=lambda: _compile(DEFAULT_BUSY_RE))
+    name: str = "tmux"
+    last_error: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], markers: Sequence[str] = ()) -> TmuxBackend:
+        """The backend *env* configures; *markers* are busy-marker fragments (the plugins'),
+        the default busy pattern when ``FM_BUSY_RE`` is unset."""
+        return cls(
+            tmux=env.get("FM_TMUX", "").strip() or "tmux",
+            socket=env.get("FM_TMUX_SOCKET", "").strip() or None,
+            timeout=env_float(env, "FM_TMUX_TIMEOUT", DEFAULT_TIMEOUT),
+            busy_re=_compile(env.get("FM_BUSY_RE", "").strip() or busy_pattern(markers)),
+        )
+
+    def command(self, *args: str) -> list[str]:
+        """The full argv of one tmux call against the configured server."""
+        argv = [self.tmux]
+        if self.socket:
+            argv += ["-S", self.socket] if "/" in self.socket else ["-L", self.socket]
+        return [*argv, *args]
+
+    def run(self, *args: str) -> str | None:
+        """stdout of one bounded tmux call, or None (with :attr:`last_error` saying why)."""
+        try:
+            # run() kills the child if the timeout (or a signal-raised exception) interrupts it.
+            done = subprocess.run(
+                self.command(*args), stdin=subprocess.DEVNULL, capture_output=True,
+                timeout=self.timeout, check=False,
+            )
+        except FileNotFoundError:
+            self.last_error = f"tmux binary {self.tmux!r} not found (set FM_TMUX)"
+            return None
+        except subprocess.TimeoutExpired:
+            self.last_error = f"tmux {args[0]} timed out after {self.timeout:g}s"
+            return None
+        except OSError as exc:
+            self.last_error = f"tmux could not run: {exc.strerror}"
+            return None
+        if done.returncode != 0:
+            detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            self.last_error = detail[0] if detail else f"tmux {args[0]} exited {done.returncode}"
+            return None
+        self.last_error = None
+        return done.stdout.decode("utf-8", "replace")
+
+    def capture(self, target: str) -> str | None:
+        return self.run("capture-pane", "-p", "-t", target)
+
+    def busy(self, target: str) -> bool:
+        content = self.capture(target)
+        return content is not None and self.busy_in(content)
+
+    def busy_in(self, content: str) -> bool:
+        """Whether already-captured *content* shows the busy marker near its bottom."""
+        tail: Sequence[str] = [line for line in content.splitlines() if line.strip()][-BUSY_TAIL_LINES:]
+        return any(self.busy_re.search(line) for line in tail)
+
+    def send(self, target: str, text: str) -> bool:
+        """Type *text* literally into the pane and press Enter; False (see last_error) on failure."""
+        if self.run("send-keys", "-t", target, "-l", "--", text) is None:
+            return False
+        return self.run("send-keys", "-t", target, "Enter") is not None

@@ -1,0 +1,70 @@
+"""The contract between the watcher and its event sources.
+
+The watcher runs its sources in order on every poll. A source either absorbs what it saw
+(logging a triage line through the context) or returns one :class:`Wake`. The watcher appends the
+wake to the durable queue *first*, then calls :meth:`Source.commit` so that the source advances
+its suppression markers only once the row is durable: a crash between the two re-raises the same
+event rather than losing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from firstmate.store.home import Home
+
+#: The four wake kinds, which are also the four reason-line prefixes.
+WAKE_KINDS = ("signal", "stale", "check", "heartbeat")
+
+
+@attrs.frozen
+class Wake:
+    """One actionable event. ``reason`` is the exact reason line the watcher prints."""
+
+    kind: str
+    key: str
+    reason: str
+    #: False for wakes whose record is the queue itself (``check: rearm-resurface``).
+    append: bool = True
+
+
+@attrs.frozen
+class PollContext:
+    """What a source may use during one poll."""
+
+    home: Home
+    env: Mapping[str, str]
+    #: Wall-clock seconds (time.time()) at the start of this poll.
+    now: float
+    #: Sequential poll number within this watcher process, starting at 1.
+    poll: int
+    #: Writes one line to the bounded triage log (absorbed events).
+    triage: Callable[[str], None]
+    #: True when this watcher is a handling successor (FM_WATCH_PREDECESSOR_ARM_PID set).
+    handling_successor: bool = False
+    #: Touches the watcher's beacon. A source that may block for long (several checks, each
+    #: bounded by FM_CHECK_TIMEOUT) calls it between steps so a busy watcher never looks hung.
+    beat: Callable[[], None] = lambda: None
+    #: The newest queue sequence when this watcher claimed the singleton (its startup safe
+    #: point); None when unknown. Rows above it arrived while this watcher was live.
+    startup_seq: int | None = None
+
+
+@runtime_checkable
+class Source(Protocol):
+    """An event source. Implementations are ``@attrs.define`` services."""
+
+    #: Short stable name used in logs (``status``, ``stale``, ``checks``, …).
+    name: str
+
+    def poll(self, ctx: PollContext) -> Wake | None:
+        """Look once; return the first actionable event or None when everything was absorbed."""
+
+    def commit(self, wake: Wake, ctx: PollContext) -> None:
+        """Advance suppression markers for *wake*, after the watcher made it durable."""
+
+    def next_due(self, ctx: PollContext) -> float | None:
+        """Wall-clock time at which this source wants another poll even without an event, or None."""

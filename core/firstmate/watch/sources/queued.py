@@ -1,0 +1,108 @@
+"""The ``queued`` source: wake for durable rows that other processes appended.
+
+A script, a check producer or ``fm wake append`` may add a row while a watcher is polling; the
+append rings the doorbell, and this source turns the row into the cycle's reason.
+
+Watermark design. The store fact ``watch.watermark`` is the highest sequence number some watcher
+has already delivered a wake for. The source wakes when a row exists that
+
+* has a sequence above the watermark, and
+* was never presented (no actor has claimed it: a drain already showed it to someone).
+
+The reason is the oldest such row's payload (one reason per cycle). The wake is not appended
+again (``Wake.append`` is False): the row is its own durable record. When the watcher closes on
+this wake, it advances the watermark to the newest such row it saw, in the same transaction as
+its delivery record (see :meth:`QueuedSource.covered_seq`); a watcher that closes on a row it
+appended itself advances the watermark past that row too. So a successor never wakes again for
+its predecessor's row, while a row that arrived during a handover wakes the successor once.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import attrs
+
+from firstmate.store.database import Store, kv_get, kv_set
+from firstmate.store.home import Home
+from firstmate.watch.sources.base import WAKE_KINDS, PollContext, Wake
+
+#: The store fact holding the highest sequence a watcher delivered a wake for.
+WATERMARK_KEY = "watch.watermark"
+
+_REASON = re.compile(r"(signal:|stale:|check:|heartbeat($|:))")
+
+
+def reason_line(kind: str, payload: str) -> str:
+    """*payload* as one reason line: kept when it already starts with a reason prefix, else
+    prefixed with its kind (``check: <payload>``), so the arm always recognises it."""
+    from firstmate.store.queue import clean
+
+    text = clean(payload).strip()
+    if _REASON.match(text):
+        return text
+    prefix = kind if kind in WAKE_KINDS else "check"
+    return f"{prefix}: {text}" if text else (prefix if prefix == "heartbeat" else f"{prefix}:")
+
+
+def read_watermark(conn: sqlite3.Connection) -> int:
+    """The stored watermark (0 when unset or damaged)."""
+    raw = (kv_get(conn, WATERMARK_KEY) or "").strip()
+    return int(raw) if raw.isascii() and raw.isdigit() else 0
+
+
+def advance_watermark(conn: sqlite3.Connection, seq: int) -> int:
+    """Raise the watermark to at least *seq* (never lowers it); the value afterwards."""
+    value = max(read_watermark(conn), int(seq))
+    kv_set(conn, WATERMARK_KEY, str(value))
+    return value
+
+
+@attrs.define(eq=False)
+class QueuedSource:
+    """Wakes for the oldest never-presented row above the watermark."""
+
+    home: Home
+    name: str = "queued"
+    _covered: int = attrs.field(default=0, init=False)
+    _store: Store | None = attrs.field(default=None, init=False, repr=False)
+
+    def poll(self, ctx: PollContext) -> Wake | None:
+        from firstmate.store.queue import VALID_SQL
+
+        if self._store is None:
+            self._store = Store(self.home)
+        with self._store.reading() as conn:
+            mark = read_watermark(conn)
+            rows = conn.execute(
+                "SELECT seq, kind, key, payload FROM wakes WHERE seq > ? "
+                f"AND (claim IS NULL OR claim NOT IN ('main', 'branch')) AND {VALID_SQL} "
+                "ORDER BY seq",
+                (mark,),
+            ).fetchall()
+        if not rows:
+            self._covered = 0
+            return None
+        _, kind, key, payload = rows[0]
+        self._covered = int(rows[-1][0])
+        return Wake(str(kind), str(key), reason_line(str(kind), str(payload)), append=False)
+
+    def commit(self, wake: Wake, ctx: PollContext) -> None:
+        # The watermark moves with the delivery record (watcher close), not here.
+        return None
+
+    def next_due(self, ctx: PollContext) -> float | None:
+        return None
+
+    def covered_seq(self, wake: Wake) -> int:
+        """The newest row this source's last wake stands for (the watermark to advance to)."""
+        return self._covered
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        self._store = None
+
+
+__all__ = ["WATERMARK_KEY", "QueuedSource", "advance_watermark", "read_watermark", "reason_line"]

@@ -1,0 +1,177 @@
+"""Status signals and turn-end markers: the crews' own reports.
+
+Each poll reads, per registered crew, the status lines appended since the source's cursor
+(``NAME.signal-cursor``) and whether the turn-end marker changed since ``NAME.turn-seen``.
+
+Actionable, when the new lines hold a captain-relevant event (``FM_CAPTAIN_RE``, searched
+case-insensitively in each line; default ``done:|needs-decision:|blocked:|failed:|PR ready|
+checks green|ready in branch|merged``) or when the crew shows **no evidence of working**: its
+backend does not report its pane busy (see :mod:`firstmate.watch.backends.tmux`; a pane that cannot be
+read is not busy). Otherwise the event is absorbed: the cursor advances at once and the triage
+log gets ``absorbed signal: …``. The captain's own ``answered:`` lines are never events.
+
+Reason lines (one per wake; the newest captain-relevant line wins, else the newest line)::
+
+    signal: <crew>.status: <status line>     key <crew>.status
+    signal: <crew>.turn-ended                key <crew>.turn-ended  (a turn end with no new line)
+
+A status wake also covers a turn end seen with it. Coalescing (``FM_SIGNAL_GRACE``, default
+30 s, 0 = off): an actionable crew is held until the grace has passed since its newest new line
+(its ``fm crew status`` stamp, or when this watcher first saw it if that is earlier) so a burst
+of reports becomes one wake carrying the newest line; :meth:`StatusSource.next_due` names the
+deadline so the watcher polls exactly then. Cursors of an actionable event advance only in
+:meth:`StatusSource.commit`, after the watcher made the row durable.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from firstmate.base.envnum import env_float
+from firstmate.base.errors import FirstmateError
+from firstmate.store import crew as crewmod
+from firstmate.store.home import Home, atomic_write
+from firstmate.watch.backends.base import CrewBackend
+from firstmate.watch.sources.base import PollContext, Wake
+
+DEFAULT_CAPTAIN_RE = (
+    r"done:|needs-decision:|blocked:|failed:|PR ready|checks green|ready in branch|merged"
+)
+DEFAULT_SIGNAL_GRACE = 30.0
+#: Longest status text carried into a reason line.
+REASON_TEXT_BYTES = 2000
+#: Most bytes of new status read per crew per poll (the rest is read on the next poll).
+READ_LIMIT = 1 << 20
+
+
+def captain_pattern(env_value: str | None) -> tuple[re.Pattern[str], bool]:
+    """The compiled captain-relevant regex and whether *env_value* was usable."""
+    if env_value and env_value.strip():
+        try:
+            return re.compile(env_value, re.IGNORECASE), True
+        except re.error:
+            return re.compile(DEFAULT_CAPTAIN_RE, re.IGNORECASE), False
+    return re.compile(DEFAULT_CAPTAIN_RE, re.IGNORECASE), True
+
+
+@attrs.frozen
+class _Pending:
+    crew: str
+    cursor: crewmod.Cursor | None
+    turn_seen: str | None
+
+
+@attrs.define(eq=False)
+class StatusSource:
+    home: Home
+    backend: CrewBackend | None = None
+    name: str = "status"
+    _held: dict[str, float] = attrs.field(factory=dict, init=False)
+    _pending: dict[str, _Pending] = attrs.field(factory=dict, init=False)
+    #: crew → (what was pending, when this process first saw it): the grace's fallback clock.
+    _first_seen: dict[str, tuple[tuple[int, int, str], float]] = attrs.field(factory=dict, init=False)
+    _noted: set[str] = attrs.field(factory=set, init=False)
+
+    def poll(self, ctx: PollContext) -> Wake | None:
+        self._held.clear()
+        self._pending.clear()
+        captain, usable = captain_pattern(ctx.env.get("FM_CAPTAIN_RE"))
+        if not usable:
+            self._note_once(ctx, "FM_CAPTAIN_RE", "status: FM_CAPTAIN_RE is not a valid regex; using the default")
+        grace = env_float(ctx.env, "FM_SIGNAL_GRACE", DEFAULT_SIGNAL_GRACE, allow_zero=True)
+        best: tuple[float, Wake, _Pending] | None = None
+        for member in crewmod.list(self.home):
+            try:
+                found = self._look(ctx, member, captain, grace)
+            except FirstmateError as exc:
+                self._note_once(ctx, member.name, f"status: {member.name}: skipped: {exc.message}")
+                continue
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        if best is None:
+            return None
+        _, wake, pending = best
+        self._pending[wake.key] = pending
+        return wake
+
+    def commit(self, wake: Wake, ctx: PollContext) -> None:
+        pending = self._pending.pop(wake.key, None)
+        if pending is None:
+            return
+        self._advance(pending)
+        self._first_seen.pop(pending.crew, None)
+
+    def next_due(self, ctx: PollContext) -> float | None:
+        return min(self._held.values()) if self._held else None
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _look(self, ctx: PollContext, member: crewmod.Crew, captain: re.Pattern[str],
+              grace: float) -> tuple[float, Wake, _Pending] | None:
+        name = member.name
+        stored = crewmod.read_cursor(crewmod.path(self.home, name, crewmod.SIGNAL_CURSOR))
+        span = crewmod.unread(self.home, name, crewmod.SIGNAL_CURSOR, limit=READ_LIMIT)
+        cursor = crewmod.Cursor(span.inode, span.end) if span is not None else None
+        turn = crewmod.turn_signature(self.home, name)
+        seen = (crewmod.read_text(crewmod.path(self.home, name, crewmod.TURN_SEEN)) or "").strip()
+        turn_changed = turn is not None and turn[0] != seen
+        events = [line for line in span.lines if not line.from_captain] if span is not None else []
+        pending = _Pending(name, cursor, turn[0] if turn_changed and turn is not None else None)
+
+        if not events and not turn_changed:
+            self._first_seen.pop(name, None)
+            if cursor is not None and cursor != stored:
+                self._advance(pending)  # only the captain's own lines (or blanks) were new
+            return None
+
+        relevant = [line for line in events if captain.search(line.text)]
+        if not relevant and self._working(member.pane):
+            self._advance(pending)
+            self._first_seen.pop(name, None)
+            what = f"{name}.status: {events[-1].text}" if events else f"{name}.turn-ended"
+            ctx.triage(f"absorbed signal: {what} (crew busy)")
+            return None
+
+        marker = (cursor.inode if cursor else 0, cursor.offset if cursor else 0, turn[0] if turn else "")
+        first = self._first_seen.get(name)
+        if first is None or first[0] != marker:
+            first = (marker, ctx.now)
+            self._first_seen[name] = first
+        stamps = [line.at for line in events if line.at is not None]
+        if turn_changed and turn is not None:
+            stamps.append(turn[1])
+        newest = max(stamps) if stamps else first[1]
+        deadline = min(newest, first[1]) + grace
+        if grace > 0 and ctx.now < deadline:
+            self._held[name] = deadline
+            return None
+
+        chosen = relevant[-1] if relevant else (events[-1] if events else None)
+        if chosen is not None:
+            text = crewmod.cut(crewmod.clean_text(chosen.text, REASON_TEXT_BYTES), REASON_TEXT_BYTES)
+            wake = Wake("signal", f"{name}.status", f"signal: {name}.status: {text}")
+        else:
+            wake = Wake("signal", f"{name}.turn-ended", f"signal: {name}.turn-ended")
+        return deadline, wake, pending
+
+    def _advance(self, pending: _Pending) -> None:
+        if pending.cursor is not None:
+            crewmod.write_cursor(crewmod.path(self.home, pending.crew, crewmod.SIGNAL_CURSOR), pending.cursor)
+        if pending.turn_seen is not None:
+            atomic_write(crewmod.path(self.home, pending.crew, crewmod.TURN_SEEN),
+                         (pending.turn_seen + "\n").encode())
+
+    def _working(self, pane: str) -> bool:
+        if self.backend is None:
+            return False
+        try:
+            return bool(self.backend.busy(pane))
+        except Exception:  # a broken backend is "no evidence", never a crash
+            return False
+
+    def _note_once(self, ctx: PollContext, topic: str, message: str) -> None:
+        if topic not in self._noted:
+            self._noted.add(topic)
+            ctx.triage(message)
