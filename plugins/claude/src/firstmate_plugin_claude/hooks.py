@@ -21,11 +21,34 @@ from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
 from firstmate_plugin_claude import gate
-from firstmate_plugin_claude.declared import DECLARED
 from firstmate_plugin_claude.gate import EVENTS
 from firstmate_plugin_claude.ledger import GUARD
 
 NAME = "claude"
+#: Claude Code gives its hooks the project directory it runs in.
+PROJECT_ENV = ("CLAUDE_PROJECT_DIR",)
+
+#: Print mode with a permission mode that never prompts, Bash and Read only: the supervision
+#: host's default engine turn.
+HOST_ENGINE = ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools", "Bash,Read",
+               "--model", "sonnet")
+
+#: The interrupt hint the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to interrupt",)
+
+#: A user's own ``.claude/settings.json``: a model, permissions and hooks of their own.
+SAMPLE_USER_FILES: dict[str, Any] = {
+    ".claude/settings.json": {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "echo user-stop"}]}],
+            "PreToolUse": [{"matcher": "Bash",
+                            "hooks": [{"type": "command", "command": "./check.sh", "timeout": 5}]}],
+        },
+    },
+}
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Claude Code",
@@ -45,7 +68,10 @@ INFO = HarnessInfo(
     # Claude Code gives its hooks and tools its pid and session id: the session lock trusts
     # the id while that pid is a Claude process above the caller.
     session_anchor=SessionAnchor(pid_env="CLAUDE_PID", session_env="CLAUDE_CODE_SESSION_ID"),
-    **DECLARED,
+    project_env=PROJECT_ENV,
+    host_engine=HOST_ENGINE,
+    busy_markers=BUSY_MARKERS,
+    sample_user_files=SAMPLE_USER_FILES,
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.

@@ -42,7 +42,7 @@ def session_start(payload: Mapping[str, Any] | None, home: Home,
     from firstmate.continuity import session_lock
     from firstmate.store.scope import primary_scope
 
-    from firstmate_plugin_claude.declared import PROJECT_ENV
+    from firstmate_plugin_claude.hooks import PROJECT_ENV
 
     if not primary_scope(home, payload, env, project_env=PROJECT_ENV).primary:
         return HookOutcome.silent()

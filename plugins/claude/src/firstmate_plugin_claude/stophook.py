@@ -119,7 +119,7 @@ def gather_gates(home: Home, payload: Mapping[str, Any] | None,
     earlier gate decides."""
     from firstmate.store.scope import primary_scope
 
-    from firstmate_plugin_claude.declared import PROJECT_ENV
+    from firstmate_plugin_claude.hooks import PROJECT_ENV
 
     if not primary_scope(home, payload, env, project_env=PROJECT_ENV).primary:
         return GateFacts(False, "absent", False, False), None

@@ -18,11 +18,26 @@ from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
 from firstmate_plugin_codex import gate
-from firstmate_plugin_codex.declared import DECLARED
 from firstmate_plugin_codex.gate import EVENTS
 from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
 NAME = "codex"
+#: The interrupt hint the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to interrupt",)
+
+#: A user's own ``.codex/hooks.json`` and ``AGENTS.md``.
+SAMPLE_USER_FILES: dict[str, Any] = {
+    ".codex/hooks.json": {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo user", "timeout": 5}]}],
+                  "SessionStart": [{"hooks": [{"type": "command", "command": "./hello.sh"}]}]},
+    },
+    "AGENTS.md": "# Agents\n\nThe user's own instructions stay exactly as written.\n",
+}
+
+#: ``fm checkpoint``'s default window was first configured as ``FM_CODEX_WATCH_CHECKPOINT``;
+#: it is still honoured after the core's ``FM_CHECKPOINT_SECONDS``.
+ENV_ALIASES = {"FM_CHECKPOINT_SECONDS": "FM_CODEX_WATCH_CHECKPOINT"}
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Codex",
@@ -41,7 +56,9 @@ INFO = HarnessInfo(
                     "hook_event_name": "{Event}", "model": "gpt",
                     "permission_mode": "default", "stop_hook_active": False,
                     "last_assistant_message": "done"},
-    **DECLARED,
+    busy_markers=BUSY_MARKERS,
+    sample_user_files=SAMPLE_USER_FILES,
+    env_aliases=ENV_ALIASES,
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

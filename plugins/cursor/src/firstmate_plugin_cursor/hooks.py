@@ -12,10 +12,24 @@ from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
 from firstmate_plugin_cursor import gate
-from firstmate_plugin_cursor.declared import DECLARED
 from firstmate_plugin_cursor.gate import EVENTS
 
 NAME = "cursor"
+#: Cursor gives its hooks the project directory it runs in.
+PROJECT_ENV = ("CURSOR_PROJECT_DIR",)
+
+#: The interrupt hint the agent's TUI shows only while a turn runs.
+BUSY_MARKERS = (r"ctrl\+c to stop",)
+
+#: A user's own ``.cursor/hooks.json``: hooks of their own.
+SAMPLE_USER_FILES: dict[str, Any] = {
+    ".cursor/hooks.json": {
+        "version": 1,
+        "hooks": {"stop": [{"command": "./user-stop.sh"}],
+                  "afterFileEdit": [{"command": "./fmt.sh"}]},
+    },
+}
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Cursor",
@@ -34,7 +48,9 @@ INFO = HarnessInfo(
                     "workspace_roots": ["/tmp"], "transcript_path": None,
                     "status": "completed", "loop_count": 0},
     sample_env={"CURSOR_VERSION": "2.0.0"},
-    **DECLARED,
+    project_env=PROJECT_ENV,
+    busy_markers=BUSY_MARKERS,
+    sample_user_files=SAMPLE_USER_FILES,
 )
 
 #: The stop hook parks on the watcher for a whole cycle.

@@ -17,12 +17,14 @@ from firstmate.plugin.pluginbase import HookHarnessPlugin
 from firstmate.store.home import Home
 
 from firstmate_plugin_grok import gate
-from firstmate_plugin_grok.declared import DECLARED
 from firstmate_plugin_grok.gate import EVENTS
 
 NAME = "grok"
 HOOKS_FILE = ".grok/hooks/firstmate.json"
 RULES_FILE = ".grok/rules/firstmate.md"
+#: The interrupt hints the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to cancel", r"ctrl\+c to interrupt")
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Grok",
@@ -40,7 +42,7 @@ INFO = HarnessInfo(
     sample_payload={"hookEventName": "{Event}", "sessionId": "s-1", "cwd": "/tmp",
                     "workspaceRoot": "/tmp", "stopHookActive": False},
     sample_env={"GROK_HOOK_EVENT": "{Event}", "GROK_AGENT": "1"},
-    **DECLARED,
+    busy_markers=BUSY_MARKERS,
 )
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.

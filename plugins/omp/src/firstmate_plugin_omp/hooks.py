@@ -14,8 +14,6 @@ from firstmate.plugin import shiminstall
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
-from firstmate_plugin_omp.declared import DECLARED
-
 NAME = "omp"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -31,6 +29,9 @@ SPEC = shiminstall.ShimSpec(
               "\"omp\"); the extension starts `fm bridge omp` from omp's PATH unless "
               "FIRSTMATE_BRIDGE_ARGV holds a JSON argv."),
 )
+#: The interrupt hint the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to interrupt",)
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="omp",
@@ -41,7 +42,7 @@ INFO = HarnessInfo(
     process_names=("omp",),
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
     guard=GuardProfile(style="block"),
-    **DECLARED,
+    busy_markers=BUSY_MARKERS,
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).

@@ -14,8 +14,6 @@ from firstmate.plugin import shiminstall
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
-from firstmate_plugin_opencode.declared import DECLARED
-
 NAME = "opencode"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -33,6 +31,9 @@ SPEC = shiminstall.ShimSpec(
               "`fm bridge opencode` (fm must be on OpenCode's PATH, or set "
               "FIRSTMATE_BRIDGE_ARGV to a JSON argv)."),
 )
+#: The interrupt hint the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc interrupt",)
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="OpenCode",
@@ -43,7 +44,7 @@ INFO = HarnessInfo(
     process_names=("opencode", ".opencode"),
     package_markers=(("opencode-ai",),),
     guard=GuardProfile(style="follow-up"),
-    **DECLARED,
+    busy_markers=BUSY_MARKERS,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 

@@ -13,8 +13,6 @@ from firstmate.plugin import shiminstall
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
-from firstmate_plugin_pi.declared import DECLARED
-
 NAME = "pi"
 SPEC = shiminstall.ShimSpec(
     harness=NAME,
@@ -30,6 +28,9 @@ SPEC = shiminstall.ShimSpec(
               "extension starts `fm bridge pi` from Pi's PATH unless FIRSTMATE_BRIDGE_ARGV holds "
               "a JSON argv."),
 )
+#: The interrupt hint the TUI shows only while a turn runs.
+BUSY_MARKERS = ("esc to interrupt",)
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Pi",
@@ -40,7 +41,7 @@ INFO = HarnessInfo(
     process_names=("pi", "pi-signed"),
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
     guard=GuardProfile(style="follow-up"),
-    **DECLARED,
+    busy_markers=BUSY_MARKERS,
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 
