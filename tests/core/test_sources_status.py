@@ -63,16 +63,43 @@ def test_it_is_a_source() -> None:
     assert isinstance(StatusSource(Home(Path("/nonexistent"))), Source)
 
 
-def test_captain_line_is_held_for_the_grace_then_wakes(home: Home) -> None:
+def test_captain_line_is_held_for_the_quiet_window_then_wakes(home: Home) -> None:
     source = StatusSource(home, Panes(busy_panes={"p1", "p2"}))
     crew.append_status(home, "w1", "done: tests pass", now=T0)
     assert source.poll(ctx(home, T0 + 1)) is None
-    assert source.next_due(ctx(home, T0 + 1)) == pytest.approx(T0 + 30)
-    wake = source.poll(ctx(home, T0 + 31))
+    assert source.next_due(ctx(home, T0 + 1)) == pytest.approx(T0 + 2)
+    wake = source.poll(ctx(home, T0 + 2))
     assert wake == Wake("signal", "w1.status", "signal: w1.status: done: tests pass")
-    source.commit(wake, ctx(home, T0 + 31))
-    assert source.poll(ctx(home, T0 + 32)) is None
-    assert source.next_due(ctx(home, T0 + 32)) is None
+    source.commit(wake, ctx(home, T0 + 2))
+    assert source.poll(ctx(home, T0 + 3)) is None
+    assert source.next_due(ctx(home, T0 + 3)) is None
+
+
+@pytest.mark.parametrize("line", ["needs-decision: key=k merge?", "blocked: need creds",
+                                  "failed: build broke"])
+def test_someone_waiting_wakes_after_the_short_quiet_window(home: Home, line: str) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", line, now=T0)
+    assert source.poll(ctx(home, T0 + 0.1)) is None
+    assert source.next_due(ctx(home, T0 + 0.1)) == pytest.approx(T0 + 0.25)
+    wake = fire(source, home, T0 + 0.25)
+    assert wake is not None and wake.reason == f"signal: w1.status: {line}"
+
+
+def test_the_quiet_windows_are_configurable(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: x", now=T0)
+    assert source.poll(ctx(home, T0 + 3, FM_SIGNAL_QUIET="5")) is None
+    assert fire(source, home, T0 + 5, FM_SIGNAL_QUIET="5") is not None
+
+
+def test_chatter_that_never_quiets_still_wakes_within_the_grace(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    for second in range(0, 30):
+        crew.append_status(home, "w1", f"done: step {second}", now=T0 + second)
+        assert fire(source, home, T0 + second + 0.5) is None
+    wake = fire(source, home, T0 + 30)
+    assert wake is not None and wake.reason == "signal: w1.status: done: step 29"
 
 
 def test_grace_zero_turns_coalescing_off(home: Home) -> None:
@@ -82,14 +109,14 @@ def test_grace_zero_turns_coalescing_off(home: Home) -> None:
     assert wake is not None and wake.reason == "signal: w1.status: blocked: need creds"
 
 
-def test_a_newer_line_restarts_the_grace_and_the_newest_wins(home: Home) -> None:
+def test_a_newer_line_restarts_the_quiet_window_and_the_newest_wins(home: Home) -> None:
     source = StatusSource(home, Panes(busy_panes={"p1"}))
     crew.append_status(home, "w1", "done: part one", now=T0)
-    assert source.poll(ctx(home, T0 + 5)) is None
-    crew.append_status(home, "w1", "done: part two", now=T0 + 20)
-    assert source.poll(ctx(home, T0 + 31)) is None
-    assert source.next_due(ctx(home, T0 + 31)) == pytest.approx(T0 + 50)
-    wake = fire(source, home, T0 + 50)
+    assert source.poll(ctx(home, T0 + 1)) is None
+    crew.append_status(home, "w1", "done: part two", now=T0 + 1.5)
+    assert source.poll(ctx(home, T0 + 3)) is None
+    assert source.next_due(ctx(home, T0 + 3)) == pytest.approx(T0 + 3.5)
+    wake = fire(source, home, T0 + 3.5)
     assert wake is not None and wake.reason == "signal: w1.status: done: part two"
     # One wake covered the burst: nothing is left over.
     assert fire(source, home, T0 + 200) is None
@@ -124,7 +151,7 @@ def test_chatter_from_an_idle_crew_is_actionable(home: Home) -> None:
     panes = Panes()
     source = StatusSource(home, panes)
     crew.append_status(home, "w1", "working: thinking about it", now=T0)
-    assert source.poll(ctx(home, T0 + 1)) is None  # held for the grace
+    assert source.poll(ctx(home, T0 + 1)) is None  # held for the quiet window
     wake = fire(source, home, T0 + 31)
     assert wake is not None and wake.reason == "signal: w1.status: working: thinking about it"
 
@@ -158,7 +185,7 @@ def test_turn_end_of_an_idle_crew_wakes(home: Home) -> None:
     source = StatusSource(home, Panes(busy_panes={"p2"}))
     crew.mark_turn_ended(home, "w1")
     now = time.time()
-    assert source.poll(ctx(home, now)) is None  # the marker's own time starts the grace
+    assert source.poll(ctx(home, now)) is None  # the marker's own time starts the quiet window
     wake = fire(source, home, now + 31)
     assert wake == Wake("signal", "w1.turn-ended", "signal: w1.turn-ended")
     assert fire(source, home, now + 100) is None
@@ -226,14 +253,38 @@ def test_the_captains_answers_are_not_crew_events(home: Home) -> None:
     assert fire(source, home, T0 + 100) is None
 
 
-def test_the_earliest_deadline_among_crews_goes_first_and_the_other_stays(home: Home) -> None:
+def test_one_wake_covers_every_crew_pending_at_once(home: Home) -> None:
     source = StatusSource(home, Panes(busy_panes={"p1", "p2"}))
     crew.append_status(home, "w2", "blocked: early", now=T0)
-    crew.append_status(home, "w1", "blocked: later", now=T0 + 10)
+    crew.append_status(home, "w1", "blocked: later", now=T0 + 0.1)
     first = fire(source, home, T0 + 60)
     assert first is not None and first.key == "w2.status"
-    second = fire(source, home, T0 + 61)
-    assert second is not None and second.key == "w1.status"
+    assert first.reason == "signal: w2.status: blocked: early (with w1)"
+    # Both crews' cursors advanced with the one commit: nothing is left to wake for.
+    assert fire(source, home, T0 + 61) is None
+
+
+def test_the_most_urgent_crew_names_the_wake(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1", "p2"}))
+    crew.append_status(home, "w1", "done: shipped", now=T0)
+    crew.append_status(home, "w2", "needs-decision: key=k which?", now=T0 + 1)
+    # The urgent line shortens the whole fleet's quiet window.
+    wake = fire(source, home, T0 + 1.25)
+    assert wake is not None and wake.key == "w2.status"
+    assert wake.reason.endswith("(with w1)")
+
+
+def test_a_burst_from_five_crews_within_two_seconds_is_one_wake(home: Home) -> None:
+    for name in ("w3", "w4", "w5"):
+        crew.add(home, name, "p-" + name)
+    source = StatusSource(home, Panes(busy_panes={"p1", "p2", "p-w3", "p-w4", "p-w5"}))
+    for i, name in enumerate(("w1", "w2", "w3", "w4", "w5")):
+        crew.append_status(home, name, f"done: {name} finished", now=T0 + i * 0.45)
+        assert fire(source, home, T0 + i * 0.45 + 0.05) is None
+    wake = fire(source, home, T0 + 4 * 0.45 + 2)
+    assert wake is not None and wake.reason == (
+        "signal: w1.status: done: w1 finished (with w2, w3, w4, w5)")
+    assert fire(source, home, T0 + 60) is None
 
 
 def test_control_characters_never_reach_the_reason_line(home: Home) -> None:

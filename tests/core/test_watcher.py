@@ -77,6 +77,31 @@ def test_a_crew_done_line_closes_the_cycle_with_a_durable_signal_row(rig: Rig) -
     assert rows == [("signal", reason)]
 
 
+def test_a_burst_from_five_crews_closes_one_cycle_whose_drain_shows_all_five(rig: Rig) -> None:
+    """At the default coalescing (FM_SIGNAL_GRACE unset): five crews report within two
+    seconds; one cycle closes, its one row names them all, and the drain shows every line."""
+    crews = [f"c{i}" for i in range(1, 6)]
+    for name in crews:
+        assert rig.fm("crew", "add", name, "--pane", "%99").returncode == 0
+    defaults = {"FM_SIGNAL_GRACE": "", "FM_SIGNAL_QUIET": "", "FM_SIGNAL_URGENT_QUIET": ""}
+    arm = rig.spawn("arm", env=defaults)
+    started_pid(arm.line())
+    for name in crews:  # one `fm crew status` after another: well within two seconds
+        assert rig.fm("crew", "status", name, f"done: {name} finished").returncode == 0
+    reason = arm.line()
+    assert reason.startswith("signal: c") and "(with " in reason
+    assert all(name in reason for name in crews), reason
+    assert arm.wait() == 0
+    db = open_store(rig.home)
+    with db.reading() as conn:
+        assert conn.execute("SELECT count(*) FROM wakes").fetchone()[0] == 1
+    db.close()
+    drained = rig.fm("wake", "drain")
+    assert drained.returncode == 0
+    for name in crews:
+        assert f"done: {name} finished" in drained.stdout, drained.stdout
+
+
 def test_rows_wake_a_handling_successor_once_and_a_predecessor_row_never(rig: Rig) -> None:
     first = rig.spawn("arm")
     started_pid(first.line())

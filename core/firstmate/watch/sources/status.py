@@ -15,12 +15,18 @@ Reason lines (one per wake; the newest captain-relevant line wins, else the newe
     signal: <crew>.status: <status line>     key <crew>.status
     signal: <crew>.turn-ended                key <crew>.turn-ended  (a turn end with no new line)
 
-A status wake also covers a turn end seen with it. Coalescing (``FM_SIGNAL_GRACE``, default
-30 s, 0 = off): an actionable crew is held until the grace has passed since its newest new line
-(its ``fm crew status`` stamp, or when this watcher first saw it if that is earlier) so a burst
-of reports becomes one wake carrying the newest line; :meth:`StatusSource.next_due` names the
-deadline so the watcher polls exactly then. Cursors of an actionable event advance only in
-:meth:`StatusSource.commit`, after the watcher made the row durable.
+A status wake also covers a turn end seen with it.
+
+Coalescing is a quiet-window debounce over the whole fleet (docs/watcher.md, "Coalescing"):
+pending crew events wake once no new line or turn end arrived for the quiet window
+(``FM_SIGNAL_QUIET``, 2 s; ``FM_SIGNAL_URGENT_QUIET``, 0.25 s, when any pending line is
+``needs-decision:``, ``blocked:`` or ``failed:``), and never later than ``FM_SIGNAL_GRACE``
+(30 s; 0 = no coalescing) after the oldest pending line. One wake then covers every crew pending
+at that moment: its reason line is the most urgent crew's (urgent, then captain-relevant, then
+the oldest), naming the others, and its commit advances every one of their cursors, so a burst
+of reports from several crews closes one cycle whose drain shows them all.
+:meth:`StatusSource.next_due` names the release time so the watcher polls exactly then. Cursors
+advance only in :meth:`StatusSource.commit`, after the watcher made the row durable.
 """
 
 from __future__ import annotations
@@ -40,6 +46,12 @@ DEFAULT_CAPTAIN_RE = (
     r"done:|needs-decision:|blocked:|failed:|PR ready|checks green|ready in branch|merged"
 )
 DEFAULT_SIGNAL_GRACE = 30.0
+DEFAULT_SIGNAL_QUIET = 2.0
+DEFAULT_URGENT_QUIET = 0.25
+#: Verbs that wake after the short quiet window: someone is waiting on the captain.
+URGENT_VERBS = frozenset({"needs-decision", "blocked", "failed"})
+#: Other crews named in one reason line at most.
+OTHERS_SHOWN = 8
 #: Longest status text carried into a reason line.
 REASON_TEXT_BYTES = 2000
 #: Most bytes of new status read per crew per poll (the rest is read on the next poll).
@@ -63,6 +75,20 @@ class _Pending:
     turn_seen: str | None
 
 
+@attrs.frozen
+class _Candidate:
+    """One crew's pending event, as the fleet-wide debounce weighs it."""
+
+    wake: Wake
+    pending: _Pending
+    #: 2 urgent, 1 captain-relevant, 0 anything else (an idle crew's chatter, a turn end).
+    rank: int
+    #: When its newest line arrived (the quiet window runs from the newest of all crews).
+    latest: float
+    #: When its oldest pending line arrived (the grace runs from the oldest of all crews).
+    earliest: float
+
+
 @attrs.define(eq=False)
 class StatusSource:
     home: Home
@@ -72,6 +98,10 @@ class StatusSource:
     _pending: dict[str, _Pending] = attrs.field(factory=dict, init=False)
     #: crew → (what was pending, when this process first saw it): the grace's fallback clock.
     _first_seen: dict[str, tuple[tuple[int, int, str], float]] = attrs.field(factory=dict, init=False)
+    #: crew → when this process first saw it pending at all (kept across its new lines).
+    _since: dict[str, float] = attrs.field(factory=dict, init=False)
+    #: The other crews the last wake covers: their cursors advance with its commit.
+    _covered: list[_Pending] = attrs.field(factory=list, init=False)
     _noted: set[str] = attrs.field(factory=set, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
@@ -80,36 +110,63 @@ class StatusSource:
         captain, usable = captain_pattern(ctx.env.get("FM_CAPTAIN_RE"))
         if not usable:
             self._note_once(ctx, "FM_CAPTAIN_RE", "status: FM_CAPTAIN_RE is not a valid regex; using the default")
-        grace = env_float(ctx.env, "FM_SIGNAL_GRACE", DEFAULT_SIGNAL_GRACE, allow_zero=True)
-        best: tuple[float, Wake, _Pending] | None = None
+        found: list[_Candidate] = []
         for member in crewmod.list(self.home):
             try:
-                found = self._look(ctx, member, captain, grace)
+                candidate = self._look(ctx, member, captain)
             except FirstmateError as exc:
                 self._note_once(ctx, member.name, f"status: {member.name}: skipped: {exc.message}")
                 continue
-            if found is not None and (best is None or found[0] < best[0]):
-                best = found
-        if best is None:
+            if candidate is not None:
+                found.append(candidate)
+        if not found:
             return None
-        _, wake, pending = best
-        self._pending[wake.key] = pending
+        release = self._release(ctx, found)
+        if ctx.now < release:
+            self._held["fleet"] = release
+            return None
+        found.sort(key=lambda c: (-c.rank, c.earliest, c.pending.crew))
+        first, others = found[0], found[1:]
+        wake = first.wake
+        if others:
+            names = ", ".join(c.pending.crew for c in others[:OTHERS_SHOWN])
+            more = f" and {len(others) - OTHERS_SHOWN} more" if len(others) > OTHERS_SHOWN else ""
+            wake = attrs.evolve(wake, reason=f"{wake.reason} (with {names}{more})")
+        self._pending[wake.key] = first.pending
+        self._covered = [c.pending for c in others]
         return wake
 
     def commit(self, wake: Wake, ctx: PollContext) -> None:
         pending = self._pending.pop(wake.key, None)
         if pending is None:
             return
-        self._advance(pending)
-        self._first_seen.pop(pending.crew, None)
+        for done in (pending, *self._covered):
+            self._advance(done)
+            self._first_seen.pop(done.crew, None)
+            self._since.pop(done.crew, None)
+        self._covered = []
 
     def next_due(self, ctx: PollContext) -> float | None:
         return min(self._held.values()) if self._held else None
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _look(self, ctx: PollContext, member: crewmod.Crew, captain: re.Pattern[str],
-              grace: float) -> tuple[float, Wake, _Pending] | None:
+    @staticmethod
+    def _release(ctx: PollContext, found: list[_Candidate]) -> float:
+        """When the pending events wake: the quiet window after the newest of them, bounded by
+        the grace after the oldest; at once with the grace 0."""
+        grace = env_float(ctx.env, "FM_SIGNAL_GRACE", DEFAULT_SIGNAL_GRACE, allow_zero=True)
+        if grace <= 0:
+            return ctx.now
+        urgent = any(c.rank == 2 for c in found)
+        quiet = (env_float(ctx.env, "FM_SIGNAL_URGENT_QUIET", DEFAULT_URGENT_QUIET, allow_zero=True)
+                 if urgent else
+                 env_float(ctx.env, "FM_SIGNAL_QUIET", DEFAULT_SIGNAL_QUIET, allow_zero=True))
+        return min(max(c.latest for c in found) + min(quiet, grace),
+                   min(c.earliest for c in found) + grace)
+
+    def _look(self, ctx: PollContext, member: crewmod.Crew,
+              captain: re.Pattern[str]) -> _Candidate | None:
         name = member.name
         stored = crewmod.read_cursor(crewmod.path(self.home, name, crewmod.SIGNAL_CURSOR))
         span = crewmod.unread(self.home, name, crewmod.SIGNAL_CURSOR, limit=READ_LIMIT)
@@ -122,6 +179,7 @@ class StatusSource:
 
         if not events and not turn_changed:
             self._first_seen.pop(name, None)
+            self._since.pop(name, None)
             if cursor is not None and cursor != stored:
                 self._advance(pending)  # only the captain's own lines (or blanks) were new
             return None
@@ -130,6 +188,7 @@ class StatusSource:
         if not relevant and self._working(member.pane):
             self._advance(pending)
             self._first_seen.pop(name, None)
+            self._since.pop(name, None)
             what = f"{name}.status: {events[-1].text}" if events else f"{name}.turn-ended"
             ctx.triage(f"absorbed signal: {what} (crew busy)")
             return None
@@ -139,14 +198,13 @@ class StatusSource:
         if first is None or first[0] != marker:
             first = (marker, ctx.now)
             self._first_seen[name] = first
+        since = self._since.setdefault(name, ctx.now)
         stamps = [line.at for line in events if line.at is not None]
         if turn_changed and turn is not None:
             stamps.append(turn[1])
-        newest = max(stamps) if stamps else first[1]
-        deadline = min(newest, first[1]) + grace
-        if grace > 0 and ctx.now < deadline:
-            self._held[name] = deadline
-            return None
+        # A stamp is trusted only up to when this watcher saw it (clock skew, hand-written lines).
+        latest = min(max(stamps), first[1]) if stamps else first[1]
+        earliest = min(min(stamps), since) if stamps else since
 
         chosen = relevant[-1] if relevant else (events[-1] if events else None)
         if chosen is not None:
@@ -154,7 +212,8 @@ class StatusSource:
             wake = Wake("signal", f"{name}.status", f"signal: {name}.status: {text}")
         else:
             wake = Wake("signal", f"{name}.turn-ended", f"signal: {name}.turn-ended")
-        return deadline, wake, pending
+        rank = 2 if any(line.verb in URGENT_VERBS for line in relevant) else 1 if relevant else 0
+        return _Candidate(wake, pending, rank, latest, earliest)
 
     def _advance(self, pending: _Pending) -> None:
         if pending.cursor is not None:
