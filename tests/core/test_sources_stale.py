@@ -202,10 +202,20 @@ def test_busy_markers(server: Server) -> None:
 
 
 def test_socket_option_selects_the_server() -> None:
-    assert TmuxBackend.from_env({"FM_TMUX_SOCKET": "fleet"}).command("ls") == ["tmux", "-L", "fleet", "ls"]
+    nowhere = {"PATH": "/nonexistent"}
+    assert TmuxBackend.from_env({"FM_TMUX_SOCKET": "fleet", **nowhere}).command("ls") == [
+        "tmux", "-L", "fleet", "ls"]
     assert TmuxBackend.from_env({"FM_TMUX_SOCKET": "/run/t.sock", "FM_TMUX": "/opt/tmux"}).command("ls") == [
         "/opt/tmux", "-S", "/run/t.sock", "ls"]
-    assert TmuxBackend.from_env({}).command("ls") == ["tmux", "ls"]
+    assert TmuxBackend.from_env(nowhere).command("ls") == ["tmux", "ls"]
+
+
+def test_a_bare_tmux_name_is_looked_up_on_path_once(tmp_path: Path) -> None:
+    fake = tmp_path / "tmux"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    backend = TmuxBackend.from_env({"PATH": str(tmp_path)})
+    assert backend.command("ls") == [str(fake), "ls"]
 
 
 def test_a_hung_tmux_call_is_bounded(tmp_path: Path) -> None:
@@ -231,3 +241,71 @@ def test_a_missing_tmux_binary_reads_as_no_pane() -> None:
     backend = TmuxBackend.from_env({"FM_TMUX": "/nonexistent/tmux"})
     assert backend.capture("x") is None
     assert backend.last_error is not None and "FM_TMUX" in backend.last_error
+
+
+@attrs.define
+class CountingBackend(TmuxBackend):
+    """The real backend, counting the panes it captures."""
+
+    captured: list[str] = attrs.Factory(list)
+
+    def capture(self, target: str) -> str | None:
+        self.captured.append(target)
+        return super().capture(target)
+
+
+def counting(server: Server) -> CountingBackend:
+    real = server.backend
+    return CountingBackend(real.tmux, real.socket, real.timeout, real.busy_re)
+
+
+def test_only_panes_that_changed_are_captured_again(server: Server, home: Home) -> None:
+    quiet = server.window("w1", STATIC)
+    other = server.window("w2", STATIC)
+    for target in (quiet, other):
+        server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", quiet)
+    crew.add(home, "w2", other)
+    backend = counting(server)
+    source = StaleSource(home, backend)
+    assert source.poll(ctx(home, T0)) is None
+    assert sorted(backend.captured) == [quiet, other]  # the first look reads every pane
+    backend.captured.clear()
+    assert source.poll(ctx(home, T0 + 1)) is None
+    assert backend.captured == []  # one list-panes call told it nothing changed
+    before = server.wait_for(other, lambda text: True)
+    server.tmux("send-keys", "-t", other, "-l", "typed")
+    server.wait_for(other, lambda text: text != before)
+    assert source.poll(ctx(home, T0 + 2)) is None
+    assert backend.captured == [other]
+    # A re-armed watcher (a new source) starts from the kept signatures: nothing to re-read.
+    backend.captured.clear()
+    fresh = StaleSource(home, backend)
+    assert fresh.poll(ctx(home, T0 + 3)) is None
+    assert backend.captured == []
+
+
+def test_a_pane_is_read_for_real_before_it_is_called_stale(server: Server, home: Home) -> None:
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", target)
+    backend = counting(server)
+    source = StaleSource(home, backend)
+    assert source.poll(ctx(home, T0)) is None
+    assert source.poll(ctx(home, T0 + 1)) is None
+    backend.captured.clear()
+    wake = source.poll(ctx(home, T0 + 16))
+    assert wake == Wake("stale", "w1", "stale: w1")
+    assert backend.captured == [target]  # the signature alone never raises a wake
+
+
+def test_signatures_name_each_pane_every_way_it_may_be_registered(server: Server) -> None:
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    pane_id = server.tmux("display-message", "-p", "-t", target, "#{pane_id}").stdout.strip()
+    index = server.tmux("display-message", "-p", "-t", target, "#{window_index}").stdout.strip()
+    found = server.backend.signatures()
+    assert found is not None
+    names = {pane_id, f"fleet:{index}.0", "fleet:w1.0", f"fleet:{index}", "fleet:w1"}
+    assert names <= set(found)
+    assert len({found[name] for name in names}) == 1

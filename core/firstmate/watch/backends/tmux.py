@@ -17,6 +17,7 @@ cannot be read is never busy: absence of evidence is not work.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
@@ -27,6 +28,14 @@ from firstmate.base.envnum import env_float
 DEFAULT_BUSY_RE = r"esc to (?:interrupt|cancel)|esc interrupt|ctrl\+c to (?:interrupt|stop)"
 BUSY_TAIL_LINES = 12
 DEFAULT_TIMEOUT = 5.0
+#: One ``list-panes -a`` line per pane: the names a crew's pane may be registered under
+#: (``%12``, ``session:window.pane`` by window index and by name, ``session:window`` for the
+#: window's active pane) and what changes when its visible text does (the window's last
+#: activity, the pane's history size, cursor and size). Fields are TAB-separated.
+SIGNATURE_FORMAT = ("#{pane_id}\t#{session_name}\t#{window_index}\t#{window_name}\t"
+                    "#{pane_index}\t#{pane_active}\t"
+                    "#{window_activity}.#{history_size}.#{cursor_x}.#{cursor_y}."
+                    "#{pane_width}x#{pane_height}.#{pane_dead}")
 
 
 def busy_pattern(markers: Sequence[str]) -> str:
@@ -62,9 +71,13 @@ class TmuxBackend:
     @classmethod
     def from_env(cls, env: Mapping[str, str], markers: Sequence[str] = ()) -> TmuxBackend:
         """The backend *env* configures; *markers* are busy-marker fragments (the plugins'),
-        the default busy pattern when ``FM_BUSY_RE`` is unset."""
+        the default busy pattern when ``FM_BUSY_RE`` is unset. A bare binary name is looked
+        up on ``PATH`` once, here, not at every call."""
+        tmux = env.get("FM_TMUX", "").strip() or "tmux"
+        if "/" not in tmux:
+            tmux = shutil.which(tmux, path=env.get("PATH")) or tmux
         return cls(
-            tmux=env.get("FM_TMUX", "").strip() or "tmux",
+            tmux=tmux,
             socket=env.get("FM_TMUX_SOCKET", "").strip() or None,
             timeout=env_float(env, "FM_TMUX_TIMEOUT", DEFAULT_TIMEOUT),
             busy_re=_compile(env.get("FM_BUSY_RE", "").strip() or busy_pattern(markers)),
@@ -103,6 +116,27 @@ class TmuxBackend:
 
     def capture(self, target: str) -> str | None:
         return self.run("capture-pane", "-p", "-t", target)
+
+    def signatures(self) -> dict[str, str] | None:
+        """Every pane's change signature, by both of its names, from one tmux call; None when
+        the server cannot be asked (then every pane is captured). Equal signatures at two
+        looks mean the visible text has most likely not changed: a caller that acts on "it
+        did not change" confirms with :meth:`capture` first."""
+        out = self.run("list-panes", "-a", "-F", SIGNATURE_FORMAT)
+        if out is None:
+            return None
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            parts = line.split("\t")
+            if len(parts) != 7:
+                continue  # a name with a TAB in it: that pane is captured every time
+            pane_id, session, index, window, pane, active, signature = parts
+            names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
+            if active == "1":
+                names += [f"{session}:{index}", f"{session}:{window}"]
+            for name in names:
+                found[name] = signature
+        return found
 
     def busy(self, target: str) -> bool:
         content = self.capture(target)

@@ -1,7 +1,10 @@
 """Stale panes: a crew whose pane stopped changing while its agent is not working.
 
-Each poll captures every registered crew's pane through the crew backend and hashes it
-(trailing blanks ignored). A pane is **stale** when the same hash was seen by at least two polls
+Each poll hashes every registered crew's pane as the crew backend shows it (trailing blanks
+ignored). A backend that can list every pane's change signature in one call (tmux:
+``list-panes -a``) is asked once per poll, and only panes whose signature changed since their
+last capture are captured again; a pane about to be called stale is always captured first to
+confirm, so a signature can save work but never raise a wake. A pane is **stale** when the same hash was seen by at least two polls
 spanning at least ``FM_POLL`` seconds (default 15: event-driven polls can come milliseconds
 apart, and two of those prove nothing) and the backend does not report it busy. Reason line
 ``stale: <crew>`` (key ``<crew>``). After the watcher made that row durable, :meth:`commit`
@@ -9,7 +12,9 @@ records the hash as surfaced, and the pane stays suppressed until its content ch
 
 A pane that cannot be captured is skipped with one triage line when it goes missing (the status
 source already surfaces a silent crew through its turn-end marker). Per-crew state lives in
-``state/crew/NAME.pane-state``: ``<hash> <polls seen, max 2> <first seen epoch> <surfaced hash|->``.
+``state/crew/NAME.pane-state``: ``<hash> <polls seen, max 2> <first seen epoch> <surfaced hash|->
+<signature at that hash|->`` (kept across watchers, so a re-armed watcher's first poll captures
+only what changed).
 """
 
 from __future__ import annotations
@@ -34,20 +39,23 @@ class PaneState:
     count: int
     since: float
     surfaced: str = "-"
+    #: The backend's change signature when :attr:`digest` was captured ("-": none).
+    signature: str = "-"
 
     def encode(self) -> bytes:
-        return f"{self.digest} {self.count} {self.since:.3f} {self.surfaced}\n".encode()
+        return (f"{self.digest} {self.count} {self.since:.3f} {self.surfaced} "
+                f"{self.signature}\n").encode()
 
     @classmethod
     def decode(cls, text: str | None) -> PaneState | None:
         parts = (text or "").split()
-        if len(parts) != 4 or not parts[1].isdigit():
+        if len(parts) not in (4, 5) or not parts[1].isdigit():
             return None
         try:
             since = float(parts[2])
         except ValueError:
             return None
-        return cls(parts[0], int(parts[1]), since, parts[3])
+        return cls(parts[0], int(parts[1]), since, parts[3], parts[4] if len(parts) == 5 else "-")
 
 
 def pane_digest(content: str) -> str:
@@ -72,9 +80,10 @@ class StaleSource:
         if self.backend is None:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
+        signatures = self._signatures()
         for member in crewmod.list(self.home):
             try:
-                wake = self._look(ctx, member, quiet)
+                wake = self._look(ctx, member, quiet, signatures)
             except FirstmateError as exc:
                 self._note_missing(ctx, member.name, f"stale: {member.name}: skipped: {exc.message}")
                 continue
@@ -92,30 +101,63 @@ class StaleSource:
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _look(self, ctx: PollContext, member: crewmod.Crew, quiet: float) -> Wake | None:
+    def _signatures(self) -> dict[str, str] | None:
+        """Every pane's change signature from one backend call, when the backend has one."""
+        ask = getattr(self.backend, "signatures", None)
+        if not callable(ask):
+            return None
+        try:
+            found = ask()
+        except Exception:  # a broken backend is "no signatures": every pane is captured
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _capture(self, ctx: PollContext, member: crewmod.Crew) -> str | None:
         assert self.backend is not None
-        name = member.name
         content = self.backend.capture(member.pane)
         if content is None:
             why = self.backend.last_error or "no such pane"
-            self._note_missing(ctx, name, f"stale: {name}: pane {member.pane} not captured: {why}")
+            self._note_missing(ctx, member.name,
+                               f"stale: {member.name}: pane {member.pane} not captured: {why}")
             return None
-        self._missing.discard(name)
-        digest = pane_digest(content)
+        self._missing.discard(member.name)
+        return content
+
+    def _look(self, ctx: PollContext, member: crewmod.Crew, quiet: float,
+              signatures: dict[str, str] | None) -> Wake | None:
+        name = member.name
         state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name, crewmod.PANE_STATE)))
+        signature = (signatures or {}).get(member.pane, "-")
+        content: str | None = None
+        if signature != "-" and state is not None and state.signature == signature:
+            digest = state.digest  # unchanged since its last capture, by the backend's account
+        else:
+            content = self._capture(ctx, member)
+            if content is None:
+                return None
+            digest = pane_digest(content)
         if state is None or state.digest != digest:
             surfaced = state.surfaced if state is not None else "-"
-            self._write(name, PaneState(digest, 1, ctx.now, surfaced))
+            self._write(name, PaneState(digest, 1, ctx.now, surfaced, signature))
             self._due[name] = ctx.now + quiet
             return None
-        if state.count < 2:
-            state = attrs.evolve(state, count=2)
+        if state.count < 2 or state.signature != signature:
+            state = attrs.evolve(state, count=2, signature=signature)
             self._write(name, state)
         if state.surfaced == digest:
             return None  # already surfaced; suppressed until the content changes
         if ctx.now - state.since < quiet:
             self._due[name] = state.since + quiet
             return None
+        if content is None:  # about to call it stale: read it for real first
+            content = self._capture(ctx, member)
+            if content is None:
+                return None
+            if pane_digest(content) != digest:
+                self._write(name, PaneState(pane_digest(content), 1, ctx.now, state.surfaced,
+                                            signature))
+                self._due[name] = ctx.now + quiet
+                return None
         if self._busy(member.pane, content):
             return None
         self._pending[name] = state
