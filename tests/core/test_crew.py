@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from firstmate.base import crewreport
 from firstmate.base.errors import ConflictError, StateError, UsageError
 from firstmate.store import crew
 from firstmate.store.home import Home
@@ -128,12 +129,12 @@ def test_each_turn_end_changes_the_marker_signature(home: Home) -> None:
     crew.add(home, "w1", "p")
     assert crew.turn_signature(home, "w1") is None
     seen = set()
-    for _ in range(crew.TURN_MARKER_MAX // 10):
+    for _ in range(crewreport.TURN_MARKER_MAX // 10):
         crew.mark_turn_ended(home, "w1")
         sig = crew.turn_signature(home, "w1")
         assert sig is not None and sig[0] not in seen
         seen.add(sig[0])
-    assert (home.crew_dir / "w1.turn-ended").stat().st_size <= crew.TURN_MARKER_MAX
+    assert (home.crew_dir / "w1.turn-ended").stat().st_size <= crewreport.TURN_MARKER_MAX
 
 
 def test_decisions_fold_until_answered(home: Home) -> None:

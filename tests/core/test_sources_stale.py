@@ -259,7 +259,7 @@ def counting(server: Server) -> CountingBackend:
     return CountingBackend(real.tmux, real.socket, real.timeout, real.busy_re)
 
 
-def test_only_panes_that_changed_are_captured_again(server: Server, home: Home) -> None:
+def test_panes_are_read_only_to_confirm_they_are_stale(server: Server, home: Home) -> None:
     quiet = server.window("w1", STATIC)
     other = server.window("w2", STATIC)
     for target in (quiet, other):
@@ -269,20 +269,20 @@ def test_only_panes_that_changed_are_captured_again(server: Server, home: Home) 
     backend = counting(server)
     source = StaleSource(home, backend)
     assert source.poll(ctx(home, T0)) is None
-    assert sorted(backend.captured) == [quiet, other]  # the first look reads every pane
-    backend.captured.clear()
     assert source.poll(ctx(home, T0 + 1)) is None
-    assert backend.captured == []  # one list-panes call told it nothing changed
+    assert backend.captured == []  # one list-panes call per poll told it all
     before = server.wait_for(other, lambda text: True)
     server.tmux("send-keys", "-t", other, "-l", "typed")
     server.wait_for(other, lambda text: text != before)
     assert source.poll(ctx(home, T0 + 2)) is None
-    assert backend.captured == [other]
-    # A re-armed watcher (a new source) starts from the kept signatures: nothing to re-read.
-    backend.captured.clear()
+    assert backend.captured == []  # a change restarts the quiet clock without a read
+    # A re-armed watcher (a new source) starts from the kept signatures.
     fresh = StaleSource(home, backend)
-    assert fresh.poll(ctx(home, T0 + 3)) is None
-    assert backend.captured == []
+    wake = fresh.poll(ctx(home, T0 + 16))
+    assert wake == Wake("stale", "w1", "stale: w1") and backend.captured == [quiet]
+    fresh.commit(wake, ctx(home, T0 + 16))
+    assert fresh.poll(ctx(home, T0 + 18)) == Wake("stale", "w2", "stale: w2")
+    assert backend.captured == [quiet, other]
 
 
 def test_a_pane_is_read_for_real_before_it_is_called_stale(server: Server, home: Home) -> None:
@@ -293,10 +293,17 @@ def test_a_pane_is_read_for_real_before_it_is_called_stale(server: Server, home:
     source = StaleSource(home, backend)
     assert source.poll(ctx(home, T0)) is None
     assert source.poll(ctx(home, T0 + 1)) is None
-    backend.captured.clear()
-    wake = source.poll(ctx(home, T0 + 16))
+    assert backend.captured == []
+    # The text changes without the signature showing it (as if within one second): the read
+    # before the verdict sees the change, and the quiet clock restarts instead of a wake.
+    state = home.crew_dir / "w1.pane-state"
+    parts = state.read_text().split()
+    parts[0] = "0" * 64  # a text the pane never had
+    state.write_text(" ".join(parts) + "\n")
+    assert source.poll(ctx(home, T0 + 16)) is None
+    assert backend.captured == [target]
+    wake = source.poll(ctx(home, T0 + 32))
     assert wake == Wake("stale", "w1", "stale: w1")
-    assert backend.captured == [target]  # the signature alone never raises a wake
 
 
 def test_signatures_name_each_pane_every_way_it_may_be_registered(server: Server) -> None:
@@ -309,3 +316,17 @@ def test_signatures_name_each_pane_every_way_it_may_be_registered(server: Server
     names = {pane_id, f"fleet:{index}.0", "fleet:w1.0", f"fleet:{index}", "fleet:w1"}
     assert names <= set(found)
     assert len({found[name] for name in names}) == 1
+
+
+def test_a_busy_pane_is_read_once_while_it_does_not_change(server: Server, home: Home) -> None:
+    target = server.window("w1", BUSY)
+    server.wait_for(target, lambda text: "esc to interrupt" in text)
+    crew.add(home, "w1", target)
+    backend = counting(server)
+    source = StaleSource(home, backend)
+    assert source.poll(ctx(home, T0)) is None
+    assert source.poll(ctx(home, T0 + 16)) is None  # read, found busy
+    assert backend.captured == [target]
+    assert source.poll(ctx(home, T0 + 32)) is None
+    assert StaleSource(home, backend).poll(ctx(home, T0 + 48)) is None
+    assert backend.captured == [target]  # the verdict holds while the signature does

@@ -86,12 +86,12 @@ export function installFakeClient(harness, { welcome = null, armReply } = {}) {
       client.closed = true;
     },
   };
-  globalThis[Symbol.for(`firstmate.host.bridge.${harness}`)] = client;
+  globalThis[Symbol.for(`firstmate.bridge.${harness}`)] = client;
   return client;
 }
 
 export function clearClient(harness) {
-  const key = Symbol.for(`firstmate.host.bridge.${harness}`);
+  const key = Symbol.for(`firstmate.bridge.${harness}`);
   const client = globalThis[key];
   if (client && typeof client.close === "function") client.close();
   delete globalThis[key];

@@ -40,7 +40,7 @@ export function shimUnderTest(harness) {
 
 /** The tests both shims pass word for word (`harness` names the tool and the default argv). */
 export function sharedTests(harness, { shim, load }) {
-  const key = Symbol.for(`firstmate.host.bridge.${harness}`);
+  const key = Symbol.for(`firstmate.bridge.${harness}`);
   const tool = `fm_watch_arm_${harness}`;
 
   test("agent_start is busy; agent_end is idle until agent_settled shows up", async () => {
@@ -225,7 +225,7 @@ export function realBridgeTest(harness, { delivery, afterShutdown }) {
         const { pi, emit } = fakePi();
         loaded.module.default(pi);
         await emit("session_start", {}, fakeCtx("s-real"));
-        const client = globalThis[Symbol.for(`firstmate.host.bridge.${harness}`)];
+        const client = globalThis[Symbol.for(`firstmate.bridge.${harness}`)];
         await eventually(() => client.welcome, 30000, "the bridge's welcome");
         assert.equal(client.welcome.harness, harness);
         assert.equal(client.welcome.delivery, delivery);

@@ -57,21 +57,31 @@ def main(argv: Sequence[str]) -> int:
 # --- hot path ----------------------------------------------------------------------------------
 
 
+def _report_root() -> str:
+    """The home a crew reports to, verified and still there (standard library only)."""
+    from firstmate.base.crewreport import check_ground
+    from firstmate.base.homeroot import find_root
+
+    root = find_root(os.environ)
+    check_ground(root)
+    return root
+
+
 def _status(rest: list[str]) -> int:
-    from firstmate.store import crew
+    from firstmate.base import crewreport
 
     if len(rest) < 2:
         raise UsageError('usage: fm crew status NAME "<verb>: note"')
-    crew.append_status(_home(create=False), rest[0], " ".join(rest[1:]))
+    crewreport.status(_report_root(), rest[0], " ".join(rest[1:]))
     return ExitCode.OK
 
 
 def _turn_ended(rest: list[str]) -> int:
-    from firstmate.store import crew
+    from firstmate.base import crewreport
 
     if len(rest) != 1:
         raise UsageError("usage: fm crew turn-ended NAME")
-    crew.mark_turn_ended(_home(create=False), rest[0])
+    crewreport.turn_ended(_report_root(), rest[0])
     return ExitCode.OK
 
 

@@ -24,7 +24,7 @@ Modes (see docs/cli.md for every line and exit status):
     Confirm a continuity handoff: PID must be the live identity-matched watcher; the episode of
     GEN moves to handling.
 
-Waiting is event-driven: the child's stdout and a pidfd (Linux) wake the arm; a one-second tick
+Waiting is event-driven: the child's stdout and a pidfd (Linux) wake the arm; a five-second tick
 (``FM_ARM_ATTACH_POLL``) only checks the arm's ground and the beacon's age.
 """
 
@@ -78,7 +78,8 @@ STALL_GRACES = 2.0
 STALL_BOUND_ENV = "FM_ARM_STALL_BOUND"
 STALL_PING_ENV = "FM_ARM_STALL_PING"
 DEFAULT_STALL_PING = 5.0
-DEFAULT_TICK = 1.0
+#: Seconds between the ground and beacon-age checks; a close is seen at once (pidfd, stdout).
+DEFAULT_TICK = 5.0
 #: Bounded polls on failure paths (waiting for a successor to publish its beacon).
 SUCCESSOR_POLL = 0.05
 

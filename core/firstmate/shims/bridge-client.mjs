@@ -44,7 +44,7 @@ export function restartDelay(attempt, backoff = DEFAULT_BACKOFF) {
 export function getClient(harness, factory) {
   // A module re-evaluation (Pi /reload) sees a fresh module scope but the same globalThis, so
   // the live bridge and its generation counter survive it.
-  const key = Symbol.for(`firstmate.host.bridge.${harness}`);
+  const key = Symbol.for(`firstmate.bridge.${harness}`);
   const existing = globalThis[key];
   if (existing && !existing.closed) return existing;
   const client = factory();

@@ -22,24 +22,21 @@ after the verb, else by its line number (``line<N>``). It stays open until an
 from __future__ import annotations
 
 import builtins
-import contextlib
 import errno
 import os
 import re
 import stat
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
+from firstmate.base.crewreport import MAX_STATUS_BYTES
 from firstmate.base.errors import ConflictError, StateError, UsageError
-from firstmate.store.home import Home, atomic_write, make_private_dir, open_private, refuse_symlink
+from firstmate.store.home import Home, atomic_write, make_private_dir, refuse_symlink
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-#: Longest status line kept (bytes of UTF-8); longer reports are cut.
-MAX_STATUS_BYTES = 2000
 MAX_PANE_CHARS = 256
 
 PANE = ".pane"
@@ -52,8 +49,6 @@ PANE_STATE = ".pane-state"
 #: Every per-crew file, registration first (so removal unregisters before it deletes the rest).
 SUFFIXES = (PANE, STATUS, TURN_ENDED, SIGNAL_CURSOR, TURN_SEEN, DRAIN_CURSOR, PANE_STATE)
 
-#: The turn-end marker is rewritten to its newest line once it grows past this.
-TURN_MARKER_MAX = 4096
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)", re.DOTALL)
@@ -158,15 +153,10 @@ def _crew_dir(home: Home) -> None:
 
 
 def clean_text(text: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
-    """One printable line: escape sequences and controls dropped, line breaks made spaces, bytes
-    that were not UTF-8 made U+FFFD (the same rules as a wake's text), cut to size."""
-    from firstmate.base.wakeinput import clean
+    """One printable line, cut to *max_bytes* (:func:`firstmate.base.crewreport.status_text`)."""
+    from firstmate.base.crewreport import status_text
 
-    text = clean(text).strip()
-    data = text.encode("utf-8", "replace")
-    if len(data) > max_bytes:
-        text = data[:max_bytes].decode("utf-8", "ignore").rstrip()
-    return text
+    return status_text(text, max_bytes)
 
 
 def cut(text: str, max_bytes: int) -> str:
@@ -209,35 +199,11 @@ def _read_fd(fd: int, start: int, limit: int) -> bytes:
 
 
 def _append(p: Path, data: bytes) -> int:
-    """Append *data* whole or not at all; returns the new size.
+    """Append *data* whole or not at all; returns the new size
+    (:func:`firstmate.base.crewreport.append_whole`)."""
+    from firstmate.base.crewreport import append_whole
 
-    Under an exclusive ``flock`` (so reporters never interleave): a line is never glued onto a
-    torn one (a file that does not end in a newline gets one first), and a write cut short
-    (file-size limit, full disk) is rolled back to where it began.
-    """
-    import fcntl
-
-    fd = open_private(p, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        start = os.fstat(fd).st_size
-        if start and os.pread(fd, 1, start - 1) != b"\n":
-            data = b"\n" + data
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as exc:
-            # (If even this fails, the reader ignores a line without its newline.)
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
-            raise StateError(f"cannot write {p}: {exc.strerror}; nothing was recorded - free "
-                             "disk space (or raise the file-size limit) and report again") from exc
-        return os.fstat(fd).st_size
-    except OSError as exc:
-        raise StateError(f"cannot write {p}: {exc.strerror}; check that the state directory is writable") from exc
-    finally:
-        os.close(fd)
+    return append_whole(str(p), data)
 
 
 def parse_line(raw: str, start: int, end: int) -> StatusLine:
@@ -424,29 +390,19 @@ list_crews = list
 
 
 def append_status(home: Home, name: str, line: str, *, now: float | None = None) -> StatusLine:
-    """Append ``<epoch>\\t<line>`` to the crew's status log and ring the watcher's doorbell."""
-    get(home, name)
-    text = clean_text(line)
-    if not text:
-        raise UsageError('empty status line: report one as "<verb>: note", e.g. "done: tests pass"')
-    at = time.time() if now is None else now
-    data = f"{at:.3f}\t{text}\n".encode()
-    end = _append(path(home, name, STATUS), data)
-    _ring(home)
-    return StatusLine(text, round(at, 3), end - len(data), end)
+    """Append ``<epoch>\t<line>`` to the crew's status log and ring the watcher's doorbell
+    (the one implementation, :func:`firstmate.base.crewreport.status`)."""
+    from firstmate.base import crewreport
+
+    text, at, start, end = crewreport.status(str(home.root), name, line, now=now)
+    return StatusLine(text, at, start, end)
 
 
 def mark_turn_ended(home: Home, name: str, *, now: float | None = None) -> None:
     """Record that the crew's harness ended a turn (a line per turn; ``touch`` works as well)."""
-    get(home, name)
-    at = time.time() if now is None else now
-    line = f"{at:.3f}\n".encode()
-    p = path(home, name, TURN_ENDED)
-    size = _append(p, line)
-    if size > TURN_MARKER_MAX:
-        # Keep the marker small. The rename gives it a new inode, which still reads as a change.
-        atomic_write(p, line)
-    _ring(home)
+    from firstmate.base import crewreport
+
+    crewreport.turn_ended(str(home.root), name, now=now)
 
 
 def _ring(home: Home) -> None:

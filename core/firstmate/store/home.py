@@ -85,8 +85,9 @@ class Home:
                 raise StateError(f"{path} no longer exists; recreate the home or point FM_HOME at one")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace *path* with *data* through a private temporary file and a rename."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace *path* with *data* through a private temporary file and a rename. *durable*
+    False skips the fsync: for caches whose loss in a crash costs only a re-read."""
     refuse_symlink(path)
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -94,7 +95,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

@@ -37,9 +37,9 @@ from typing import Any
 
 import attrs
 
+from firstmate.base.quickgate import CREW_ENV
 from firstmate.store.home import Home
 
-CREW_ENV = ("FM_CREW", "FM_TASK_ID")
 #: Core's own project-directory variable; harnesses add theirs (``HarnessInfo.project_env``).
 PROJECT_ENV = ("FM_PROJECT_DIR",)
 #: Harness project-directory variable names, or a callable producing them only when needed

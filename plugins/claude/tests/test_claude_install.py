@@ -54,10 +54,18 @@ def test_gate_and_hook_agree(tmp_path: Path) -> None:
     root = str(home.root)
     assert quick_gate("stop", STOP, {}, root) is False  # never set up: nothing is supervised
     home.ensure()
+    # Set up, nothing registered: only the session start has work; a turn end has nothing
+    # to keep watched, and the full hook agrees.
+    assert quick_gate("session-start", STOP, {}, root) is True
+    for event in ("stop", "stop-failure"):
+        assert quick_gate(event, STOP, {}, root) is False
+        assert plugin.firstmate_hook(harness="claude", event=event, payload=json.loads(STOP),
+                                     home=home, env={}) == HookOutcome.silent()
+    (home.crew_dir / "c1.pane").write_text("%1\n")
     for event in ("session-start", "stop", "stop-failure"):
         assert quick_gate(event, STOP, {}, root) is True
-    # Set up but outside a primary (a crew environment): every hook stands down silently.
-    for event in ("session-start", "stop", "stop-failure"):
+        # A crew's own session: every hook stands down silently, the gate first.
+        assert quick_gate(event, STOP, {"FM_CREW": "c"}, root) is False
         assert plugin.firstmate_hook(harness="claude", event=event, payload=json.loads(STOP),
                                      home=home, env={"FM_CREW": "c"}) == HookOutcome.silent()
     # Async hooks sometimes get no stdin: that is not a reason to stand down.
@@ -69,6 +77,7 @@ def test_gate_and_hook_agree(tmp_path: Path) -> None:
 
 def test_other_harnesses_loading_claude_settings_get_no_answer(tmp_path: Path) -> None:
     home = Home(tmp_path / "home").ensure()
+    (home.crew_dir / "c1.pane").write_text("%1\n")  # something to supervise
     root = str(home.root)
     cursor = {"conversation_id": "c", "hook_event_name": "stop", "cursor_version": "2.0"}
     codex = {"session_id": "s", "turn_id": "t", "hook_event_name": "Stop"}

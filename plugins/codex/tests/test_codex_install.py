@@ -32,9 +32,13 @@ def test_install_writes_the_stop_hook_and_the_protocol(tmp_path: Path) -> None:
 def test_gate_and_hook(tmp_path: Path) -> None:
     home = Home(tmp_path / "home").ensure()
     root = str(home.root)
-    assert quick_gate("stop", json.dumps(STOP).encode(), {}, root) is True
+    # Nothing to supervise: the gate and the full hook both let the stop through.
+    assert quick_gate("stop", json.dumps(STOP).encode(), {}, root) is False
     assert plugin.firstmate_hook(harness="codex", event="stop", payload=STOP,
                                  home=home, env={}) == HookOutcome.silent()
+    (home.crew_dir / "c1.pane").write_text("%1\n")
+    assert quick_gate("stop", json.dumps(STOP).encode(), {}, root) is True
+    assert quick_gate("stop", json.dumps(STOP).encode(), {"FM_CREW": "c1"}, root) is False
     claude = {"session_id": "s", "hook_event_name": "Stop"}
     assert quick_gate("stop", json.dumps(claude).encode(), {}, root) is False
     assert plugin.firstmate_hook(harness="codex", event="stop", payload=claude, home=home,

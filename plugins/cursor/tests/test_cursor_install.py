@@ -44,13 +44,17 @@ def test_gate_and_hook_agree(tmp_path: Path) -> None:
     assert quick_gate("stop", data, {}, str(home.root)) is False
     home.ensure()
     root = str(home.root)
-    for event in ("session-start", "stop"):
-        assert quick_gate(event, data, {}, root) is True
+    assert quick_gate("session-start", data, {}, root) is True
     assert plugin.firstmate_hook(harness="cursor", event="session-start", payload=STOP,
                                  home=home, env={}) == HookOutcome.silent()
-    # No supervision need: the stop is let through with Cursor's empty answer.
+    # No supervision need: the gate lets the stop through before anything loads, as the
+    # full hook would (with Cursor's empty answer).
+    assert quick_gate("stop", data, {}, root) is False
     assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP, home=home,
                                  env={}) == HookOutcome(0, "{}\n")
+    (home.crew_dir / "c1.pane").write_text("%1\n")
+    assert quick_gate("stop", data, {}, root) is True
+    assert quick_gate("stop", data, {"FM_CREW": "c1"}, root) is False  # a crew's own session
     assert quick_gate("stop-failure", data, {}, root) is False
 
 

@@ -29,9 +29,13 @@ def test_gate_and_hook(tmp_path: Path) -> None:
     home = Home(tmp_path / "home").ensure()
     root = str(home.root)
     data = json.dumps(STOP).encode()
-    assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop"}, root) is True
+    # Nothing to supervise: the gate and the full hook both let the stop through.
+    assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop"}, root) is False
     assert plugin.firstmate_hook(harness="grok", event="stop", payload=STOP, home=home,
                                  env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()
+    (home.crew_dir / "c1.pane").write_text("%1\n")
+    assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop"}, root) is True
+    assert quick_gate("stop", data, {"GROK_HOOK_EVENT": "Stop", "FM_CREW": "c1"}, root) is False
     claude = {"session_id": "s", "hook_event_name": "Stop"}
     assert quick_gate("stop", json.dumps(claude).encode(), {}, root) is False
     assert plugin.firstmate_hook(harness="grok", event="stop", payload=claude, home=home,

@@ -1,10 +1,12 @@
 """Stale panes: a crew whose pane stopped changing while its agent is not working.
 
-Each poll hashes every registered crew's pane as the crew backend shows it (trailing blanks
-ignored). A backend that can list every pane's change signature in one call (tmux:
-``list-panes -a``) is asked once per poll, and only panes whose signature changed since their
-last capture are captured again; a pane about to be called stale is always captured first to
-confirm, so a signature can save work but never raise a wake. A pane is **stale** when the same hash was seen by at least two polls
+Each poll looks at every registered crew's pane through the crew backend. A backend that can
+list every pane's change signature in one call (tmux: ``list-panes -a``) is asked once per poll:
+a pane whose signature changed is not stale (its quiet clock restarts) and is not read; one
+whose signature held for ``FM_POLL`` is captured once, to confirm, before it is called stale —
+a signature saves work but never raises a wake. Other panes (a backend without signatures, a
+target the listing does not name) are captured and hashed (trailing blanks ignored) at every
+poll. A pane is **stale** when the same text (hash, or signature) was seen by at least two polls
 spanning at least ``FM_POLL`` seconds (default 15: event-driven polls can come milliseconds
 apart, and two of those prove nothing) and the backend does not report it busy. Reason line
 ``stale: <crew>`` (key ``<crew>``). After the watcher made that row durable, :meth:`commit`
@@ -13,8 +15,8 @@ records the hash as surfaced, and the pane stays suppressed until its content ch
 A pane that cannot be captured is skipped with one triage line when it goes missing (the status
 source already surfaces a silent crew through its turn-end marker). Per-crew state lives in
 ``state/crew/NAME.pane-state``: ``<hash> <polls seen, max 2> <first seen epoch> <surfaced hash|->
-<signature at that hash|->`` (kept across watchers, so a re-armed watcher's first poll captures
-only what changed).
+<signature at that hash|-> <signature it was read busy at|->`` (``-`` for a hash not read yet). It is kept across watchers: a
+re-armed watcher's first poll reads no pane whose signature held.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_QUIET = 15.0
+#: The digest of a pane whose text was not read yet (the backend's signature stands for it).
+UNREAD = "-"
 
 
 @attrs.frozen
@@ -41,21 +45,25 @@ class PaneState:
     surfaced: str = "-"
     #: The backend's change signature when :attr:`digest` was captured ("-": none).
     signature: str = "-"
+    #: The signature at which the pane was last read busy ("-": not busy): while it holds, the
+    #: pane is not read again (a busy hint that goes away changes the pane, and the signature).
+    busy_at: str = "-"
 
     def encode(self) -> bytes:
         return (f"{self.digest} {self.count} {self.since:.3f} {self.surfaced} "
-                f"{self.signature}\n").encode()
+                f"{self.signature} {self.busy_at}\n").encode()
 
     @classmethod
     def decode(cls, text: str | None) -> PaneState | None:
         parts = (text or "").split()
-        if len(parts) not in (4, 5) or not parts[1].isdigit():
+        if len(parts) not in (4, 5, 6) or not parts[1].isdigit():
             return None
         try:
             since = float(parts[2])
         except ValueError:
             return None
-        return cls(parts[0], int(parts[1]), since, parts[3], parts[4] if len(parts) == 5 else "-")
+        rest = [*parts[4:], "-", "-"]
+        return cls(parts[0], int(parts[1]), since, parts[3], rest[0], rest[1])
 
 
 def pane_digest(content: str) -> str:
@@ -129,36 +137,52 @@ class StaleSource:
         state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name, crewmod.PANE_STATE)))
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None
-        if signature != "-" and state is not None and state.signature == signature:
-            digest = state.digest  # unchanged since its last capture, by the backend's account
+        if signature != "-":
+            # The backend vouches for change: a changed (or first seen) pane is not stale and
+            # its quiet clock restarts, with no capture; its text is read only to confirm.
+            self._missing.discard(name)
+            if state is None or state.signature != signature:
+                surfaced = state.surfaced if state is not None else "-"
+                self._write(name, PaneState(UNREAD, 1, ctx.now, surfaced, signature))
+                self._due[name] = ctx.now + quiet
+                return None
         else:
             content = self._capture(ctx, member)
             if content is None:
                 return None
             digest = pane_digest(content)
-        if state is None or state.digest != digest:
-            surfaced = state.surfaced if state is not None else "-"
-            self._write(name, PaneState(digest, 1, ctx.now, surfaced, signature))
-            self._due[name] = ctx.now + quiet
-            return None
-        if state.count < 2 or state.signature != signature:
-            state = attrs.evolve(state, count=2, signature=signature)
+            if state is None or state.digest != digest:
+                surfaced = state.surfaced if state is not None else "-"
+                self._write(name, PaneState(digest, 1, ctx.now, surfaced))
+                self._due[name] = ctx.now + quiet
+                return None
+        if state.count < 2:
+            state = attrs.evolve(state, count=2)
             self._write(name, state)
-        if state.surfaced == digest:
+        if state.digest != UNREAD and state.surfaced == state.digest:
             return None  # already surfaced; suppressed until the content changes
         if ctx.now - state.since < quiet:
             self._due[name] = state.since + quiet
             return None
+        if signature != "-" and state.busy_at == signature:
+            return None  # read busy at this very signature: nothing changed since
         if content is None:  # about to call it stale: read it for real first
             content = self._capture(ctx, member)
             if content is None:
                 return None
-            if pane_digest(content) != digest:
-                self._write(name, PaneState(pane_digest(content), 1, ctx.now, state.surfaced,
-                                            signature))
+            digest = pane_digest(content)
+            if state.digest == UNREAD:  # unchanged since `since`: this is its text since then
+                state = attrs.evolve(state, digest=digest)
+                self._write(name, state)
+            elif digest != state.digest:
+                self._write(name, PaneState(digest, 1, ctx.now, state.surfaced, signature))
                 self._due[name] = ctx.now + quiet
                 return None
+            if state.surfaced == state.digest:
+                return None
         if self._busy(member.pane, content):
+            if signature != "-":
+                self._write(name, attrs.evolve(state, busy_at=signature))
             return None
         self._pending[name] = state
         return Wake("stale", name, f"stale: {name}")
@@ -174,7 +198,10 @@ class StaleSource:
             return False
 
     def _write(self, name: str, state: PaneState) -> None:
-        atomic_write(crewmod.path(self.home, name, crewmod.PANE_STATE), state.encode())
+        # A cache of what was seen: a crash that loses it costs one re-read, so no fsync (at
+        # 500 crews the first poll writes 500 of these).
+        atomic_write(crewmod.path(self.home, name, crewmod.PANE_STATE), state.encode(),
+                     durable=False)
 
     def _note_missing(self, ctx: PollContext, name: str, message: str) -> None:
         if name not in self._missing:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 
+from firstmate.base.jsonkeys import top_level_keys
+from firstmate.base.quickgate import crew_session, nothing_to_supervise
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,23 +42,16 @@ def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
     return "hook_event_name" not in payload or any(key in payload for key in FOREIGN_KEYS)
 
 
-def _decode(data: bytes) -> dict[str, Any] | None:
-    import json
-
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) -> bool:
     """False when ``fm hook claude <event>`` surely has nothing to do (see docs/hooks.md)."""
-    if event not in EVENTS or foreign_env(env):
-        return False
-    if any(key.encode() in payload for key in FOREIGN_KEYS) and foreign(_decode(payload), env):
+    if event not in EVENTS or foreign_env(env) or crew_session(env):
+        return False  # not this harness's call, or a crew's own session: never a primary
+    suspicious = b"hook_event_name" not in payload or any(k.encode() in payload for k in FOREIGN_KEYS)
+    if payload and suspicious and foreign(top_level_keys(payload), env):
         return False
     state = os.path.join(home, "state")
     if not os.path.isdir(state):
         return False  # no home has been set up: nothing is supervised
-    return not (event in TURN_END and os.path.lexists(os.path.join(state, "away")))
+    if event not in TURN_END:
+        return True
+    return not (os.path.lexists(os.path.join(state, "away")) or nothing_to_supervise(home))

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+from firstmate.base.jsonkeys import top_level_keys
+from firstmate.base.quickgate import crew_session, nothing_to_supervise
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,21 +34,13 @@ def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
     return "turn_id" not in payload or any(key in payload for key in FOREIGN_KEYS)
 
 
-def _decode(data: bytes) -> dict[str, Any] | None:
-    import json
-
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) -> bool:
     """False when ``fm hook codex <event>`` surely has nothing to do (see docs/hooks.md)."""
-    if event not in EVENTS or foreign_env(env):
+    if event not in EVENTS or crew_session(env) or foreign_env(env):
         return False
     suspicious = b"turn_id" not in payload or any(k.encode() in payload for k in FOREIGN_KEYS)
-    if suspicious and foreign(_decode(payload), env):
+    if suspicious and foreign(top_level_keys(payload), env):
         return False
-    return os.path.isdir(os.path.join(home, "state"))
+    if not os.path.isdir(os.path.join(home, "state")):
+        return False  # no home has been set up: nothing is supervised
+    return event != "stop" or not nothing_to_supervise(home)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 
+from firstmate.base.jsonkeys import top_level_keys
+from firstmate.base.quickgate import crew_session, nothing_to_supervise
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,21 +37,13 @@ def foreign(payload: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
     return "cursor_version" not in payload or "hookEventName" in payload
 
 
-def _decode(data: bytes) -> dict[str, Any] | None:
-    import json
-
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) -> bool:
     """False when ``fm hook cursor <event>`` surely has nothing to do (see docs/hooks.md)."""
-    if event not in EVENTS or foreign_env(env):
+    if event not in EVENTS or crew_session(env) or foreign_env(env):
         return False
     suspicious = b"cursor_version" not in payload or b"hookEventName" in payload
-    if suspicious and foreign(_decode(payload), env):
+    if suspicious and foreign(top_level_keys(payload), env):
         return False
-    return os.path.isdir(os.path.join(home, "state"))
+    if not os.path.isdir(os.path.join(home, "state")):
+        return False  # no home has been set up: nothing is supervised
+    return event != "stop" or not nothing_to_supervise(home)

@@ -1,0 +1,46 @@
+"""Answers a hook's quick gate can give before anything but the standard library is loaded.
+
+A plugin's ``quick_gate`` (docs/hooks.md) calls these with the home's root: each returns True
+only when the answer is certain, so a gate that says "nothing to do" on it never skips work that
+the full hook would have done.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: Set (non-empty) in a crew's or scout's own session: its primary's hooks are inert there.
+CREW_ENV = ("FM_CREW", "FM_TASK_ID")
+
+
+def crew_session(env: Mapping[str, str]) -> bool:
+    """This hook runs in a crew's session (the scope rules' first rule: never a primary)."""
+    return any(env.get(name, "").strip() for name in CREW_ENV)
+
+
+def _any(directory: str, suffix: str) -> bool:
+    """Whether *directory* holds a non-hidden entry ending in *suffix* (True when it cannot be
+    read: then the full hook decides)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(not e.name.startswith(".") and e.name.endswith(suffix) for e in entries)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def nothing_to_supervise(home: str) -> bool:
+    """No crew, no check (rejected ones count) and no process source is registered in the home
+    at *home*: a turn end has nothing to keep watched."""
+    state = os.path.join(home, "state")
+    return not (_any(os.path.join(state, "crew"), ".pane")
+                or _any(os.path.join(state, "checks"), "")
+                or _any(os.path.join(state, "sources"), ".source"))
+
+
+__all__ = ["CREW_ENV", "crew_session", "nothing_to_supervise"]
