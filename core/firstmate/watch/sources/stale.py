@@ -156,7 +156,8 @@ class StaleSource:
                 self._write(name, PaneState(digest, 1, ctx.now, surfaced))
                 self._due[name] = ctx.now + quiet
                 return None
-        if state.count < 2:
+        if state.count < 2 and signature == "-":
+            # (With a signature the quiet clock only restarts on a change: nothing to count.)
             state = attrs.evolve(state, count=2)
             self._write(name, state)
         if state.digest != UNREAD and state.surfaced == state.digest:
