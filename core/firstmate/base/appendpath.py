@@ -22,10 +22,10 @@ standard-library layer: it never imports the store itself.
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 
 from firstmate.base import dbconn, episoderow
+from firstmate.base.dbconn import sqlite3  # the C module alone (see dbconn)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -2,29 +2,40 @@
 
 from __future__ import annotations
 
-import enum
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 
-class ExitCode(enum.IntEnum):
-    OK = 0
+class ExitCode:
+    """Plain ints, not an enum: importing :mod:`enum` costs a reporting crew or a hook a
+    quarter of an interpreter's start, and every command imports this module."""
+
+    OK: Final = 0
     #: The operation ran and failed (a `watcher: FAILED - …` line, a lock held by another live
     #: session, an episode that could not be retired safely).
-    FAILED = 1
+    FAILED: Final = 1
     #: Bad arguments or bad input (unknown wake kind, empty key, malformed payload). Nothing written.
-    USAGE = 2
+    USAGE: Final = 2
     #: Refused because of a conflicting claim (a branch grant asked for a row main already claimed).
-    CONFLICT = 3
+    CONFLICT: Final = 3
     #: The state home is unsafe or unusable (a symlinked state path, wrong owner, unwritable,
     #: missing, corrupt database). Nothing was written; the message names the fix.
-    STATE = 4
+    STATE: Final = 4
     #: The tool could not run its own code (a plugin failed to load where one was required).
-    PLUGIN = 5
+    PLUGIN: Final = 5
     #: A bounded wait ended with no actionable event (a quiet `fm checkpoint`).
-    QUIET = 124
+    QUIET: Final = 124
     #: Stopped by a signal after cleanup: 128 + signal number.
-    SIGHUP = 129
-    SIGINT = 130
-    SIGTERM = 143
+    SIGHUP: Final = 129
+    SIGINT: Final = 130
+    SIGTERM: Final = 143
+
+
+def names() -> dict[str, int]:
+    """Every exit status by name (for the docs' check)."""
+    return {name: value for name, value in vars(ExitCode).items()
+            if name.isupper() and isinstance(value, int)}
 
 
 def for_signal(signum: int) -> int:

@@ -1,21 +1,24 @@
 """``fm crew``: register crews and record what they report.
 
 ``fm crew status`` and ``fm crew turn-ended`` run from crews' shells and harness hooks on every
-report, so they are parsed by hand and import nothing beyond the crew registry.
+report, so they are parsed by hand and import only the standard-library layer
+(:mod:`firstmate.base.crewreport`); not even :mod:`typing`, which costs half an interpreter's
+start.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
 
 from firstmate.base.errors import StateError, UsageError
 from firstmate.base.exitcodes import ExitCode
 
+TYPE_CHECKING = False  # typing's own, without importing typing (see firstmate/__init__.py)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
+    from typing import NoReturn
 
     from firstmate.store.home import Home
 
