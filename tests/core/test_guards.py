@@ -625,3 +625,23 @@ def test_a_failure_shown_to_a_model_keeps_the_facts_and_drops_operator_advice() 
     text = compose((), line, "Codex")
     assert "stale beacon" in text and "--take-over" not in text
     assert "never arm the watcher by hand" in text
+
+
+def test_the_pull_guard_loads_no_plugin_when_no_project_dir_variable_is_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from firstmate.guards import pull
+    from firstmate.plugin import manager
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the plugins were loaded")
+
+    monkeypatch.setattr(manager, "load", refuse)
+    assert pull._installed_project_env({"HOME": "/h", "FM_PROJECT_DIR": "/p"}) == ()
+
+
+def test_a_project_dir_variable_must_say_so_in_its_name() -> None:
+    from firstmate.plugin.harness import HarnessInfo
+
+    with pytest.raises(ValueError, match="_PROJECT_DIR"):
+        HarnessInfo(name="x", display_name="X", family="hook", rearm_owner="hook",
+                    wake_channel="w", project_env=("X_ROOT",))

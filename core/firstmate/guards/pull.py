@@ -161,6 +161,13 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
 
 
 def _installed_project_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    from firstmate.plugin.harness import PROJECT_ENV_SUFFIX
+
+    # Every harness's variable ends in _PROJECT_DIR (HarnessInfo checks it): with none set,
+    # no plugin's could decide, and loading them all would cost this command most of its time.
+    if not any(name.endswith(PROJECT_ENV_SUFFIX) and name != "FM_PROJECT_DIR" and value.strip()
+               for name, value in env.items()):
+        return ()
     from firstmate.plugin.manager import load
 
     names: list[str] = []

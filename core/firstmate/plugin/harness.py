@@ -96,6 +96,18 @@ class RearmLedger(Protocol):
         ...
 
 
+#: What every harness's project-directory variable is called: ``<SOMETHING>_PROJECT_DIR``. A
+#: command that does not know its harness (``fm guard``) loads the plugins for their names only
+#: when such a variable is set at all.
+PROJECT_ENV_SUFFIX = "_PROJECT_DIR"
+
+
+def _project_env_names(instance: object, attribute: object, value: tuple[str, ...]) -> None:
+    for name in value:
+        if not name.endswith(PROJECT_ENV_SUFFIX):
+            raise ValueError(f"project_env name {name!r} must end in {PROJECT_ENV_SUFFIX}")
+
+
 @attrs.frozen
 class HarnessInfo:
     """What a harness plugin declares about itself."""
@@ -148,7 +160,7 @@ class HarnessInfo:
                                                        hash=False)
     #: Environment variables this harness sets to the project directory it runs in, read
     #: after ``FM_PROJECT_DIR`` when a hook payload names no ``cwd`` (firstmate.store.scope).
-    project_env: tuple[str, ...] = ()
+    project_env: tuple[str, ...] = attrs.field(default=(), validator=_project_env_names)
     #: A headless one-turn command line of this harness (the prompt is appended as its last
     #: argument) the supervision host may run as its default engine (firstmate.host.supervision).
     host_engine: tuple[str, ...] = ()
