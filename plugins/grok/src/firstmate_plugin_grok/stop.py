@@ -47,7 +47,9 @@ def grok_stop(payload: Mapping[str, Any] | None, home: Home,
     from firstmate.continuity.stopchain import Bounds, Chain, save, spend
 
     session = payload.get("sessionId")
-    key = session[:200] if isinstance(session, str) and session else ""
+    # A session id goes onto a command line: one with a NUL or another control character (a
+    # hostile or broken payload) is no session id at all.
+    key = session[:200] if isinstance(session, str) and session.isprintable() else ""
     if decision.allowed:
         if decision.why == "healthy" and key:
             save(home, NAME, Chain(key))
@@ -68,7 +70,7 @@ def grok_stop(payload: Mapping[str, Any] | None, home: Home,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
                          cwd=os.getcwd())
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: an argument the OS cannot take
         return HookOutcome(0, "", f"firstmate: could not resume Grok session {key} with the "
                                   f"turn-end reminder ({exc})\n")
     return HookOutcome(0, "", f"firstmate: resumed Grok session {key} once with the turn-end "
