@@ -1,18 +1,37 @@
-"""Wake-queue benchmark: durable append throughput and drain + acknowledge of 10,000 rows.
+"""Wake-queue benchmark: producers appending at once, and the consumer's commands on their rows.
 
-Run with ``python bench/queue.py``. Each figure is printed next to a baseline measured in the
-same run on the same disk: a plain fcntl-locked text-file append (the original implementation's
-mechanism, without fsync), plus the same with fsync for reference. The last line is one JSON
-object. Goal: acknowledging 10,000 rows takes at most 0.5 s.
+Run with ``python bench/queue.py``. Two parts, each against a baseline measured in the same run:
+
+* **producers**: for each count in ``FM_BENCH_PRODUCERS`` (default ``1,2,8,32``), that many
+  processes released together append ``FM_BENCH_APPENDS`` rows between them (default 2000)
+  through the path ``fm wake append`` takes (:func:`firstmate.base.appendpath.append`: open the
+  home, lock, one durable transaction, ring the doorbell), and time every append. Printed:
+  appends per second and the p50 / p99 of one append. The baseline is the original's mechanism
+  at the same count: an ``flock``-ed append to a text file with ``fsync``. Goals (issue: fleet
+  scale): throughput at the largest count is not below throughput with one producer, and p99
+  per append at 32 producers is at most 50 ms.
+* **commands at 10,000 rows**: the rows are written by producer processes (as above), then
+  ``fm status``, ``fm wake drain`` and the acknowledgement ``fm wake drain --ack-through N
+  --recovery-generation G`` run as a user's shell runs them (the ``fm`` script next to this
+  interpreter, else ``python -m firstmate``), ``FM_BENCH_RUNS`` times each (default 9),
+  alternating with ``python -c pass``. Each acknowledgement runs on its own copy of the filled
+  home. Goal: each at most 3.0x ``python -c pass``. Beside it, ``python -c "import attrs"``: the
+  floor of any command that builds the project's value classes.
+
+The last line is one JSON object. ``FM_BENCH_ROWS`` changes the 10,000.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -20,49 +39,59 @@ CORE = HERE.parent / "core"
 sys.path.insert(0, str(CORE))
 
 from _common import emit  # noqa: E402  (the script's own folder is first on sys.path)
+from coldstart import child_env, fm_argv  # noqa: E402
 
-PROCS = int(os.environ.get("FM_BENCH_PROCS", "8"))
-APPENDS = int(os.environ.get("FM_BENCH_APPENDS", "1000"))
+COUNTS = [int(n) for n in os.environ.get("FM_BENCH_PRODUCERS", "1,2,8,32").split(",") if n]
+APPENDS = int(os.environ.get("FM_BENCH_APPENDS", "2000"))
 ROWS = int(os.environ.get("FM_BENCH_ROWS", "10000"))
-ACK_GOAL_S = 0.5
+RUNS = int(os.environ.get("FM_BENCH_RUNS", "9"))
+GOAL_P99_MS, GOAL_P99_AT = 50.0, 32
+GOAL_COMMAND_RATIO = 3.0
 
-# A worker connects, says "ready", waits for "go" on stdin, appends, then prints its seconds.
+# A worker says "ready", waits for "go" on stdin, appends, then prints its latencies (seconds).
 FM_WORKER = """
-import os, sys, time
-from firstmate.store import queue
-from firstmate.store.home import Home
-from firstmate.store.database import open_store
-db = open_store(Home(__import__("pathlib").Path(sys.argv[1])))
-count, name = int(sys.argv[2]), sys.argv[3]
+import json, sys, time
+from firstmate.base import appendpath
+def fallback(*args):
+    raise SystemExit("the home is not at the current schema: the fast path was not taken")
+count, name = int(sys.argv[1]), sys.argv[2]
 print("ready", flush=True)
 sys.stdin.readline()
-t = time.perf_counter()
+took = []
 for i in range(count):
-    queue.append(db, "signal", f"{name}-{i}", f"signal: bench {name} {i}")
-print(time.perf_counter() - t, flush=True)
+    t = time.perf_counter()
+    appendpath.append("signal", f"{name}-{i}.status", f"signal: /h/state/{name}-{i}.status",
+                      fallback=fallback)
+    took.append(time.perf_counter() - t)
+print(json.dumps(took), flush=True)
 """
 
 FILE_WORKER = """
-import fcntl, os, sys, time
-path, count, name, sync = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+import fcntl, json, os, sys, time
+path, count, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)
 sys.stdin.readline()
-t = time.perf_counter()
+took = []
 for i in range(count):
+    t = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.write(fd, f"{int(time.time())}\\t{i}\\tsignal\\t{name}-{i}\\tsignal: bench {name} {i}\\n".encode())
-    if sync:
-        os.fsync(fd)
+    os.fsync(fd)
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
-print(time.perf_counter() - t, flush=True)
+    took.append(time.perf_counter() - t)
+print(json.dumps(took), flush=True)
 """
 
 
-def run_workers(code: str, args_for: list[list[str]]) -> float:
-    """Start every worker, release them together, return the wall time until all finished."""
-    env = {**os.environ, "PYTHONPATH": str(CORE)}
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def run_workers(code: str, args_for: list[list[str]], env: dict[str, str]) -> tuple[float, list[float]]:
+    """Start every worker, release them together: (wall seconds until all finished, latencies)."""
     procs = [subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env) for args in args_for]
     for proc in procs:
@@ -72,107 +101,138 @@ def run_workers(code: str, args_for: list[list[str]]) -> float:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
+    took: list[float] = []
     for proc in procs:
-        proc.communicate(timeout=3600)
+        out, _ = proc.communicate(timeout=3600)
         if proc.returncode != 0:
             raise SystemExit(f"a benchmark worker failed with exit {proc.returncode}")
-    return time.perf_counter() - start
+        took += json.loads(out)
+    return time.perf_counter() - start, took
 
 
-def bench_append(tmp: Path) -> dict[str, float]:
-    from firstmate.store.database import open_store
-    from firstmate.store.home import Home
-
-    home = Home(tmp / "append-home").ensure()
-    open_store(home).close()
-    ours = run_workers(FM_WORKER, [[str(home.root), str(APPENDS), f"p{i}"] for i in range(PROCS)])
-    with open_store(home).reading() as conn:
-        count = conn.execute("SELECT count(*), count(DISTINCT seq) FROM wakes").fetchone()
-    assert tuple(count) == (PROCS * APPENDS, PROCS * APPENDS), count
-    plain = run_workers(FILE_WORKER, [[str(tmp / "plain.queue"), str(APPENDS), f"p{i}", "0"]
-                                      for i in range(PROCS)])
-    synced = run_workers(FILE_WORKER, [[str(tmp / "synced.queue"), str(APPENDS), f"p{i}", "1"]
-                                       for i in range(PROCS)])
-    return {"ops": PROCS * APPENDS, "seconds": ours, "per_second": PROCS * APPENDS / ours,
-            "baseline_seconds": plain, "ratio": ours / plain,
-            "baseline_fsync_seconds": synced, "ratio_fsync": ours / synced}
+def figures(count: int, wall: float, took: list[float]) -> dict[str, float]:
+    ms = [t * 1000 for t in took]
+    return {"producers": count, "appends": len(ms), "per_second": round(len(ms) / wall, 1),
+            "p50_ms": round(statistics.median(ms), 3), "p99_ms": round(pct(ms, 99), 3),
+            "max_ms": round(max(ms), 3)}
 
 
-def file_drain_and_ack(path: Path, through: int) -> tuple[float, float]:
-    """The baseline: read + dedupe under flock, then rewrite the file without rows <= cutoff."""
-    import fcntl
-
-    t = time.perf_counter()
-    with open(path, "r+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        view: dict[tuple[bytes, bytes], bytes] = {}
-        for line in fh.read().splitlines():
-            fields = line.split(b"\t", 4)
-            view[(fields[2], fields[3])] = line
-        with open(os.devnull, "wb") as sink:
-            sink.write(b"\n".join(view.values()))
-    drained = time.perf_counter() - t
-    t = time.perf_counter()
-    with open(path, "r+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        keep = [line for line in fh.read().splitlines() if int(line.split(b"\t", 2)[1]) > through]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in keep))
-        os.replace(tmp, path)
-    return drained, time.perf_counter() - t
+def fresh_home(tmp: Path, name: str, pycache: Path) -> tuple[Path, dict[str, str]]:
+    """A home whose database exists at the current schema (so appends take the fast path)."""
+    root = tmp / name
+    env = child_env(root, pycache)
+    fm, _ = fm_argv()
+    subprocess.run([*fm, "wake", "append", "heartbeat", "setup", "heartbeat"], env=env,
+                   capture_output=True, check=True, timeout=120)
+    return root, env
 
 
-def bench_drain_ack(tmp: Path) -> dict[str, dict[str, float]]:
-    from firstmate.store import drain, queue
-    from firstmate.store.database import open_store
-    from firstmate.store.home import Home
+def bench_producers(tmp: Path, pycache: Path) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for count in COUNTS:
+        per = max(20, APPENDS // count)
+        _, env = fresh_home(tmp, f"producers-{count}", pycache)
+        ours = figures(count, *run_workers(FM_WORKER, [[str(per), f"p{i}"] for i in range(count)], env))
+        path = tmp / f"plain-{count}.queue"
+        base = figures(count, *run_workers(FILE_WORKER, [[str(path), str(per), f"p{i}"]
+                                                         for i in range(count)], env))
+        out.append({**ours, "baseline": base})
+    return out
 
-    home = Home(tmp / "drain-home").ensure()
-    db = open_store(home)
-    with queue.locked(db) as conn:
-        for i in range(ROWS):
-            queue.append_locked(conn, "signal", f"t{i}.status", f"signal: /h/state/t{i}.status")
-    t = time.perf_counter()
-    result = drain.drain(db, "main", env={})
-    drained = time.perf_counter() - t
-    assert len(result.rows) == ROWS and result.ack_through is not None and result.generation
-    t = time.perf_counter()
-    done = drain.acknowledge(db, "main", result.ack_through, result.generation, env={})
-    acked = time.perf_counter() - t
-    assert done.consumed == ROWS and done.retired
 
-    plain = tmp / "drain.queue"
-    plain.write_bytes(b"".join(
-        f"{int(time.time())}\t{i + 1}\tsignal\tt{i}.status\tsignal: /h/state/t{i}.status\n".encode()
-        for i in range(ROWS)))
-    base_drain, base_ack = file_drain_and_ack(plain, ROWS)
-    return {
-        "drain": {"rows": ROWS, "seconds": drained, "baseline_seconds": base_drain,
-                  "ratio": drained / base_drain},
-        "ack": {"rows": ROWS, "seconds": acked, "baseline_seconds": base_ack,
-                "ratio": acked / base_ack},
-    }
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                          check=False, timeout=300)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[:300]}")
+    return took
+
+
+def alternate(label: str, run: Callable[[int], float], env: dict[str, str],
+              baselines: list[list[str]]) -> dict[str, object]:
+    """``run(i)`` times one run of the command; *RUNS* of them alternate with each baseline."""
+    for i in range(2):  # warm the page cache and the byte code of both
+        run(-1 - i)
+        for base in baselines:
+            timed(base, env)
+    cmd: list[float] = []
+    bases: list[list[float]] = [[] for _ in baselines]
+    for i in range(RUNS):
+        for j, base in enumerate(baselines):
+            bases[j].append(timed(base, env))
+        cmd.append(run(i))
+    median = statistics.median(cmd)
+    return {"label": label, "runs": RUNS, "median_ms": round(median * 1000, 2),
+            "baseline_ms": round(statistics.median(bases[0]) * 1000, 2),
+            "ratio": round(median / statistics.median(bases[0]), 2),
+            "attrs_floor_ms": round(statistics.median(bases[1]) * 1000, 2),
+            "goal": GOAL_COMMAND_RATIO}
+
+
+def bench_commands(tmp: Path, pycache: Path) -> list[dict[str, object]]:
+    fm, _ = fm_argv()
+    root, env = fresh_home(tmp, "filled", pycache)
+    producers = 8
+    run_workers(FM_WORKER, [[str(-(-ROWS // producers)), f"p{i}"] for i in range(producers)], env)
+    shown = json.loads(subprocess.run([*fm, "wake", "drain", "--json"], env=env, capture_output=True,
+                                      text=True, check=True, timeout=300).stdout)
+    assert len(shown["rows"]) >= ROWS, len(shown["rows"])
+    baselines = [[sys.executable, "-c", "pass"], [sys.executable, "-c", "import attrs"]]
+    results = [
+        alternate("fm status", lambda i: timed([*fm, "status"], env), env, baselines),
+        alternate("fm wake drain", lambda i: timed([*fm, "wake", "drain"], env), env, baselines),
+    ]
+    # The acknowledgement consumes the rows: each run gets its own copy of the filled home,
+    # drained (outside the timing) as the model would have drained it.
+    acks: list[tuple[list[str], dict[str, str]]] = []
+    for i in range(RUNS + 2):
+        copy = tmp / f"ack-{i}"
+        shutil.copytree(root, copy, symlinks=True)
+        copy_env = {**env, "FM_HOME": str(copy)}
+        view = json.loads(subprocess.run([*fm, "wake", "drain", "--json"], env=copy_env,
+                                         capture_output=True, text=True, check=True,
+                                         timeout=300).stdout)
+        acks.append(([*fm, "wake", "drain", "--ack-through", str(view["ack_through"]),
+                      "--recovery-generation", str(view["generation"])], copy_env))
+    results.append(alternate("fm wake drain --ack-through",
+                             lambda i: timed(*acks[i + 2 if i >= 0 else -1 - i]), env, baselines))
+    return results
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="fm-bench-") as name:
-        tmp = Path(name)
-        append = bench_append(tmp)
-        print(f"append   {PROCS} procs x {APPENDS}: {append['seconds']:.3f} s "
-              f"({append['per_second']:.0f}/s durable) | baseline flock append "
-              f"{append['baseline_seconds']:.3f} s -> ratio {append['ratio']:.2f}x | "
-              f"baseline flock+fsync {append['baseline_fsync_seconds']:.3f} s -> ratio "
-              f"{append['ratio_fsync']:.2f}x")
-        da = bench_drain_ack(tmp)
-        for label in ("drain", "ack"):
-            fig = da[label]
-            print(f"{label:<8} {ROWS} rows: {fig['seconds']:.3f} s | baseline flock file "
-                  f"{fig['baseline_seconds']:.3f} s -> ratio {fig['ratio']:.2f}x")
-        ok = da["ack"]["seconds"] <= ACK_GOAL_S
-        print(f"goal: ack of {ROWS} rows <= {ACK_GOAL_S} s: {'met' if ok else 'MISSED'}")
-        summary = {"bench": "queue", "append": append, "drain": da["drain"], "ack": da["ack"],
-                   "ack_goal_seconds": ACK_GOAL_S, "ack_goal_met": ok}
-        emit("queue", summary)
+    tmp = Path(tempfile.mkdtemp(prefix="fm-bench-queue-"))
+    pycache = tmp / "pycache"
+    try:
+        producers = bench_producers(tmp, pycache)
+        commands = bench_commands(tmp, pycache)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    one = float(producers[0]["per_second"])  # type: ignore[arg-type]
+    for row in producers:
+        base = row["baseline"]
+        assert isinstance(base, dict)
+        print(f"{row['producers']:>3} producers: {row['per_second']:.0f} appends/s "
+              f"({float(row['per_second']) / one:.2f}x one producer's), per append p50 "  # type: ignore[arg-type]
+              f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms | baseline flock+fsync file "
+              f"{base['per_second']:.0f}/s, p99 {base['p99_ms']:.2f} ms")
+    last = producers[-1]
+    at_goal = [r for r in producers if r["producers"] == GOAL_P99_AT]
+    throughput_ok = float(last["per_second"]) >= one  # type: ignore[arg-type]
+    p99_ok = all(float(r["p99_ms"]) <= GOAL_P99_MS for r in at_goal)  # type: ignore[arg-type]
+    print(f"goal: throughput at {last['producers']} producers >= one producer's: "
+          f"{'met' if throughput_ok else 'MISSED'}; p99 at {GOAL_P99_AT} producers <= "
+          f"{GOAL_P99_MS:g} ms: " + ("met" if p99_ok and at_goal else
+                                     "not measured" if not at_goal else "MISSED"))
+    for r in commands:
+        verdict = "met" if float(r["ratio"]) <= GOAL_COMMAND_RATIO else "MISSED"  # type: ignore[arg-type]
+        print(f"{r['label']:<28} at {ROWS} rows: {r['median_ms']:.1f} ms | python -c pass "
+              f"{r['baseline_ms']:.1f} ms -> ratio {r['ratio']:.2f}x (goal <= "
+              f"{GOAL_COMMAND_RATIO:g}x: {verdict}); python -c 'import attrs' {r['attrs_floor_ms']:.1f} ms")
+    emit("queue", {"bench": "queue", "producers": producers, "commands": commands, "rows": ROWS,
+                   "goal_p99_ms": GOAL_P99_MS, "goal_command_ratio": GOAL_COMMAND_RATIO,
+                   "throughput_goal_met": throughput_ok, "p99_goal_met": p99_ok})
     return 0
 
 

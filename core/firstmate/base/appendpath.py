@@ -38,6 +38,10 @@ def insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: floa
     """Inside a write transaction: downtime evidence, then the row; returns its sequence."""
     # Recovery evidence first: a queued row never exists without its episode.
     episoderow.publish_downtime(conn, append=True)
+    return _row(conn, kind, key, payload, at)
+
+
+def _row(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: float | None) -> int:
     seq = dbconn.next_seq(conn)
     conn.execute(
         "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)",
@@ -55,21 +59,70 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
     this process's identity token for the lock's owner record (read from ``/proc/self`` when
     not given). Waits for both locks as long as it must. Does not ring the doorbell (the caller
     does, after this returns).
-    """
-    from firstmate.base import ownerlock
 
-    fd = ownerlock.acquire_recorded(lock_path, "queue", root, token)[0]
+    When the lock is taken, the row is spooled first and may be committed by whoever holds the
+    lock next, in one transaction with every other waiting row
+    (:mod:`firstmate.base.appendspool`): concurrent producers share fsyncs instead of queueing
+    for one each.
+    """
+    import fcntl
+
+    from firstmate.base import appendspool, ownerlock
+    from firstmate.base.safepaths import open_private
+
+    state = os.path.dirname(os.fspath(lock_path))
+    at = time.time() if at is None else float(at)
+    fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+    ident: str | None = None
     try:
-        return _transact(conn, db_path, kind, key, payload, at)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            ident = appendspool.write(state, at, kind, key, payload)
+            seq = appendspool.wait(conn, state, ident, fd)
+            if seq is not None:
+                os.close(fd)
+                return seq
+    except OSError as exc:
+        os.close(fd)
+        raise ownerlock.lock_failed(lock_path, exc) from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        ownerlock.write_record(fd, lock_path, "queue", root, token)
+        if ident is not None:
+            seq = appendspool.committed(conn, ident)
+            if seq is not None:  # a committer before us took our row
+                appendspool.discard(state, ident)
+                return seq
+        with appendspool.committing(state):
+            seq = commit_locked(conn, db_path, state, (at, kind, key, payload), ident)
+        if ident is not None:
+            appendspool.discard(state, ident)
+        return seq
     finally:
         ownerlock.release(fd)
 
 
-def _transact(conn: sqlite3.Connection, db_path: StrPath, kind: str, key: str, payload: str,
-              at: float | None) -> int:
+def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
+                  own: tuple[float, str, str, str], ident: str | None = None) -> int:
+    """For the holder of the queue lock and the spool's gate: one transaction with downtime
+    evidence, every spooled row and *own* ``(at, kind, key, payload)`` (spooled as *ident*, or
+    not spooled); returns *own*'s sequence number."""
+    from firstmate.base import appendspool
+
     dbconn.start(conn, db_path)
     try:
-        seq = insert(conn, kind, key, payload, at)
+        episoderow.publish_downtime(conn, append=True)  # once: the batch is one append
+        seq = 0
+        for entry, at, kind, key, payload in appendspool.collect(conn, state):
+            got = _row(conn, kind, key, payload, at)
+            appendspool.mark(conn, entry, got)
+            if entry == ident:
+                seq = got
+        if not seq:  # not spooled (the lock was free), or our spool file was removed by hand
+            seq = _row(conn, own[1], own[2], own[3], own[0])
     except BaseException as exc:
         dbconn.abort(conn, db_path, exc)
         raise
@@ -124,4 +177,4 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     return seq
 
 
-__all__ = ["append", "commit", "insert"]
+__all__ = ["append", "commit", "commit_locked", "insert"]

@@ -1,0 +1,204 @@
+"""Group commit (firstmate.base.appendspool): producers that wait for the queue lock have their
+rows committed by whoever holds it next, exactly once, whoever dies when."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from firstmate.base import appendpath, appendspool
+from firstmate.base.errors import StateError
+from firstmate.store.database import open_store
+from firstmate.store.home import Home
+from firstmate.store.locks import FileLock
+from wakeq_support import DEADLINE, child_env, finish, raw, rows, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def spooled(home: Home) -> list[str]:
+    folder = Path(appendspool.spool_dir(home.state))
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def markers(home: Home) -> dict[str, int]:
+    with raw(home) as conn:
+        return {str(k)[len(appendspool.MARKER):]: int(v) for k, v in conn.execute(
+            "SELECT key, value FROM kv WHERE key LIKE 'spool:%'")}
+
+
+def producer(home: Home, key: str) -> subprocess.Popen[str]:
+    """``fm wake append`` exactly as a crew or a hook runs it."""
+    return subprocess.Popen([sys.executable, "-m", "firstmate", "wake", "append", "check", key,
+                             f"check: {key}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=child_env(home))
+
+
+@pytest.fixture
+def queue_lock(fm_home: Home) -> Iterator[FileLock]:
+    open_store(fm_home).close()  # the database exists: appends take the fast path
+    lock = FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root)
+    lock.acquire(DEADLINE)
+    try:
+        yield lock
+    finally:
+        if lock.held:
+            lock.release()
+
+
+def commit_as_holder(home: Home, key: str) -> int:
+    """Be the committing producer: the caller holds the queue lock."""
+    db = open_store(home)
+    try:
+        with appendspool.committing(home.state):
+            return appendpath.commit_locked(db.connection(), db.path, home.state,
+                                            (time.time(), "check", key, f"check: {key}"))
+    finally:
+        db.close()
+
+
+def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    # The gate is held as a committing producer holds it: the waiters sleep on it.
+    gate = appendspool.committing(fm_home.state)
+    gate.__enter__()
+    procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
+    try:
+        wait_for(lambda: len(spooled(fm_home)) == 3)
+        db = open_store(fm_home)
+        try:
+            own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
+                                           (time.time(), "check", "holder", "check: holder"))
+        finally:
+            db.close()
+        gate.__exit__(None, None, None)
+        # The queue lock is still ours: each waiter learns its number from its marker alone.
+        outs = [p.communicate(timeout=DEADLINE) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], outs
+        assert queue_lock.held
+    finally:
+        for p in procs:
+            finish(p)
+    got = {f"waiter-{i}": int(out.strip()) for i, (out, _) in enumerate(outs)}
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {**got, "holder": own}  # every row once, at the number its producer was told
+    assert own == max(table.values())  # the spooled rows went in first, oldest first
+    assert spooled(fm_home) == []  # each waiter removed its own request
+
+
+def test_a_waiter_whose_row_was_committed_does_not_commit_it_again(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    proc = producer(fm_home, "late")
+    try:
+        wait_for(lambda: len(spooled(fm_home)) == 1)
+        # A commit that does not hold the gate while the waiter waits for the queue lock itself.
+        holder = commit_as_holder(fm_home, "holder")
+        queue_lock.release()
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"late": int(out), "holder": holder}
+    # The marker outlives the file only until the next commit, which deletes it.
+    assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
+    done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "next",
+                           "check: next"], capture_output=True, text=True, env=child_env(fm_home),
+                          timeout=DEADLINE, check=True)
+    assert int(done.stdout) == int(out) + 2 and markers(fm_home) == {}
+
+
+def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    # A producer killed while waiting leaves its request behind: the next commit takes it.
+    ident = appendspool.write(fm_home.state, time.time(), "check", "orphan", "check: orphan")
+    commit_as_holder(fm_home, "first")
+    commit_as_holder(fm_home, "second")  # the marker keeps the orphan from a second insert
+    keys = [key for _seq, _kind, key, _payload, _claim in rows(fm_home)]
+    assert keys == ["orphan", "first", "second"]
+    assert spooled(fm_home) == [ident] and ident in markers(fm_home)
+    old = time.time() - appendspool.ABANDONED_SECONDS - 5
+    os.utime(Path(appendspool.spool_dir(fm_home.state)) / ident, (old, old))
+    commit_as_holder(fm_home, "third")
+    assert spooled(fm_home) == [] and markers(fm_home) == {}
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)].count("orphan") == 1
+
+
+@pytest.mark.parametrize("content", [b"garbage", b"1.0\x00nosuchkind\x00k\x00p",
+                                     b"1.0\x00check\x00\x00p", b"\xff\xfe\x00check\x00k\x00p",
+                                     b"1.0\x00check\x00k\x1b[31m\x00p"])
+def test_a_spool_file_that_is_not_a_row_is_set_aside_never_inserted(
+    fm_home: Home, content: bytes
+) -> None:
+    open_store(fm_home).close()
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "00000000000000000001-1-planted").write_bytes(content)
+    commit_as_holder(fm_home, "real")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real"]
+    assert spooled(fm_home) == []
+    with raw(fm_home) as conn:
+        kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
+    assert len(kept) == 1 and kept[0].startswith("00000000000000000001-1-planted\t")
+
+
+def test_a_symlink_in_the_spool_is_never_followed(fm_home: Home, tmp_path: Path) -> None:
+    open_store(fm_home).close()
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"1.0\x00check\x00stolen\x00check: stolen")
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "00000000000000000001-1-link").symlink_to(outside)
+    commit_as_holder(fm_home, "real")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real"]
+    assert outside.exists()  # the link was removed, not what it points at
+
+
+def test_a_symlinked_spool_directory_is_refused_with_one_line(fm_home: Home, tmp_path: Path) -> None:
+    open_store(fm_home).close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "00000000000000000001-1-x").write_bytes(b"1.0\x00check\x00k\x00check: k")
+    Path(appendspool.spool_dir(fm_home.state)).symlink_to(elsewhere)
+    with pytest.raises(StateError, match="refusing symlinked state path"):
+        commit_as_holder(fm_home, "real")
+    done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "k",
+                           "check: k"], capture_output=True, text=True, env=child_env(fm_home),
+                          timeout=DEADLINE, check=False)
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert rows(fm_home) == []
+
+
+WORKER = """
+import json, sys
+from firstmate.base import appendpath
+def fallback(*a):
+    raise SystemExit("the fast path was not taken")
+name, count = sys.argv[1], int(sys.argv[2])
+print(json.dumps([appendpath.append("signal", f"{name}-{i}", f"signal: {name} {i}",
+                                    fallback=fallback) for i in range(count)]), flush=True)
+"""
+
+
+def test_many_producers_each_get_the_number_of_their_own_row(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, f"p{i}", "60"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=child_env(fm_home))
+             for i in range(12)]
+    told: dict[str, int] = {}
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        told.update({f"p{i}-{n}": seq for n, seq in enumerate(json.loads(out))})
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert len(table) == len(rows(fm_home)) == 12 * 60  # no row twice
+    assert table == told
+    assert spooled(fm_home) == []
