@@ -67,10 +67,9 @@ def test_empty_home_is_reported_and_nothing_is_created(tmp_path: Path) -> None:
     assert [c for c in checks if c in order] == order
     assert _by_check(data, "watcher")[0]["fix"] == "fm arm"
     assert _by_check(data, "queue")[0]["status"] == "ok"
-    for item in _by_check(data, "harness-config"):
-        if item["status"] == "warn":
-            assert item["fix"].startswith("fm install ")
-            assert "not installed or not current" in item["detail"]
+    # Harnesses this project never set up are no warnings: at most one line lists them.
+    configs = _by_check(data, "harness-config")
+    assert all(item["status"] == "ok" for item in configs) and len(configs) <= 1, configs
 
 
 def test_text_report_names_each_fix(tmp_path: Path) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from firstmate.base.errors import FirstmateError, UsageError
-from firstmate.plugin import shiminstall
+from firstmate.plugin import fmcommand, shiminstall
 from firstmate.plugin.configfiles import ConfigFileError
 from firstmate.plugin.harness import InstallOptions
 from firstmate.testing import snapshot
@@ -56,7 +55,8 @@ def test_install_writes_the_shim_the_client_and_the_launch_argv(project: Path) -
     assert MARKER in files[SPEC.shim].decode()
     assert files[f"{SPEC.support}/bridge-client.mjs"].decode() == _client()
     launch = json.loads(files[f"{SPEC.support}/launch.json"])
-    assert launch == {"argv": [sys.executable, "-m", "firstmate", "bridge", "testh"]}
+    # This installation's own entry point by absolute path: no fm on the harness's PATH needed.
+    assert launch == {"argv": [*fmcommand.own_argv(), "bridge", "testh"]}
     assert result.notes == ("restart testh",) and result.changed
     again = shiminstall.install(SPEC, _options(project))
     assert snapshot(project) == files and not again.changed and again.notes == ()

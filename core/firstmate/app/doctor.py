@@ -127,6 +127,8 @@ class Doctor:
         return "nobody" if owner is None else str(owner.kind)
 
     def check_configs(self) -> None:
+        """Each harness the project has config for, checked with the options it was installed
+        with (firstmate.plugin.installrecord); the others are listed in one line."""
         if not self._harnesses:
             return
         if not self.project.is_dir():
@@ -134,33 +136,92 @@ class Doctor:
                      "cd into the project directory and run fm doctor again")
             return
         from firstmate.plugin import manager as plugins
-        from firstmate.plugin.harness import InstallOptions
 
+        unset: list[str] = []
         for name in self._harnesses:
             try:
-                host = plugins.load_harness(name, self.env)
-                options = InstallOptions(harness=name, project=self.project, dry_run=True)
-                result = host.install(self.home, options)
+                self._check_config(plugins.load_harness(name, self.env), name, unset)
             except Exception as exc:
-                self.add("harness-config", "fail",
-                         f"{name}: the dry-run install failed: {_one_line(exc)}",
+                self.add("harness-config", "fail", f"{name}: the check failed: {_one_line(exc)}",
                          f"fm install {name} --dry-run")
-                continue
-            if result is None:
-                self.add("harness-config", "warn",
-                         f"{name}: the plugin does not implement fm install",
-                         f"pip install -U firstmate-plugin-{name}")
-                continue
-            stale = result.stale
-            if not result.changes:
-                self.add("harness-config", "ok", f"{name}: no project config files to install")
-            elif stale:
-                files = ", ".join(self._shown(change.path) for change in stale)
-                self.add("harness-config", "warn",
-                         f"{name}: not installed or not current in {self.project} ({files})",
-                         f"fm install {name}")
-            else:
-                self.add("harness-config", "ok", f"{name}: installed and current")
+        if unset:
+            self.add("harness-config", "ok",
+                     f"not set up in this project: {', '.join(unset)} "
+                     "(fm install <harness> sets one up)")
+
+    def _check_config(self, host: Any, name: str, unset: list[str]) -> None:
+        from firstmate.plugin import installrecord
+        from firstmate.plugin.harness import InstallOptions
+
+        try:
+            records = installrecord.for_project(self.home, name, self.project)
+        except ValueError as exc:
+            self.add("harness-config", "warn", f"{name}: {exc}",
+                     f"rerun the fm install {name} command you used, to record it again")
+            records = []
+        if not records:
+            probe = host.uninstall(self.home, InstallOptions(name, self.project, dry_run=True))
+            if probe is None or not probe.changed:
+                unset.append(name)
+                return
+            self.add("harness-config", "warn",
+                     f"{name}: installed in {self.project} with no record of its options "
+                     "(by an older fm, or by hand), so it cannot be checked",
+                     f"rerun the fm install {name} command you used, once")
+            return
+        seen: set[str] = set()
+        for record in records:
+            self._check_record(host, name, record, seen)
+
+    def _check_record(self, host: Any, name: str, record: Any, seen: set[str]) -> None:
+        result = host.install(self.home, record.options(dry_run=True))
+        if result is None:
+            self.add("harness-config", "warn", f"{name}: the plugin does not implement fm install",
+                     f"pip install -U firstmate-plugin-{name}")
+            return
+        if result.stale:
+            files = ", ".join(self._shown(change.path) for change in result.stale)
+            self.add("harness-config", "warn",
+                     f"{name}: not current in {self.project} ({files})", record.command())
+        elif result.changes:
+            self.add("harness-config", "ok", f"{name}: installed and current")
+        else:
+            self.add("harness-config", "ok", f"{name}: no project config files to install")
+        if record.fm_command not in seen:
+            seen.add(record.fm_command)
+            self._check_command(name, record)
+        for problem in host.install_problems(self.home, record.options()):
+            if problem.detail not in seen:  # two records may see one problem from both ends
+                seen.add(problem.detail)
+                self.add("harness-config", problem.status, f"{name}: {problem.detail}", problem.fix)
+
+    def _check_command(self, name: str, record: Any) -> None:
+        """Run the installed command's executable the way the harness runs a hook (a shell)."""
+        import shlex
+        import subprocess
+
+        words = shlex.split(record.fm_command)
+        if not words:
+            return
+        reinstall = attrs.evolve(record, fm_command_given=False).command()
+        if not os.path.isabs(words[0]):
+            self.add("harness-config", "warn",
+                     f"{name}: the hooks run {words[0]!r} from the harness's PATH; a harness "
+                     "started from a desktop launcher or another environment may not find it",
+                     reinstall)
+        try:
+            done = subprocess.run(["/bin/sh", "-c", f"{record.fm_command} --version"],
+                                  capture_output=True, text=True, timeout=30, check=False,
+                                  env=dict(self.env), stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.add("harness-config", "fail", f"{name}: the hook command could not be run: {exc}",
+                     reinstall)
+            return
+        if done.returncode != 0 or not done.stdout.startswith("fm "):
+            said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            self.add("harness-config", "fail",
+                     f"{name}: the hook command cannot start ({said}): {record.fm_command}",
+                     reinstall)
 
     def _shown(self, path: Path) -> str:
         try:

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import attrs
+
 from firstmate.base.errors import FirstmateError, UsageError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
 
-USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--fm-command CMD] "
-         "[--<harness flag>[=VALUE] …]")
+USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--json] "
+         "[--fm-command CMD] [--<harness flag>[=VALUE] …]")
 
 _DONE = {"created": "created", "merged": "merged", "removed": "removed", "unchanged": "unchanged"}
 _WOULD = {"created": "would create", "merged": "would merge", "removed": "would remove",
@@ -38,7 +40,9 @@ def _parser(verb: str) -> argparse.ArgumentParser:
     parser.add_argument("--project", default=None)
     parser.add_argument("--home", default=None)
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--fm-command", default="fm")
+    parser.add_argument("--json", action="store_true")
+    # None: this installation's own entry point by absolute path (firstmate.plugin.fmcommand).
+    parser.add_argument("--fm-command", default=None)
     return parser
 
 
@@ -62,20 +66,34 @@ def _flags(extra: Sequence[str], usage: str) -> dict[str, str]:
     return flags
 
 
-def parse(argv: Sequence[str], verb: str) -> InstallOptions:
+@attrs.frozen
+class Request:
+    """A parsed ``fm install`` / ``fm uninstall`` command line."""
+
+    options: InstallOptions
+    as_json: bool
+    #: Whether ``--fm-command`` was given (an install record keeps it for a reinstall).
+    fm_command_given: bool
+
+
+def parse(argv: Sequence[str], verb: str) -> Request:
     usage = USAGE.format(verb=verb)
     try:
         args, extra = _parser(verb).parse_known_args(list(argv))
     except argparse.ArgumentError as exc:
         raise UsageError(f"{exc}; {usage}") from exc
-    if args.fm_command.strip() == "":
+    if args.fm_command is not None and args.fm_command.strip() == "":
         raise UsageError(f"--fm-command needs a command; {usage}")
+    from firstmate.plugin.fmcommand import own_command
+
     project = Path(os.path.abspath(os.path.expanduser(args.project or os.getcwd())))
     home = Path(os.path.abspath(os.path.expanduser(args.home))) if args.home else None
-    return InstallOptions(
+    options = InstallOptions(
         harness=args.harness, project=project, home=home, dry_run=args.dry_run,
-        fm_command=args.fm_command, flags=_flags(extra, usage),
+        fm_command=args.fm_command if args.fm_command is not None else own_command(),
+        flags=_flags(extra, usage),
     )
+    return Request(options, args.json, args.fm_command is not None)
 
 
 def _shown(path: Path, project: Path) -> str:
@@ -93,6 +111,20 @@ def describe(change: FileChange, project: Path, dry_run: bool) -> str:
     return line
 
 
+def to_json(result: InstallResult, options: InstallOptions, verb: str) -> dict[str, object]:
+    """The ``--json`` form of a report: one object, the same facts as the lines."""
+    return {
+        "verb": verb, "harness": options.harness, "project": str(options.project),
+        "home": None if options.home is None else str(options.home),
+        "dry_run": options.dry_run, "fm_command": options.fm_command,
+        "changes": [{"path": str(c.path), "action": c.action,
+                     "backup": None if c.backup is None else str(c.backup),
+                     "line": describe(c, options.project, options.dry_run)}
+                    for c in result.changes],
+        "notes": [" ".join(note.split()) for note in result.notes],
+    }
+
+
 def report(result: InstallResult, options: InstallOptions, verb: str) -> None:
     prefix = f"fm {verb} {options.harness}: "
     for change in result.changes:
@@ -108,7 +140,9 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     if list(argv[:1]) in (["-h"], ["--help"]):
         sys.stdout.write(USAGE.format(verb=verb) + "\n")
         return ExitCode.OK
-    options = parse(argv, verb)
+    request = parse(argv, verb)
+    options = request.options
+    from firstmate.plugin import installrecord
     from firstmate.plugin.configfiles import require_project
     from firstmate.plugin.manager import load_harness
     from firstmate.store.home import Home, resolve_root
@@ -123,7 +157,26 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
             f"pip install -U firstmate-plugin-{options.harness}",
             exit_code=ExitCode.PLUGIN,
         )
-    report(result, options, verb)
+    if not options.dry_run:
+        # Doctor checks an install with the options it was made with (installrecord).
+        # Kept in the home the hooks use, and in the one fm resolves from the project directory
+        # (where a plain fm doctor run there looks).
+        for where in {home.root, resolve_root(cwd=options.project)}:
+            if remove:
+                def installed(record: installrecord.InstallRecord) -> bool:
+                    probe = host.uninstall(home, record.options(dry_run=True))
+                    return probe is not None and probe.changed
+
+                installrecord.prune(Home(where), options.harness, options.project, installed)
+            else:
+                installrecord.remember(Home(where).ensure(), options,
+                                       fm_command_given=request.fm_command_given)
+    if request.as_json:
+        import json
+
+        sys.stdout.write(json.dumps(to_json(result, options, verb), sort_keys=True) + "\n")
+    else:
+        report(result, options, verb)
     return ExitCode.OK
 
 

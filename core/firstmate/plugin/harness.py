@@ -231,7 +231,9 @@ class InstallOptions:
     home: Path | None = None
     #: Compute and report the changes, write nothing.
     dry_run: bool = False
-    #: The executable written into hook commands (``fm`` on PATH by default).
+    #: The command written into hook commands. ``fm install`` passes this installation's own
+    #: entry point by absolute path (firstmate.plugin.fmcommand) or the user's ``--fm-command``;
+    #: the plain default ``fm`` relies on the harness's PATH.
     fm_command: str = "fm"
     #: Harness-specific flags: ``--name`` → ``"true"``, ``--name=value`` / ``--name value`` → value.
     flags: Mapping[str, str] = attrs.field(factory=dict, converter=read_only, hash=False)
@@ -294,6 +296,17 @@ class InstallResult:
     def stale(self) -> tuple[FileChange, ...]:
         """The changes that are not ``unchanged``: of a dry run, the files not yet current."""
         return tuple(change for change in self.changes if change.action != "unchanged")
+
+
+@attrs.frozen
+class InstallProblem:
+    """Something wrong with a harness's install that a dry run cannot see (``fm doctor``): the
+    hooks registered twice, installed both as a harness plugin and in its settings, …"""
+
+    detail: str
+    #: The exact command that fixes it.
+    fix: str
+    status: str = attrs.field(default="warn", validator=attrs.validators.in_(("warn", "fail")))
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         HarnessInfo,
         HookOutcome,
         InstallOptions,
+        InstallProblem,
         InstallResult,
         RearmLedger,
     )
@@ -122,6 +123,15 @@ def firstmate_uninstall(home: Home, options: InstallOptions) -> InstallResult | 
     """Remove exactly what :func:`firstmate_install` wrote; the user's own entries stay.
 
     Return None unless ``options.harness`` is yours.
+    """
+
+
+@hookspec(firstresult=True)
+def firstmate_install_problems(home: Home, options: InstallOptions) -> list[InstallProblem] | None:
+    """For ``fm doctor``: what is wrong with the install of harness ``options.harness`` in
+    ``options.project`` (made with these options) that a dry-run install cannot show: the
+    hooks registered in two of the harness's config files, or both by a harness plugin and in
+    its settings. An empty list when nothing is; None unless ``options.harness`` is yours.
     """
 
 

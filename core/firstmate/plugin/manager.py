@@ -27,6 +27,7 @@ from firstmate.plugin.harness import (
     HarnessInfo,
     HookOutcome,
     InstallOptions,
+    InstallProblem,
     InstallResult,
     PluginFailure,
     RearmLedger,
@@ -141,6 +142,12 @@ class PluginHost:
     def uninstall(self, home: Home, options: InstallOptions) -> InstallResult | None:
         result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home, options=options)
         return result
+
+    def install_problems(self, home: Home, options: InstallOptions) -> list[InstallProblem]:
+        """What the harness's plugin finds wrong with this install beyond staleness."""
+        found: list[InstallProblem] | None = self.pm.hook.firstmate_install_problems(
+            home=home, options=options)
+        return list(found or ())
 
     def hook(self, harness: str, event: str, payload: Mapping[str, Any] | None, home: Home,
              env: Mapping[str, str]) -> HookOutcome | None:

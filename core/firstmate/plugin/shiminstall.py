@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,8 +98,9 @@ def resource_text(package: str, relative: str, harness: str) -> str:
 def launch_argv(spec: ShimSpec, options: InstallOptions) -> list[str]:
     """The bridge command: this Python's ``-m firstmate`` (so the harness needs no ``fm`` on its
     PATH) unless ``--fm-command`` names another; ``--home`` is pinned when given."""
-    words = (shlex.split(options.fm_command) if options.fm_command != "fm"
-             else [sys.executable, "-m", "firstmate"])
+    from firstmate.plugin.fmcommand import own_argv
+
+    words = shlex.split(options.fm_command) if options.fm_command != "fm" else own_argv()
     words += ["bridge", spec.harness]
     if options.home is not None:
         words += ["--home", str(options.home)]

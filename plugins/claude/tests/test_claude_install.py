@@ -133,7 +133,8 @@ def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) ->
     assert doc["permissions"] == mine["permissions"]
     assert doc["hooks"]["PreToolUse"] == mine["hooks"]["PreToolUse"]
     stop_commands = [h["command"] for g in doc["hooks"]["Stop"] for h in g["hooks"]]
-    assert "notify-send done" in stop_commands and "fm hook claude stop" in stop_commands
+    assert stop_commands[0] == "notify-send done" and len(stop_commands) == 2
+    assert stop_commands[1].endswith("fm hook claude stop")  # ours, by absolute path
     fm("uninstall", "claude")
     assert json.loads(settings.read_text()) == mine
 

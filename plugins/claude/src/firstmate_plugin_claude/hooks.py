@@ -13,6 +13,7 @@ from firstmate.plugin.harness import (
     HarnessInfo,
     HookOutcome,
     InstallOptions,
+    InstallProblem,
     RearmLedger,
     SessionAnchor,
 )
@@ -116,6 +117,14 @@ class ClaudePlugin(HookWakePlugin):
         return LOCAL_HOOKS if options.flag("local") else HOOKS
 
     foreign = staticmethod(gate.foreign)
+
+    @hookimpl
+    def firstmate_install_problems(self, home: Home, options: InstallOptions) -> list[InstallProblem] | None:
+        if options.harness != self.name:
+            return None
+        from firstmate_plugin_claude import installcheck
+
+        return installcheck.problems(options, (HOOKS, LOCAL_HOOKS))
 
     @hookimpl
     def firstmate_rearm_ledger(self, harness: str) -> RearmLedger | None:
