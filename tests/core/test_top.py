@@ -219,7 +219,10 @@ def test_a_short_screen_counts_the_crews_it_cannot_show() -> None:
     assert len(more) == 1
     shown = sum(1 for line in lines if line.startswith("  crew-"))
     assert more[0].strip() == f"… and {40 - shown} more crew(s)"
-    assert lines[-1] == "q quits"  # the wakes and the footer keep their place
+    assert lines[-1] == "q quits"  # the footer keeps its place
+    assert "last wakes (1 of 5)" in lines  # older wakes gave up their lines first
+    roomy = render(busy_frame(3), 100, height=24, footer="q quits")
+    assert "last wakes (5)" in roomy and not any("more crew" in line for line in roomy)
 
 
 def test_figures_are_readable() -> None:
@@ -346,3 +349,20 @@ def test_a_real_cycle_shows_a_healthy_watcher_then_its_wake(fm_home: Home,
     finally:
         popen.terminate()
         popen.wait(timeout=DEADLINE)
+
+
+def test_plain_mode_shows_unsafe_state_and_recovers_once_fixed(fm_home: Home,
+                                                              tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").write_text("x")
+    os.symlink(tmp_path / "elsewhere", fm_home.beacon)
+    popen = subprocess.Popen(fm_command("top"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        out = Reader(popen)
+        out.until(lambda t: "problem  refusing symlinked state path" in t, "the problem line")
+        fm_home.beacon.unlink()
+        out.until(lambda t: "watcher  none" in t, "a frame once the link is gone")
+    finally:
+        popen.terminate()
+        assert popen.wait(timeout=DEADLINE) == 143
+    assert popen.stderr is not None and popen.stderr.read() == b""

@@ -144,9 +144,11 @@ def _crew_line(frame: Frame, c: CrewView, name_w: int, pane_w: int, width: int) 
     return lead + cut(text, max(1, width - width_of(lead)))
 
 
-def _wake_lines(frame: Frame, width: int) -> list[str]:
-    lines = [f"last wakes ({len(frame.wakes)})", f"  {'ago':>6}  {'event':>7}  {'append':>7}  reason"]
-    for w in frame.wakes:
+def _wake_lines(frame: Frame, width: int, shown: int | None = None) -> list[str]:
+    wakes = frame.wakes if shown is None else frame.wakes[:shown]
+    count = f"{len(wakes)}" if len(wakes) == len(frame.wakes) else f"{len(wakes)} of {len(frame.wakes)}"
+    lines = [f"last wakes ({count})", f"  {'ago':>6}  {'event':>7}  {'append':>7}  reason"]
+    for w in wakes:
         lines.append(_wake_line(frame, w, width))
     if not frame.wakes:
         lines.append("  (none delivered yet)")
@@ -162,8 +164,8 @@ def _wake_line(frame: Frame, w: WakeView, width: int) -> str:
 def render(frame: Frame, width: int = 100, height: int | None = None,
            footer: str | None = None) -> list[str]:
     """The frame as lines of at most *width* columns (laid out for at least :data:`MIN_WIDTH`);
-    with *height*, at most that many lines (crews beyond the room left are counted on one line,
-    never silently dropped)."""
+    with *height*, at most that many lines: older wakes are left out first (down to the newest),
+    then crews beyond the room left are counted on one line, never silently dropped."""
     screen = max(1, width)
     width = max(MIN_WIDTH, width)
     top = _header(frame)
@@ -176,6 +178,11 @@ def render(frame: Frame, width: int = 100, height: int | None = None,
     tail = [] if footer is None else ["", footer]
     if height is not None and crews:
         room = height - len(top) - 1 - len(crews) - 1 - len(body) - len(tail)
+        if room < 0 and len(frame.wakes) > 1:
+            # The newest wake stays; the older ones give up their lines before any crew does.
+            shown = max(1, len(frame.wakes) + room)
+            room += len(frame.wakes) - shown
+            body = _wake_lines(frame, width, shown)
         if room < 0:
             keep = max(0, len(crews) - 2 + room - 1)  # rows kept; one line says how many more
             hidden = len(crews) - 2 - keep
