@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint": ("firstmate.cli.checkpoint", "one bounded foreground supervision window: exit 0 wake, 124 quiet"),
     "host": ("firstmate.cli.host", "the opt-in supervision host: park in place of the arm while away"),
     "doctor": ("firstmate.cli.doctor", "explain what is missing or broken for this home"),
+    "top": ("firstmate.cli.top", "a live view of the fleet, redrawn on change (q quits)"),
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),
 }
 

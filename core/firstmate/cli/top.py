@@ -1,0 +1,78 @@
+"""``fm top [--once] [--interval SECONDS]``: a live view of the home's fleet. Reads only.
+
+On a terminal it redraws a panel in place (``q`` quits); to a pipe or a file it appends a plain
+frame whenever the home's state changes; ``--once`` prints one frame and exits. What a frame
+holds and how changes are noticed: :mod:`firstmate.app.top`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from firstmate.base.errors import UsageError
+from firstmate.base.exitcodes import ExitCode
+
+DESCRIPTION = ("A live view of the fleet: watcher, queue, episode, crews with their last status, "
+               "and the last wakes with their latencies. Reads only; q quits.")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"fm top: {message}; run fm top --help")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text[:40]!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"the interval must be a positive number of seconds, "
+                                         f"not {text[:40]!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from firstmate.app.top_screen import DEFAULT_INTERVAL
+
+    parser = _Parser(prog="fm top", description=DESCRIPTION, allow_abbrev=False)
+    parser.add_argument("--once", action="store_true",
+                        help="print one plain frame and exit (for scripts)")
+    parser.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL, metavar="SECONDS",
+                        help="redraw at least this often even when nothing changed "
+                             f"(default {DEFAULT_INTERVAL:g}); changes are drawn within 0.1 s")
+    return parser
+
+
+def _width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def main(argv: Sequence[str]) -> int:
+    from firstmate.app.demo_panel import wants_live_view
+    from firstmate.app.top import Gatherer
+    from firstmate.app.top_screen import run_plain, run_screen
+    from firstmate.app.top_view import render
+    from firstmate.store.home import resolve_root
+
+    args = _parser().parse_args(list(argv))
+    env = dict(os.environ)
+    gatherer = Gatherer(resolve_root(env), env)
+    if args.once:
+        try:
+            frame = gatherer.gather()
+        finally:
+            gatherer.close()
+        sys.stdout.write("\n".join(render(frame, _width())) + "\n")
+        return ExitCode.OK
+    if wants_live_view(sys.stdout, env):
+        keys = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+        sys.stdout.flush()
+        return run_screen(gatherer, sys.stdout.fileno(), keys, interval=args.interval)
+    return run_plain(gatherer, sys.stdout, interval=args.interval, width=_width)
