@@ -22,6 +22,7 @@ re-armed watcher's first poll reads no pane whose signature held.
 from __future__ import annotations
 
 import hashlib
+import time
 
 import attrs
 
@@ -33,6 +34,10 @@ from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_QUIET = 15.0
+SLICE_ENV = "FM_STALE_SLICE_MS"
+DEFAULT_SLICE_MS = 20.0
+#: The ``_due`` key that asks for the next poll at once: the fleet was not looked at in full.
+_MORE = "\x00more"
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
 
@@ -81,6 +86,10 @@ class StaleSource:
     _pending: dict[str, PaneState] = attrs.field(factory=dict, init=False)
     _due: dict[str, float] = attrs.field(factory=dict, init=False)
     _missing: set[str] = attrs.field(factory=set, init=False)
+    #: Where the next poll starts in the crew list (after a poll cut short by its slice).
+    _resume: int = attrs.field(default=0, init=False)
+    #: Panes read (captured) in this poll: only reads count against the slice.
+    _reads: int = attrs.field(default=0, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -88,8 +97,18 @@ class StaleSource:
         if self.backend is None:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
+        budget = env_float(ctx.env, SLICE_ENV, DEFAULT_SLICE_MS, allow_zero=True) / 1000
         signatures = self._signatures()
-        for member in crewmod.list(self.home):
+        members = crewmod.list(self.home)
+        started, self._reads = time.monotonic(), 0
+        first = self._resume % len(members) if members else 0
+        self._resume = 0
+        for step, member in enumerate(members[first:] + members[:first]):
+            if self._reads and time.monotonic() - started > budget:
+                # The rest waits for the next poll, due now: the doorbell is answered first.
+                self._resume = first + step
+                self._due[_MORE] = ctx.now
+                return None
             try:
                 wake = self._look(ctx, member, quiet, signatures)
             except FirstmateError as exc:
@@ -122,6 +141,7 @@ class StaleSource:
 
     def _capture(self, ctx: PollContext, member: crewmod.Crew) -> str | None:
         assert self.backend is not None
+        self._reads += 1
         content = self.backend.capture(member.pane)
         if content is None:
             why = self.backend.last_error or "no such pane"
