@@ -38,6 +38,9 @@ SLICE_ENV = "FM_STALE_SLICE_MS"
 DEFAULT_SLICE_MS = 20.0
 #: The ``_due`` key that asks for the next poll at once: the fleet was not looked at in full.
 _MORE = "\x00more"
+#: How long a cut-short poll's listing serves its continuation (seconds): a poll due at once
+#: need not list the panes again.
+_FRESH = 1.0
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
 
@@ -88,8 +91,12 @@ class StaleSource:
     _missing: set[str] = attrs.field(factory=set, init=False)
     #: Where the next poll starts in the crew list (after a poll cut short by its slice).
     _resume: int = attrs.field(default=0, init=False)
-    #: Panes read (captured) in this poll: only reads count against the slice.
-    _reads: int = attrs.field(default=0, init=False)
+    #: The signatures and crew list of a poll cut short, reused by its continuation.
+    _listing: tuple[float, dict[str, str] | None, tuple[crewmod.Crew, ...]] | None = attrs.field(
+        default=None, init=False)
+    #: Each crew's pane state as last read or written by this process (the only writer while
+    #: it holds the watcher singleton): a poll reads ``NAME.pane-state`` once per watcher.
+    _states: dict[str, PaneState | None] = attrs.field(factory=dict, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -98,15 +105,20 @@ class StaleSource:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
         budget = env_float(ctx.env, SLICE_ENV, DEFAULT_SLICE_MS, allow_zero=True) / 1000
-        signatures = self._signatures()
-        members = crewmod.list(self.home)
-        started, self._reads = time.monotonic(), 0
+        listing, self._listing = self._listing, None
+        if self._resume and listing is not None and time.monotonic() - listing[0] < _FRESH:
+            signatures, members = listing[1], listing[2]
+        else:
+            self._resume = 0
+            signatures, members = self._signatures(), crewmod.list(self.home)
+        started = time.monotonic()
         first = self._resume % len(members) if members else 0
         self._resume = 0
         for step, member in enumerate(members[first:] + members[:first]):
-            if self._reads and time.monotonic() - started > budget:
+            if step and time.monotonic() - started > budget:
                 # The rest waits for the next poll, due now: the doorbell is answered first.
                 self._resume = first + step
+                self._listing = (started, signatures, members)
                 self._due[_MORE] = ctx.now
                 return None
             try:
@@ -141,7 +153,6 @@ class StaleSource:
 
     def _capture(self, ctx: PollContext, member: crewmod.Crew) -> str | None:
         assert self.backend is not None
-        self._reads += 1
         content = self.backend.capture(member.pane)
         if content is None:
             why = self.backend.last_error or "no such pane"
@@ -154,7 +165,12 @@ class StaleSource:
     def _look(self, ctx: PollContext, member: crewmod.Crew, quiet: float,
               signatures: dict[str, str] | None) -> Wake | None:
         name = member.name
-        state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name, crewmod.PANE_STATE)))
+        if name in self._states:
+            state = self._states[name]
+        else:
+            state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name,
+                                                                    crewmod.PANE_STATE)))
+            self._states[name] = state
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None
         if signature != "-":
@@ -221,6 +237,7 @@ class StaleSource:
     def _write(self, name: str, state: PaneState) -> None:
         # A cache of what was seen: a crash that loses it costs one re-read, so no fsync (at
         # 500 crews the first poll writes 500 of these).
+        self._states[name] = state
         atomic_write(crewmod.path(self.home, name, crewmod.PANE_STATE), state.encode(),
                      durable=False)
 
