@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -48,9 +49,18 @@ def pi_bin() -> Path:
     return npm_install("pi", PI_VERSION, [f"@mariozechner/pi-coding-agent@{PI_VERSION}"], "pi")
 
 
-def start_pi(r: Rig, mock: MockApi) -> Rpc:
+def start_pi(r: Rig, mock: MockApi, package: Path | None = None) -> Rpc:
+    """Pi in RPC mode, its shim from ``fm install pi`` or, given *package*, from that directory
+    as a Pi package (``pi install DIR -l``) with nothing installed by fm."""
     binary = pi_bin()
-    r.setup(extra_env={"PI_OFFLINE": "1"})
+    r.setup(extra_env={"PI_OFFLINE": "1"}, install=package is None)
+    if package is not None:
+        for args in (["install", str(package), "-l"], ["list"]):
+            done = subprocess.run([str(binary), *args], cwd=r.project, env=r.env,
+                                  capture_output=True, text=True, timeout=300,
+                                  stdin=subprocess.DEVNULL, check=False)
+            assert done.returncode == 0 and str(package) in done.stdout, (
+                f"pi {' '.join(args)}: {done.stdout}{done.stderr}")
     agent = r.user / ".pi" / "agent"
     agent.mkdir(parents=True)
     (agent / "models.json").write_text(json.dumps({"providers": {"mock": {
