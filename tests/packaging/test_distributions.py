@@ -6,7 +6,8 @@ resolve inside the sdist), each plugin depends on the core's 0.1 contract and br
 ``firstmate-<harness>`` app, and the core installs nothing but its package and ``fm``.
 
 Runs in ``tox -e dist`` (which installs build, twine and setuptools>=77); elsewhere it is
-skipped when those are missing.
+skipped when those are missing. The builds are the session's (conftest.py), shared with
+test_pipx.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dists import LICENSE, REPO, Built, build_all, pyproject, require_tools
+from dists import LICENSE, REPO, Built, pyproject
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -39,12 +40,6 @@ CLASSIFIERS = {
 PRIVATE = "Private :: Do Not Upload"
 #: A Markdown link or image: [text](target).
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)[^)]*\)")
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> list[Built]:
-    require_tools()
-    return build_all(tmp_path_factory.mktemp("packaging"))
 
 
 def plugins(built: list[Built]) -> list[Built]:
