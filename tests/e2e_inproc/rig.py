@@ -227,12 +227,14 @@ class Rig:
         return value
 
     def bridges(self) -> list[int]:
-        """Live ``fm bridge <harness>`` processes started for this rig."""
+        """Live ``fm bridge <harness>`` processes started for this rig: ``python -m firstmate
+        bridge …`` or, as ``fm install`` now writes it, the ``fm`` script by absolute path."""
         found = []
         for proc in self.tagged():
             with contextlib.suppress(psutil.Error):
                 words = proc.cmdline()
-                if "firstmate" in " ".join(words) and "bridge" in words:
+                ours = "firstmate" in words or any(os.path.basename(w) == "fm" for w in words)
+                if ours and "bridge" in words:
                     found.append(proc.pid)
         return found
 
