@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mock_api import MockApi
-from rig import REPO, Rig, needs_node, rig, rpc_first_turn, wake_reaches_model
+from rig import REPO, Rig, needs_node, rig, rpc_first_turn, wait_for, wake_reaches_model
 from test_omp_inproc import start_omp
 from test_opencode_inproc import opencode_bin, prepare, wake_through_serve
 from test_pi_inproc import start_pi
@@ -61,6 +61,28 @@ def test_pi_package(tmp_path: Path, mock: MockApi, source: str) -> None:
         first = rpc_first_turn(r, pi, mock)
         started_from_path(r)
         wake_reaches_model(r, pi, mock, first, f"PI-{source.upper()}")
+
+
+def test_pi_package_without_the_python_side_says_what_to_install(tmp_path: Path,
+                                                                   mock: MockApi) -> None:
+    """No fm anywhere the shim looks: Pi still works, and shows one notice naming the pipx line."""
+    with rig(tmp_path, "pi") as r:
+        pi = start_pi(r, mock, package=package("pi", "checkout", tmp_path),
+                      before_start=lambda: (r.bindir / "fm").unlink())
+        pi.send({"id": "p1", "type": "prompt", "message": "say hi"})
+        wait_for(lambda: mock.seen("say hi"), "the turn at the mock", diag=r.diag)
+        wait_for(lambda: pi.count("agent_end"), "the turn to end", diag=r.diag)
+
+        def notices() -> list[str]:
+            return [e.get("message", "") for e in pi.events()
+                    if e.get("type") == "extension_ui_request" and e.get("method") == "notify"]
+
+        wait_for(notices, "the shim's notice", diag=r.diag)
+        assert notices() == [
+            "firstmate: fm not found, so fm bridge pi cannot start and supervision is off; "
+            "install the Python side with: pipx install --include-deps firstmate-plugin-pi "
+            "(or pip install firstmate-plugin-pi), then restart pi"], notices()
+        assert not r.bridge_calls() and pi.proc.poll() is None, pi.diag()
 
 
 @pytest.mark.parametrize("source", SOURCES)

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,11 @@ def pi_bin() -> Path:
     return npm_install("pi", PI_VERSION, [f"@mariozechner/pi-coding-agent@{PI_VERSION}"], "pi")
 
 
-def start_pi(r: Rig, mock: MockApi, package: Path | None = None) -> Rpc:
+def start_pi(r: Rig, mock: MockApi, package: Path | None = None,
+             before_start: Callable[[], object] | None = None) -> Rpc:
     """Pi in RPC mode, its shim from ``fm install pi`` or, given *package*, from that directory
-    as a Pi package (``pi install DIR -l``) with nothing installed by fm."""
+    as a Pi package (``pi install DIR -l``) with nothing installed by fm; *before_start* runs
+    just before Pi starts."""
     binary = pi_bin()
     r.setup(extra_env={"PI_OFFLINE": "1"}, install=package is None)
     if package is not None:
@@ -68,6 +71,8 @@ def start_pi(r: Rig, mock: MockApi, package: Path | None = None) -> Rpc:
         "models": [{"id": "mock-model", "reasoning": False, "input": ["text"],
                     "contextWindow": 200000, "maxTokens": 4096}]}}}))
     mock.probe = r.health_now
+    if before_start is not None:
+        before_start()
     return r.rpc([str(binary), "--mode", "rpc", "--provider", "mock", "--model", "mock-model",
                   "--no-session"], "pi")
 
