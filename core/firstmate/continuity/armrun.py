@@ -57,7 +57,7 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
             return ExitCode.FAILED
         home = Home(resolve_root(env))
         if mode.name in ("arm", "restart", "take-over"):
-            home.ensure()
+            home.ensure(announce=env)
         # The singleton is inspected (and a holder signalled) through these paths: a symlink
         # there is unsafe state (exit 4), not an unverifiable holder to wait for.
         for path in (home.root, home.state):
