@@ -2,14 +2,15 @@
 
 Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
-ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records, in
-``kv``, the highest row it presented to its actor and the generation its acknowledgement command
-named: an acknowledgement through a row never presented, or naming a generation that is neither
-the current episode's nor one a drain printed, is refused whole (a usage error naming the right
-command), so a mistyped number or generation never consumes a row nobody saw. A drain bounds its wait
-for the queue lock with ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the
-bound runs out, changes nothing and says so in one line; an acknowledgement waits as long as it
-must. The rows and the lock are :mod:`firstmate.store.queue`'s.
+ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
+(:mod:`firstmate.store.presented`) the highest row it presented to its actor and the generation
+its acknowledgement command named: an acknowledgement through a row never presented, or naming a
+generation that is neither the current episode's nor one a drain printed, is refused whole (a
+usage error naming the right command), so a mistyped number or generation never consumes a row
+nobody saw. A drain bounds its wait for the queue lock with
+``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the bound runs out, changes
+nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
+lock are :mod:`firstmate.store.queue`'s.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from firstmate.store.queue import (
 
 def ack_command(through: int, generation: str, suffix: str = "") -> str:
     return f"fm wake drain --ack-through {through} --recovery-generation {generation}{suffix}"
-
 
 
 @attrs.frozen
