@@ -186,7 +186,7 @@ class Watcher:
         if refused is not None:
             self._say(f"watcher: FAILED - refusing to run from a disposable checkout: {refused}")
             return ExitCode.FAILED
-        self.home = Home(resolve_root(self.env)).ensure()
+        self.home = Home(resolve_root(self.env)).ensure(announce=self.env)
         claimed = self._claim()
         if claimed is not None:
             return claimed
