@@ -119,6 +119,15 @@ def test_fm_help_of_an_unknown_command_is_a_usage_error(fm_env: Mapping[str, str
                            "commands\n")
 
 
+@pytest.mark.parametrize("args", [["help", "crew", "nosuch"], ["crew", "nosuch", "--help"],
+                                  ["help", "wake", "grant", "nosuch"]])
+def test_help_of_an_unknown_subcommand_is_a_usage_error(args: list[str],
+                                                        fm_env: Mapping[str, str]) -> None:
+    done = fm(fm_env, *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "invalid choice: 'nosuch'" in done.stderr and done.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("flag", ["-V", "--version"])
 def test_version(flag: str, fm_env: Mapping[str, str]) -> None:
     done = fm(fm_env, flag)

@@ -112,7 +112,8 @@ class Parser(argparse.ArgumentParser):
                 ns.subcommand = ns.command  # (a group within a group: fm wake grant publish)
             ns.command = args[0]
             return ns
-        if wants_help(args):
+        unknown_command = bool(self.commands and args and not args[0].startswith("-"))
+        if wants_help(args) and not unknown_command:
             self.show_help()  # -h anywhere among the options, whatever else is wrong
         unknown = self._unknown_option(args)
         if unknown is not None:

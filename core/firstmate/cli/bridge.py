@@ -26,9 +26,9 @@ _NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 def parser() -> Parser:
     from firstmate.cli.args import Parser
 
-    parser = Parser("fm bridge", "The long-lived process an in-process harness shim (Pi, omp, "
-                    "OpenCode) starts and talks to: JSON lines on stdin and stdout "
-                    "(docs/bridge.md). Started by the shim fm install writes, never by hand.")
+    parser = Parser("fm bridge", "The long-lived process an in-process harness's shim starts and "
+                    "talks to: JSON lines on stdin and stdout (docs/bridge.md). Started by the "
+                    "shim fm install writes, never by hand.")
     parser.add_argument("harness", metavar="HARNESS",
                         help="the harness whose shim this serves ([a-z][a-z0-9_-]*)")
     parser.add_argument("--home", metavar="DIR",

@@ -44,7 +44,7 @@ def parser() -> Parser:
                     "harness's plugin and answers in the harness's own terms. Never wedges or "
                     "breaks its harness: a bad payload reaches the plugin as none.")
     parser.add_argument("harness", metavar="HARNESS",
-                        help="the harness whose plugin answers (claude, cursor, codex, ...)")
+                        help="the harness whose plugin answers (fm plugins lists them)")
     parser.add_argument("event", metavar="EVENT",
                         help="the hook event in kebab case (session-start, stop, stop-failure)")
     parser.add_argument("--home", metavar="DIR",

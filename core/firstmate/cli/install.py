@@ -57,7 +57,8 @@ def parser(verb: str = "install", harness: str | None = None,
     if harness is not None:
         parser.help_command = f"fm {verb} {harness}"
     parser.add_argument("harness", metavar="HARNESS",
-                        help="the harness whose config to change (claude, cursor, codex, ...)")
+                        help="the harness whose config to change (fm plugins lists the installed "
+                             "ones)")
     parser.add_argument("--project", metavar="DIR",
                         help="the project directory the config files live under (default: the "
                              "current directory; it must exist)")
