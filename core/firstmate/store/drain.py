@@ -127,6 +127,17 @@ def drain(
     return result
 
 
+def _reclaim_gone_grant(conn: sqlite3.Connection) -> list[str]:
+    """Main takes back the rows of a branch grant whose owner is gone; the notice saying so."""
+    from firstmate.store import grants
+
+    gone = grants.reclaim_if_gone(conn)
+    if gone is None:
+        return []
+    return [f"wake drain: reclaimed the supervision branch grant of gone pid {gone.owner_pid} "
+            f"(generation {gone.generation}); its rows return to main"]
+
+
 def drain_locked(
     conn: sqlite3.Connection, db: Store, actor: str, *, env: Mapping[str, str] | None = None
 ) -> DrainResult:
@@ -134,12 +145,7 @@ def drain_locked(
 
     notices: list[str] = []
     if actor == "main":
-        gone = grants.reclaim_if_gone(conn)
-        if gone is not None:
-            notices.append(
-                f"wake drain: reclaimed the supervision branch grant of gone pid {gone.owner_pid} "
-                f"(generation {gone.generation}); its rows return to main"
-            )
+        notices += _reclaim_gone_grant(conn)
     else:
         _require_branch_grant(conn)
     usable, bad = scan(conn)
@@ -307,12 +313,7 @@ def acknowledge_locked(
 
     notices: list[str] = []
     if actor == "main":
-        gone = grants.reclaim_if_gone(conn)
-        if gone is not None:
-            notices.append(
-                f"wake drain: reclaimed the supervision branch grant of gone pid {gone.owner_pid} "
-                f"(generation {gone.generation}); its rows return to main"
-            )
+        notices += _reclaim_gone_grant(conn)
         notices += retire(conn, sql_unusable(conn), "wake drain")[0]
     elif grants.read(conn) is None:
         raise FirstmateError(
