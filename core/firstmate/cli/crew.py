@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from firstmate.base.errors import StateError, UsageError
+from firstmate.base.errors import UsageError
 from firstmate.base.exitcodes import ExitCode
 
 TYPE_CHECKING = False  # typing's own, without importing typing (see firstmate/__init__.py)
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from firstmate.store.home import Home
 
 USAGE = """usage: fm crew add NAME --pane TARGET [--replace]
+       fm crew spawn NAME --harness H [--cwd DIR | --worktree BRANCH] [-- PROMPT...]
+       fm crew steer NAME "instruction"
+       fm crew stop NAME
        fm crew list [--json]
        fm crew remove NAME
        fm crew status NAME "<verb>: note"
@@ -47,7 +50,11 @@ def main(argv: Sequence[str]) -> int:
         return _status(rest)
     if command == "turn-ended" and not helping:
         return _turn_ended(rest)
-    handler = {"add": _add, "list": _list, "remove": _remove, "answer": _answer,
+    if command in ("spawn", "steer", "stop", "list"):
+        from firstmate.cli import crewfleet
+
+        return crewfleet.main(command, rest)
+    handler = {"add": _add, "remove": _remove, "answer": _answer,
                "status": _status, "turn-ended": _turn_ended}.get(command)
     if handler is None:
         raise UsageError(f"unknown crew command {command!r}; run fm crew --help")
@@ -119,53 +126,6 @@ def _add(rest: list[str]) -> int:
     else:
         sys.stdout.write(f"crew: {added.name} now watches pane {added.pane} (was {before.pane})\n")
     return ExitCode.OK
-
-
-def _list(rest: list[str]) -> int:
-    import json
-
-    from firstmate.store import crew
-
-    parser = _parser("fm crew list")
-    parser.add_argument("--json", action="store_true")
-    ns = parser.parse_args(rest)
-    entries: list[dict[str, object]] = []
-    home: Home | None = None
-    try:
-        home = _home(create=False)
-    except StateError:
-        if os.path.isdir(_root()):
-            raise
-        # No home yet: nothing is registered.
-    for member in crew.list(home) if home is not None else ():
-        assert home is not None
-        last = crew.last_line(home, member.name)
-        entries.append({
-            "name": member.name,
-            "pane": member.pane,
-            "added_at": member.added_at,
-            "last_status": None if last is None else {"at": last.at, "text": crew.clean_text(last.text)},
-            "open_decisions": len(crew.open_decisions(home, member.name)),
-        })
-    if ns.json:
-        sys.stdout.write(json.dumps(entries, indent=1) + "\n")
-        return ExitCode.OK
-    if not entries:
-        sys.stdout.write("no crews registered; add one with: fm crew add NAME --pane TARGET\n")
-        return ExitCode.OK
-    for entry in entries:
-        last_status = entry["last_status"]
-        text = last_status["text"] if isinstance(last_status, dict) else "(no status yet)"
-        decisions = entry["open_decisions"]
-        flag = f"  [{decisions} open decision(s)]" if decisions else ""
-        sys.stdout.write(f"{entry['name']}\t{entry['pane']}\t{crew.cut(str(text), 160)}{flag}\n")
-    return ExitCode.OK
-
-
-def _root() -> str:
-    from firstmate.store.home import resolve_root
-
-    return str(resolve_root(os.environ))
 
 
 def _remove(rest: list[str]) -> int:
