@@ -8,9 +8,9 @@ rest, in an order that never leaves a crew reporting into nothing:
    directory (``state/crew-launch/NAME/``), never into the project;
 3. a new window running a small launcher that waits on a FIFO there;
 4. the crew registered with the new pane and its harness recorded;
-5. the crew's environment (the spawner's, without its tmux and harness-session variables, plus
-   ``FM_CREW``, ``FM_HOME`` and the plugin's) handed through the FIFO, so it never rests on
-   disk; the launcher then becomes the harness (``exec``).
+5. the crew's environment (the spawner's, without its tmux, terminal and harness-session
+   variables, plus ``FM_CREW``, ``FM_HOME`` and the plugin's) handed through the FIFO, so it
+   never rests on disk; the launcher then becomes the harness (``exec``).
 
 A failure after the window opened ends the window and undoes the registration.
 """
@@ -48,9 +48,9 @@ HANDOFF_TIMEOUT = 30.0
 READY_TIMEOUT_ENV = "FM_CREW_READY_TIMEOUT"
 READY_TIMEOUT = 60.0
 GIT_TIMEOUT = 120.0
-#: What the crew never inherits from the spawner: the pane it was typed in belongs to the
-#: spawner (tmux sets the crew's own).
-SPAWNER_ONLY = ("TMUX", "TMUX_PANE")
+#: What the crew never inherits from the spawner: the pane and the terminal belong to the
+#: spawner (tmux sets the crew's own, which the launcher keeps).
+SPAWNER_ONLY = ("TMUX", "TMUX_PANE", "TERM")
 
 #: The pane's program: read the environment from the FIFO (bounded by an alarm), then become
 #: the harness. Standard library only, run isolated (``-I``): it must start whatever the
@@ -65,7 +65,7 @@ signal.alarm(0)
 if not isinstance(spec, dict):
     sys.exit("fm: the crew launch was cancelled")
 env = spec["env"]
-for name in ("TMUX", "TMUX_PANE"):
+for name in ("TMUX", "TMUX_PANE", "TERM"):
     if name in os.environ:
         env[name] = os.environ[name]
 os.chdir(spec["cwd"])
