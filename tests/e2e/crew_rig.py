@@ -235,7 +235,8 @@ class CrewRig:
             f'exec "{sys.executable}" -m firstmate "$@"\n')
         self.fm_wrapper.chmod(0o755)
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FM_", "FIRSTMATE_PLUGINS", "CLAUDE", "ANTHROPIC", "PI_"))
+               if not k.startswith(("FM_", "FIRSTMATE_PLUGINS", "CLAUDE", "ANTHROPIC", "PI_", "OMP_",
+                                    "OPENCODE_", "CODEX_"))
                and k not in ("TMUX", "TMUX_PANE")}
         search = [str(self.fm_wrapper.parent), *(str(p) for p in extra_path), env.get("PATH", "")]
         pythonpath = [*paths, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
@@ -258,6 +259,21 @@ class CrewRig:
         self.arms.append(arm)
         assert arm.status.startswith("watcher: started"), arm.status
         return arm
+
+    def turn_end_wakes(self, name: str, harness: str, *args: str) -> str:
+        """Spawn *harness* as crew *name* (*args* go to ``fm crew spawn``) under the primary's
+        ``fm arm`` and return the reason it closes with: the crew's first turn end."""
+        arm = self.arm_primary()
+        done = self.fm("crew", "spawn", name, "--harness", harness, "--cwd", str(self.project),
+                       "--fm-command", str(self.fm_wrapper), *args, "--", "Say hello.")
+        assert done.returncode == 0, f"fm crew spawn: {done.stderr}{done.stdout}"
+        reason = arm.wait_reason(deadline=60)
+        assert reason == f"signal: {name}.turn-ended", f"{reason}\n{self.diag(name)}"
+        calls = [args for _pid, crew, args in self.calls() if crew == name]
+        assert f"crew turn-ended {name}" in calls, calls
+        self.handle_wake()
+        self.assert_crew_never_armed(name)
+        return reason
 
     def handle_wake(self) -> str:
         """Play the primary's part of a handled wake: drain, then acknowledge as printed."""
