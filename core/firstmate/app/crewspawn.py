@@ -142,7 +142,7 @@ def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                              "check the repository and retry") from exc
 
 
-def _first_line(text: str) -> str:
+def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "no output"
 
@@ -168,7 +168,7 @@ def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Path:
     done = _git(args, root)
     if done.returncode != 0:
         raise FirstmateError(f"git worktree add for branch {branch!r} failed: "
-                             f"{_first_line(done.stderr)}; fix that and retry")
+                             f"{_last_line(done.stderr)}; fix that and retry")
     return target
 
 
