@@ -372,7 +372,8 @@ class HarnessContract:
             self, harness: str, host: Any, project: Path, tmp_path: Path) -> None:
         """``firstmate_crew_launch`` answers only for its own harness; its answer gives the
         brief, and names its crew-mode config (inside the crew's launch directory, never the
-        project) and the turn-end command, or it refuses in one line."""
+        project) and the turn-end command, or it refuses in one line (a plugin that does not
+        implement it is skipped)."""
         from firstmate.base.errors import UsageError
         from firstmate.plugin.crewlaunch import CrewLaunchRequest
 
@@ -386,7 +387,9 @@ class HarnessContract:
         except UsageError as exc:
             assert "\n" not in exc.message and "fm crew add contract-crew" in exc.message
             return
-        assert launch is not None, f"{harness} gives no crew launch and no refusal"
+        if launch is None:
+            pytest.skip(f"{harness} does not implement firstmate_crew_launch: fm crew spawn "
+                        "refuses it")
         words = " ".join((*launch.argv, *launch.env.values()))
         assert "BRIEF-of-the-contract-crew" in words or launch.prompt == "type"
         assert "--extra-arg" in launch.argv
