@@ -1,99 +1,79 @@
-"""Idle cost of a watcher: CPU (% of one core) and RSS while nothing happens.
+"""Idle cost with 1, 50, 200 and 500 crews: the CPU and memory of a parked arm, nothing happening.
 
-Run with ``python bench/idle.py``. Starts a real watcher (``fm watch``) on a fresh home with the
-default ``FM_POLL`` (15 s), waits until it is healthy, then measures its CPU time and resident
-memory over ``FM_BENCH_IDLE_SECONDS`` (default 60) with psutil. A ``sleep`` process measured over
-the same window is the baseline. Goals: < 0.5 % of one core, RSS < 40 MB. The last line is one
-JSON object.
+Run with ``python bench/idle.py`` (needs tmux and psutil). For each fleet size it starts a
+private tmux server with one window per crew, each a working agent's unchanging pane (busy, never
+stale: the case where a naive watcher keeps reading every pane), registered as crews by pane id,
+and parks one real ``python -m firstmate arm`` (the handling successor of an arm that took one
+wake, as continuity runs it) with the default ``FM_POLL`` and no harness plugin
+(``bench/_fleet.py``). The window opens ``FM_POLL`` + 3 s after its ``watcher: started`` line,
+and not before every pane has had its one confirming read (each crew's ``pane-state`` records it
+read busy: a fleet that went quiet together is read in one pass, seconds long at 500 crews on a
+loaded machine, and that one-off pass is not idle). Over ``FM_BENCH_IDLE_SECONDS`` (default 30:
+two polls) it measures the CPU time, as % of one core, of everything the machine runs for the
+user's supervision: the arm, the watcher, every short-lived tmux client the watcher ran (its
+reaped children) and the tmux server; and the watcher's RSS. The baseline is a ``sleep`` process
+measured over the same window.
+
+Goals: idle ≤ 1 % of one core at every size; RSS flat, i.e. the watcher's RSS at each size
+≤ 1.1 x its RSS with the first size (1 crew by default), which each line prints as a ratio. The
+closing line names the smallest size where a goal breaks (or says they held); the last line is
+one JSON object. Knobs: ``FM_BENCH_FLEET`` (sizes, default ``1,50,200,500``),
+``FM_BENCH_IDLE_SECONDS``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import psutil
+from _common import emit  # the script's own folder is first on sys.path
+from _fleet import SIZES, Fleet, need_tmux
 
-HERE = Path(__file__).resolve().parent
-CORE = HERE.parent / "core"
-sys.path.insert(0, str(CORE))
-
-from _common import emit  # noqa: E402  (the script's own folder is first on sys.path)
-
-SECONDS = float(os.environ.get("FM_BENCH_IDLE_SECONDS", "60"))
-GOAL_CPU_PCT, GOAL_RSS_MB = 0.5, 40.0
-
-
-def cpu_seconds(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return float(times.user + times.system)
+SECONDS = float(os.environ.get("FM_BENCH_IDLE_SECONDS", "30"))
+GOAL_CPU_PCT, GOAL_RSS_RATIO = 1.0, 1.1
 
 
 def main() -> int:
-    from firstmate.store.health import watcher_health
-    from firstmate.store.home import Home
+    from firstmate.watch.watcher import DEFAULT_POLL
 
+    need_tmux("bench/idle.py")
+    # From the arm's start to the window at least: past FM_POLL, when the confirming reads fall.
+    settle = DEFAULT_POLL + 3.0
     tmp = Path(tempfile.mkdtemp(prefix="fm-idle-"))
-    home = Home(tmp / "home").ensure()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
-    env.update({"PYTHONPATH": str(CORE), "FM_HOME": str(home.root),
-                "FM_TMUX": str(tmp / "no-tmux"), "FIRSTMATE_PLUGINS": "none"})
-    watcher = subprocess.Popen([sys.executable, "-m", "firstmate", "watch"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=env)
-    sleeper = subprocess.Popen(["sleep", str(int(SECONDS) + 60)])
+    rows: list[dict[str, float]] = []
+    print(f"idle: arm + watcher + its tmux clients + tmux server over {SECONDS:g} s, from "
+          f">= {settle:g} s after the start, every pane confirmed busy (goal <= "
+          f"{GOAL_CPU_PCT:g} % of one core, watcher RSS <= {GOAL_RSS_RATIO:g}x the "
+          f"{SIZES[0]}-crew RSS); baseline: a sleep process, same window", flush=True)
     try:
-        deadline = time.monotonic() + 30
-        while not watcher_health(home, env).healthy:
-            if time.monotonic() > deadline or watcher.poll() is not None:
-                raise SystemExit("the watcher did not become healthy")
-            time.sleep(0.05)
-        time.sleep(1.0)  # let the first poll's one-off work (plugin load, migrations) finish
-        procs = {"watcher": psutil.Process(watcher.pid), "sleep": psutil.Process(sleeper.pid)}
-        before = {name: cpu_seconds(p) for name, p in procs.items()}
-        start = time.monotonic()
-        time.sleep(SECONDS)
-        wall = time.monotonic() - start
-        after = {name: cpu_seconds(p) for name, p in procs.items()}
-        rss = {name: p.memory_info().rss / (1024 * 1024) for name, p in procs.items()}
-        if watcher.poll() is not None:
-            raise SystemExit("the watcher exited during the idle window")
+        for size in SIZES:
+            with Fleet(size, tmp) as fleet:
+                fleet.wake(0.0)  # the parked arm is a successor, as a user's is
+                r = fleet.idle(SECONDS, settle)
+            reference = rows[0]["watcher_rss_mb"] if rows else r["watcher_rss_mb"]
+            r["rss_ratio"] = round(r["watcher_rss_mb"] / reference, 2)
+            r["meets_goal"] = r["cpu_pct"] <= GOAL_CPU_PCT and r["rss_ratio"] <= GOAL_RSS_RATIO
+            rows.append(r)
+            print(f"{size:>4} crews (window from {r['settled_s']:.0f} s): {r['cpu_pct']:.2f} % "
+                  f"of a core (arm {r['arm_cpu_pct']:.2f}, "
+                  f"watcher {r['watcher_cpu_pct']:.2f}, its tmux clients "
+                  f"{r['tmux_clients_cpu_pct']:.2f}, tmux server {r['tmux_server_cpu_pct']:.2f}; "
+                  f"sleep {r['baseline_sleep_cpu_pct']:.2f}; resolution "
+                  f"{r['cpu_resolution_pct']}); watcher RSS {r['watcher_rss_mb']:.1f} MB "
+                  f"({r['rss_ratio']:.2f}x), arm {r['arm_rss_mb']:.1f} MB, sleep "
+                  f"{r['baseline_sleep_rss_mb']:.1f} MB", flush=True)
     finally:
-        watcher.send_signal(signal.SIGTERM)
-        try:
-            watcher.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            watcher.kill()
-        sleeper.kill()
-        sleeper.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    cpu = {name: (after[name] - before[name]) / wall * 100 for name in procs}
-    result: dict[str, object] = {
-        "bench": "watcher-idle",
-        "seconds": round(wall, 1),
-        "cpu_pct": round(cpu["watcher"], 4),
-        "rss_mb": round(rss["watcher"], 1),
-        "baseline_sleep_cpu_pct": round(cpu["sleep"], 4),
-        "baseline_sleep_rss_mb": round(rss["sleep"], 1),
-        "rss_ratio": round(rss["watcher"] / max(rss["sleep"], 0.1), 1),
-        # CPU time is counted in clock ticks: below this the figure reads as 0.
-        "cpu_resolution_pct": round(100 / os.sysconf("SC_CLK_TCK") / wall, 4),
-        "goal_cpu_pct": GOAL_CPU_PCT,
-        "goal_rss_mb": GOAL_RSS_MB,
-    }
-    result["meets_goal"] = cpu["watcher"] < GOAL_CPU_PCT and rss["watcher"] < GOAL_RSS_MB
-    print(f"watcher idle {wall:.0f}s: CPU {result['cpu_pct']:.3f}% of one core, RSS "
-          f"{result['rss_mb']:.1f} MB (goal < {GOAL_CPU_PCT:g}%, < {GOAL_RSS_MB:g} MB; CPU "
-          f"resolution {result['cpu_resolution_pct']}%)")
-    print(f"baseline sleep process: CPU {result['baseline_sleep_cpu_pct']:.3f}%, RSS "
-          f"{result['baseline_sleep_rss_mb']:.1f} MB (watcher RSS is {result['rss_ratio']}x)")
-    emit("idle", result)
+    broken = [r for r in rows if not r["meets_goal"]]
+    breaks_at = int(broken[0]["crews"]) if broken else None
+    print(f"goals: idle <= {GOAL_CPU_PCT:g} % of a core, RSS flat (<= {GOAL_RSS_RATIO:g}x): "
+          + (f"first broken at {breaks_at} crews" if broken else
+             f"held up to {int(rows[-1]['crews'])} crews"))
+    emit("idle", {"bench": "watcher-idle", "sizes": rows, "breaks_at": breaks_at,
+                  "seconds": SECONDS, "settle_s": settle, "goal_cpu_pct": GOAL_CPU_PCT,
+                  "goal_rss_ratio": GOAL_RSS_RATIO})
     return 0
 
 

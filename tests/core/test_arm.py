@@ -393,6 +393,19 @@ def test_stop_stops_the_verified_watcher_and_its_arms_fail_without_a_delivery(ri
     assert isinstance(state, episodes.Episode) and state.status == "pending"
 
 
+def test_stop_in_a_home_no_watcher_ever_used_says_none_running_and_creates_nothing(rig: Rig) -> None:
+    fresh = rig.tmp / "never-created"
+    done = rig.fm("arm", "--stop", env={"FM_HOME": str(fresh)})
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, f"watcher: none running (no home at {fresh})\n", "")
+    assert not fresh.exists()
+    fresh.mkdir(mode=0o700)  # a home directory without its state/
+    done = rig.fm("arm", "--stop", env={"FM_HOME": str(fresh)})
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, f"watcher: none running (no state directory in {fresh})\n", "")
+    assert list(fresh.iterdir()) == []
+
+
 def test_an_attached_arm_follows_a_successor_chain_across_two_cycles(rig: Rig) -> None:
     owner = rig.spawn("arm")
     first = started_pid(owner.line())

@@ -11,7 +11,7 @@ import pytest
 from firstmate.cli import wake as wake_cli
 from firstmate.store.drain import DrainResult
 from firstmate.store.home import Home
-from wakeq_support import child_env, claims, finish, fm, live_owner, rows
+from wakeq_support import child_env, claims, finish, fm, live_owner, rows, set_episode
 
 ACK_RE = "WAKE_ACK_REQUIRED: after handling completes run fm wake drain --ack-through {} --recovery-generation {}\n"
 
@@ -60,11 +60,46 @@ def test_drain_prints_rows_on_stdout_and_exactly_the_ack_line_on_stderr(fm_home:
 
 
 def test_episode_only_drain_asks_for_ack_through_zero(fm_home: Home) -> None:
-    fm(fm_home, "wake", "append", "signal", "a", "x")
-    gen = current_generation(fm_home)
-    fm(fm_home, "wake", "drain", "--ack-through", "1", "--recovery-generation", "other.1.x")  # moved
+    set_episode(fm_home, "pending", "downtime", "seed.1.aaa")  # a watcher went down; no rows
     out = fm(fm_home, "wake", "drain")
-    assert out.stdout == "" and out.stderr == ACK_RE.format(0, gen)
+    assert out.stdout == "" and out.stderr == ACK_RE.format(0, "seed.1.aaa")
+    acked = fm(fm_home, "wake", "drain", "--ack-through", "0", "--recovery-generation", "seed.1.aaa")
+    assert (acked.returncode, acked.stdout, acked.stderr) == (0, "", "")
+    assert current_generation(fm_home) == "seed.1.aaa"
+    assert fm(fm_home, "wake", "query", "--json").stdout.count("acked:handling:seed.1.aaa") == 1
+
+
+def test_ack_beyond_the_presented_rows_exits_2_naming_the_command_and_keeps_every_row(fm_home: Home) -> None:
+    fm(fm_home, "wake", "append", "signal", "a", "presented")
+    fm(fm_home, "wake", "drain")
+    fm(fm_home, "wake", "append", "signal", "b", "appended after the drain")
+    gen = current_generation(fm_home)
+    out = fm(fm_home, "wake", "drain", "--ack-through", "99", "--recovery-generation", gen)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "fm: wake drain: --ack-through 99 is beyond the last wake row presented to you (1); "
+        f"nothing was acknowledged: run fm wake drain --ack-through 1 --recovery-generation {gen} "
+        "after handling it\n"
+    )
+    assert claims(fm_home) == {1: "main", 2: None}
+    right = fm(fm_home, "wake", "drain", "--ack-through", "1", "--recovery-generation", gen)
+    assert (right.returncode, right.stderr) == (0, "")
+    assert claims(fm_home) == {2: None}  # the row nobody saw waits for the next drain
+
+
+def test_ack_with_a_made_up_generation_exits_2_naming_the_current_one(fm_home: Home) -> None:
+    fm(fm_home, "wake", "append", "signal", "a", "x")
+    fm(fm_home, "wake", "drain")
+    gen = current_generation(fm_home)
+    out = fm(fm_home, "wake", "drain", "--ack-through", "1", "--recovery-generation", "made.up.gen")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "fm: wake drain: unknown recovery generation made.up.gen (the current episode is "
+        f"pending:handling:{gen}); nothing was acknowledged: run fm wake drain --ack-through 1 "
+        f"--recovery-generation {gen} after handling it\n"
+    )
+    assert claims(fm_home) == {1: "main"}
+    assert current_generation(fm_home) == gen
 
 
 def test_drain_json_is_one_object_with_the_same_facts(fm_home: Home) -> None:

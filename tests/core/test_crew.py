@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -257,3 +260,72 @@ def test_fm_crew_status_stays_light(home: Home) -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
                          timeout=60, check=True)
     assert out.stdout.strip() == "0", out.stdout
+
+
+# --- the pane check of fm crew add (a real tmux server on a private socket) ------------------
+
+
+def fm_with(home: Home, extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
+    env.update(PYTHONPATH=CORE, FM_HOME=str(home.root), **extra)
+    return subprocess.run([sys.executable, "-m", "firstmate", *args], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+
+
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    if shutil.which("tmux") is None:
+        pytest.skip("the tmux binary is not installed")
+    socket = f"fmtest-crew-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmux = ["tmux", "-L", socket, "-f", "/dev/null"]
+    started = subprocess.run([*tmux, "new-session", "-d", "-s", "fleet", "sh", "-c", "exec sleep 100000"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    assert started.returncode == 0, started.stderr
+    try:
+        yield socket
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30, check=False)
+
+
+def warning(name: str, pane: str, why: str) -> str:
+    return (f"crew: warning: tmux has no pane {pane} ({why}); {name} is registered anyway: start "
+            f"the crew in that pane, or fix it with fm crew add {name} --pane TARGET --replace\n")
+
+
+@pytest.mark.tmux
+def test_cli_add_asks_tmux_for_the_pane_and_warns_but_registers_a_missing_one(
+    home: Home, tmux_socket: str
+) -> None:
+    on_server = {"FM_TMUX_SOCKET": tmux_socket}
+    out = fm_with(home, on_server, "crew", "add", "w0", "--pane", "fleet:0.0")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "crew: added w0 (pane fleet:0.0)\n", "")
+    out = fm_with(home, on_server, "crew", "add", "w1", "--pane", "nosuch:0.9")
+    assert (out.returncode, out.stdout) == (0, "crew: added w1 (pane nosuch:0.9)\n")
+    assert out.stderr == warning("w1", "nosuch:0.9", "can't find session: nosuch")
+    out = fm_with(home, on_server, "crew", "add", "w2", "--pane", "fleet:0.9")
+    assert out.returncode == 0
+    assert out.stderr == warning("w2", "fleet:0.9", "can't find pane: 9")
+    assert [c.name for c in crew.list(home)] == ["w0", "w1", "w2"]  # registered all the same
+    # The fix the warning names clears it.
+    out = fm_with(home, on_server, "crew", "add", "w1", "--pane", "fleet:0.0", "--replace")
+    assert (out.returncode, out.stderr) == (0, "")
+
+
+@pytest.mark.tmux
+def test_cli_add_warns_when_no_tmux_server_answers_for_the_socket(home: Home) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("the tmux binary is not installed")
+    unused = {"FM_TMUX_SOCKET": f"fmtest-none-{os.getpid()}-{uuid.uuid4().hex[:8]}"}
+    out = fm_with(home, unused, "crew", "add", "w1", "--pane", "fleet:0.0")
+    assert out.returncode == 0 and crew.get(home, "w1").pane == "fleet:0.0"
+    assert out.stderr.startswith("crew: warning: tmux has no pane fleet:0.0 (")
+    assert out.stderr.endswith("fix it with fm crew add w1 --pane TARGET --replace\n")
+    assert out.stderr.count("\n") == 1
+
+
+def test_cli_add_without_tmux_only_notes_that_the_pane_was_not_checked(home: Home, tmp_path: Path) -> None:
+    missing = tmp_path / "no-tmux"
+    out = fm_with(home, {"FM_TMUX": str(missing)}, "crew", "add", "w1", "--pane", "%1")
+    assert (out.returncode, out.stdout) == (0, "crew: added w1 (pane %1)\n")
+    assert out.stderr == (f"crew: note: pane %1 was not checked (tmux binary '{missing}' not "
+                          "found (set FM_TMUX))\n")

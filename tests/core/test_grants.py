@@ -99,9 +99,31 @@ def test_branch_ack_cannot_swallow_main_rows(db: Store, fm_home: Home, owner: su
     grants.publish(db, GEN, [3])
     main = drain(db, "main")
     assert main.generation is not None
+    branch = drain(db, "branch")
+    assert branch.ack_through == 3
     result = ack(db, "branch", 3, main.generation)
     assert result.consumed == 1
     assert claims(fm_home) == {1: "main", 2: "main"}
+
+
+def test_branch_ack_takes_only_what_a_branch_drain_presented(
+    db: Store, fm_home: Home, owner: subprocess.Popen[bytes]
+) -> None:
+    fill(db, 2)
+    grants.activate(db, owner.pid, GEN)
+    grants.publish(db, GEN, [1, 2])
+    gen = str(episode(db).token()).split(":")[2]
+    with pytest.raises(UsageError, match=r"--ack-through 2 is beyond the last wake row presented "
+                       r"to you \(none\); nothing was acknowledged: re-run fm wake drain --actor branch"):
+        ack(db, "branch", 2, gen)  # published, but no branch drain presented them yet
+    assert drain(db, "branch").ack_through == 2
+    grants.release(db, GEN)  # given back: what the drain presented goes with them
+    grants.publish(db, GEN, [1, 2])
+    with pytest.raises(UsageError, match="beyond the last wake row presented to you"):
+        ack(db, "branch", 2, gen)
+    assert claims(fm_home) == {1: "branch", 2: "branch"}
+    assert drain(db, "branch").ack_through == 2
+    assert ack(db, "branch", 2, gen).consumed == 2
 
 
 def test_the_branch_command_omits_the_flag_when_the_environment_sets_the_actor(
@@ -248,20 +270,25 @@ def test_main_drain_reclaims_a_grant_whose_owner_is_gone(db: Store, fm_home: Hom
 
 def test_main_ack_reclaims_a_reused_pid_grant(db: Store, fm_home: Home) -> None:
     fill(db, 1)
+    first = drain(db, "main")
+    assert first.generation is not None
+    fill(db, 1)
     me = identity.current()
     # Our own pid recorded with another command line: a reused pid, so the owner is gone.
     forged = identity.ProcessIdentity(me.pid, me.started, "0" * 16).token()
     with raw(fm_home) as conn:
         conn.execute("INSERT INTO branch_grant VALUES (1, ?, ?, ?, 0, 1)", (me.pid, forged, GEN))
-        conn.execute("UPDATE wakes SET claim = 'branch'")
-    gen = str(episode(db).token()).split(":")[2]
-    result = ack(db, "main", 1, gen)
+        conn.execute("UPDATE wakes SET claim = 'branch' WHERE seq = 2")
+    result = ack(db, "main", 1, first.generation)
     assert any("reclaimed" in n for n in result.notices)
     # The reclaimed row was never shown to main: it waits for main's next drain.
-    assert result.consumed == 0 and not result.retired
+    assert result.consumed == 1 and not result.retired
+    assert claims(fm_home) == {2: grants.RETURNED}
+    with pytest.raises(UsageError, match="beyond the last wake row presented to you"):
+        ack(db, "main", 2, first.generation)
     shown = drain(db, "main")
-    assert [r.seq for r in shown.rows] == [1] and shown.generation is not None
-    done = ack(db, "main", 1, shown.generation)
+    assert [r.seq for r in shown.rows] == [2] and shown.generation is not None
+    done = ack(db, "main", 2, shown.generation)
     assert done.consumed == 1 and done.retired
 
 

@@ -267,14 +267,70 @@ def test_a_row_appended_after_presentation_survives_the_ack_and_keeps_the_episod
     assert [r.seq for r in again.rows] == [late] and again.generation == presented.generation
 
 
-def test_main_ack_first_claims_unreserved_rows_at_or_below_the_cutoff(db: Store, fm_home: Home) -> None:
+def test_an_ack_beyond_the_last_presented_row_is_refused_and_consumes_nothing(db: Store, fm_home: Home) -> None:
     queue.append(db, "signal", "a", "1")
-    queue.append(db, "signal", "b", "2")
-    queue.append(db, "signal", "c", "3")
-    gen = generation(db)
-    result = ack(db, 2, gen)  # never drained: rows 1 and 2 are claimed then consumed
-    assert result.consumed == 2
-    assert claims(fm_home) == {3: None}
+    presented = drain(db)
+    late = queue.append(db, "signal", "b", "never presented")
+    gen = presented.generation
+    assert gen is not None
+    before = (rows(fm_home), episode(db))
+    with pytest.raises(UsageError) as err:
+        ack(db, 99, gen)
+    assert err.value.message == (
+        "wake drain: --ack-through 99 is beyond the last wake row presented to you (1); nothing "
+        f"was acknowledged: run fm wake drain --ack-through 1 --recovery-generation {gen} after "
+        "handling it"
+    )
+    assert (rows(fm_home), episode(db)) == before
+    with pytest.raises(UsageError, match=f"through {late} is beyond .* presented to you \\(1\\)"):
+        ack(db, late, gen)
+    assert ack(db, 1, gen).consumed == 1
+    assert claims(fm_home) == {late: None}  # the late row waits for the next drain
+
+
+def test_an_ack_without_any_drain_is_refused(db: Store, fm_home: Home) -> None:
+    queue.append(db, "signal", "a", "1")
+    with pytest.raises(UsageError) as err:
+        ack(db, 1, generation(db))  # never drained: nothing was presented, nothing is claimed
+    assert err.value.message == (
+        "wake drain: --ack-through 1 is beyond the last wake row presented to you (none); nothing "
+        "was acknowledged: re-run fm wake drain and use the WAKE_ACK_REQUIRED command it prints"
+    )
+    assert claims(fm_home) == {1: None}
+
+
+def test_repeating_a_completed_ack_is_a_silent_no_op(db: Store, fm_home: Home) -> None:
+    queue.append(db, "signal", "a", "1")
+    presented = drain(db)
+    assert presented.generation is not None
+    assert ack(db, 1, presented.generation).retired
+    again = ack(db, 1, presented.generation)  # e.g. a retried command
+    assert (again.consumed, again.retired, again.notices) == (0, True, ())
+
+
+def test_an_unknown_generation_is_refused_naming_the_current_one(db: Store, fm_home: Home) -> None:
+    queue.append(db, "signal", "a", "1")
+    presented = drain(db)
+    gen = presented.generation
+    assert gen is not None
+    before = (rows(fm_home), episode(db))
+    with pytest.raises(UsageError) as err:
+        ack(db, 1, "made.up.gen")
+    assert err.value.exit_code == 2
+    assert err.value.message == (
+        "wake drain: unknown recovery generation made.up.gen (the current episode is "
+        f"pending:handling:{gen}); nothing was acknowledged: run fm wake drain --ack-through 1 "
+        f"--recovery-generation {gen} after handling it"
+    )
+    assert (rows(fm_home), episode(db)) == before
+
+
+def test_an_unknown_generation_with_nothing_open_is_refused(db: Store, fm_home: Home) -> None:
+    set_episode(fm_home, "acked", "handling", "done.1.a")
+    with pytest.raises(UsageError, match=r"unknown recovery generation stale\.9\.z \(the current "
+                       r"episode is acked:handling:done\.1\.a\); nothing was acknowledged: re-run "):
+        ack(db, 0, "stale.9.z")
+    assert episode(db) == Episode("acked", "handling", "done.1.a")
 
 
 def test_generation_mismatch_still_consumes_rows_and_names_the_remedy(db: Store, fm_home: Home) -> None:
@@ -309,12 +365,14 @@ def test_ack_that_removes_nothing_names_the_exact_command_for_the_waiting_row(db
     )
 
 
-def test_ack_of_an_unknown_generation_with_nothing_open_says_so(db: Store, fm_home: Home) -> None:
+def test_ack_of_an_older_printed_generation_with_nothing_open_says_so(db: Store, fm_home: Home) -> None:
+    set_episode(fm_home, "pending", "downtime", "old.1.a")
+    assert drain(db).generation == "old.1.a"  # printed: a known generation from now on
     set_episode(fm_home, "acked", "handling", "done.1.a")
-    result = ack(db, 0, "stale.9.z")
+    result = ack(db, 0, "old.1.a")
     assert not result.retired and not result.moved and result.consumed == 0
     assert result.notices == (
-        "wake drain: recovery generation stale.9.z is not the current episode "
+        "wake drain: recovery generation old.1.a is not the current episode "
         "(acked:handling:done.1.a); nothing more to retire",
     )
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base.errors import ConflictError, FirstmateError
-from firstmate.store import drain, episodes, grants, identity, queue
+from firstmate.base.errors import ConflictError, FirstmateError, UsageError
+from firstmate.store import drain, episodes, grants, identity, presented, queue
 from firstmate.store.database import Store, last_seq, open_store
 from firstmate.store.home import Home
 from hypothesis import strategies as st
@@ -66,6 +66,9 @@ class QueueMachine(RuleBasedStateMachine):
         self.seen_gens: set[str] = set()
         self.grants_made = 0
         self.payloads = 0
+        #: The highest row a drain presented to each actor, and the generations drains printed.
+        self.marks = {"main": 0, "branch": 0}
+        self.printed: list[str] = []
 
     def teardown(self) -> None:
         self.db.close()
@@ -117,14 +120,25 @@ class QueueMachine(RuleBasedStateMachine):
     def claim_of(self, actor: str) -> list[int]:
         return sorted(s for s, r in self.rows.items() if r.claim == actor)
 
+    def give_back(self) -> None:
+        for r in self.rows.values():
+            if r.claim == "branch":
+                r.claim = "returned"
+        self.marks["branch"] = 0
+
     def reclaim(self) -> bool:
         if self.grant is not None and not self.grant.live:
-            for r in self.rows.values():
-                if r.claim == "branch":
-                    r.claim = "returned"
+            self.give_back()
             self.grant = None
             return True
         return False
+
+    def record(self, result: drain.DrainResult) -> None:
+        if result.ack_through is not None and result.generation is not None:
+            actor = result.actor
+            self.marks[actor] = max(self.marks[actor], result.ack_through)
+            kept = [g for g in self.printed if g != result.generation] + [result.generation]
+            self.printed = kept[-presented.GENERATIONS_KEPT:]
 
     def retire(self) -> None:
         if self.bad:
@@ -194,6 +208,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert result.ack_command is None
             self.sync()
+            self.record(result)
             return
         if not mine:
             assert result.rows == () and result.ack_command is None
@@ -208,15 +223,27 @@ class QueueMachine(RuleBasedStateMachine):
         assert result.ack_through == max(mine)
         assert result.generation == self.ep.gen
         assert result.held is None
+        self.record(result)
 
-    @rule(data=st.data(), actor=st.sampled_from(["main", "branch"]), stale=st.booleans())
-    def acknowledge(self, data: st.DataObject, actor: str, stale: bool) -> None:
+    @rule(data=st.data(), actor=st.sampled_from(["main", "branch"]),
+          which=st.sampled_from(["current", "printed", "made-up"]))
+    def acknowledge(self, data: st.DataObject, actor: str, which: str) -> None:
         current = self.ep.gen if self.ep is not None else STALE_GEN
-        gen = STALE_GEN if stale else current
-        presented = self.claim_of(actor)
-        cutoff = data.draw(st.sampled_from([0, *presented, self.last() + 1]))
+        gen = {"current": current, "made-up": STALE_GEN,
+               "printed": data.draw(st.sampled_from(self.printed)) if self.printed else current}[which]
+        mine = self.claim_of(actor)
+        mark = self.marks[actor]
+        cutoff = data.draw(st.sampled_from([0, *mine, mark, mark + 1, self.last() + 1]))
         if actor == "branch" and self.grant is None:
             with pytest.raises(FirstmateError, match="no supervision grant"):
+                drain.acknowledge(self.db, actor, cutoff, gen, env={})
+            return
+        known = (self.ep is not None and gen == self.ep.gen) or gen in self.printed
+        last = max([mark, *(mine if actor == "main" else [])])
+        if not known or cutoff > last:
+            # Refused whole: no reclaim, no retirement, nothing consumed (checked by the invariant).
+            with pytest.raises(UsageError, match="unknown recovery generation" if not known
+                               else "beyond the last wake row presented to you"):
                 drain.acknowledge(self.db, actor, cutoff, gen, env={})
             return
         result = drain.acknowledge(self.db, actor, cutoff, gen, env={})
@@ -226,10 +253,6 @@ class QueueMachine(RuleBasedStateMachine):
             had_bad = bool(self.bad)
             self.retire()
         presented_max = max(self.claim_of(actor), default=0)
-        if actor == "main":
-            for s, r in self.rows.items():
-                if r.claim is None and s <= cutoff:
-                    r.claim = "main"
         gone = [s for s, r in self.rows.items() if r.claim == actor and s <= cutoff]
         for s in gone:
             del self.rows[s]
@@ -259,14 +282,22 @@ class QueueMachine(RuleBasedStateMachine):
             assert kinds == []
         assert any("reclaimed" in n for n in result.notices) == reclaimed
 
+    @rule(data=st.data(), actor=st.sampled_from(["main", "branch"]),
+          which=st.sampled_from(["current", "printed", "made-up"]))
+    def handle(self, data: st.DataObject, actor: str, which: str) -> None:
+        """A drain, then its acknowledgement (or a mistyped one): the common sequence."""
+        if actor == "main":
+            self.drain_main()
+        else:
+            self.drain_branch()
+        self.acknowledge(data, actor, which)
+
     @rule()
     def activate(self) -> None:
         self.grants_made += 1
         gen = f"br.{self.grants_made}.g"
         grants.activate(self.db, os.getpid(), gen)
-        for r in self.rows.values():
-            if r.claim == "branch":
-                r.claim = "returned"
+        self.give_back()
         self.grant = MGrant(gen)
 
     @rule(data=st.data(), wrong_gen=st.booleans())
@@ -324,9 +355,7 @@ class QueueMachine(RuleBasedStateMachine):
                 grants.release(self.db, gen)
             return
         assert grants.release(self.db, gen) == len(self.claim_of("branch"))
-        for r in self.rows.values():
-            if r.claim == "branch":
-                r.claim = "returned"
+        self.give_back()
         self.grant.published = False
 
     @rule()
@@ -336,9 +365,7 @@ class QueueMachine(RuleBasedStateMachine):
                 grants.deactivate(self.db, os.getpid(), "br.0.g")
             return
         grants.deactivate(self.db, os.getpid(), self.grant.gen)
-        for r in self.rows.values():
-            if r.claim == "branch":
-                r.claim = "returned"
+        self.give_back()
         self.grant = None
 
     @precondition(lambda self: self.grant is not None and self.grant.live)
@@ -412,10 +439,14 @@ class QueueMachine(RuleBasedStateMachine):
             got = {int(s): (k, key, p, c) for s, k, key, p, c in
                    conn.execute("SELECT seq, kind, key, payload, claim FROM wakes")}
             grant_row = conn.execute("SELECT generation, published_at FROM branch_grant").fetchone()
+            kv = dict(conn.execute("SELECT key, value FROM kv WHERE key LIKE 'drain.%'"))
             assert last_seq(conn) == self.last()
         expected = {s: (r.kind, r.key, r.payload, r.claim) for s, r in self.rows.items()}
         expected.update({s: ("bogus", "k", "p", None) for s in self.bad})
         assert got == expected
+        for actor, mark in self.marks.items():
+            assert int(kv.get(presented.PRESENTED_KEY + actor, "0")) == mark
+        assert kv.get(presented.GENERATIONS_KEY, "").split() == self.printed
         with self.db.reading() as conn:
             state = episodes.read(conn)
         if self.ep is None:

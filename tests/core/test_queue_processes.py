@@ -316,6 +316,7 @@ def test_waiters_proceed_when_the_queue_lock_holder_is_killed(fm_home: Home) -> 
 def test_drain_skips_while_a_live_process_holds_the_queue_lock_and_ack_waits(fm_home: Home) -> None:
     db = db_for(fm_home)
     queue.append(db, "signal", "a", "held back")
+    assert drain.drain(db, "main", env={}).ack_through == 1  # presented: now it can be acknowledged
     state = episode(db)
     assert isinstance(state, episodes.Episode)
     holder = hold_queue(fm_home)
@@ -328,7 +329,7 @@ def test_drain_skips_while_a_live_process_holds_the_queue_lock_and_ack_waits(fm_
             "retry on the next drain.\n"
         )
         assert out.stderr == ""
-        assert claims(fm_home) == {1: None} and episode(db) == state  # nothing changed
+        assert claims(fm_home) == {1: "main"} and episode(db) == state  # nothing changed
         as_json = fm(fm_home, "wake", "drain", "--json", FM_STATUS_PRESENTATION_LOCK_TIMEOUT="1")
         assert json.loads(as_json.stdout)["skipped"].startswith("WAKE DRAIN SKIPPED: ")
         # An acknowledgement is not bounded: it waits for the holder, however long.

@@ -75,9 +75,15 @@ def home(tmp_path: Path) -> Home:
     return Home(tmp_path / "home").ensure()
 
 
-def ctx(home: Home, now: float, triage: list[str] | None = None) -> PollContext:
+#: These tests look at every crew in each poll (the slice is tested on its own, below).
+WHOLE_FLEET = {"FM_STALE_SLICE_MS": "600000"}
+
+
+def ctx(home: Home, now: float, triage: list[str] | None = None,
+        env: dict[str, str] | None = None) -> PollContext:
     log = triage if triage is not None else []
-    return PollContext(home=home, env={}, now=now, poll=1, triage=log.append)
+    return PollContext(home=home, env=WHOLE_FLEET if env is None else env, now=now, poll=1,
+                       triage=log.append)
 
 
 def test_the_tmux_backend_is_a_crew_backend(server: Server) -> None:
@@ -300,6 +306,7 @@ def test_a_pane_is_read_for_real_before_it_is_called_stale(server: Server, home:
     parts = state.read_text().split()
     parts[0] = "0" * 64  # a text the pane never had
     state.write_text(" ".join(parts) + "\n")
+    source = StaleSource(home, backend)  # (a watcher reads the file once: a re-armed one)
     assert source.poll(ctx(home, T0 + 16)) is None
     assert backend.captured == [target]
     wake = source.poll(ctx(home, T0 + 32))
@@ -330,3 +337,27 @@ def test_a_busy_pane_is_read_once_while_it_does_not_change(server: Server, home:
     assert source.poll(ctx(home, T0 + 32)) is None
     assert StaleSource(home, backend).poll(ctx(home, T0 + 48)) is None
     assert backend.captured == [target]  # the verdict holds while the signature does
+
+
+def test_a_fleet_going_quiet_at_once_is_read_a_slice_per_poll(server: Server, home: Home) -> None:
+    targets = [server.window(f"w{i}", BUSY) for i in range(4)]
+    for i, target in enumerate(targets):
+        server.wait_for(target, lambda text: "esc to interrupt" in text)
+        crew.add(home, f"w{i}", target)
+    backend = counting(server)
+    source = StaleSource(home, backend)
+    one_read = {"FM_STALE_SLICE_MS": "0"}  # the slice is spent by the first crew of a poll
+    for step in range(4):  # first sight, one crew a poll: signatures only, nothing read
+        assert source.poll(ctx(home, T0 + step, env=one_read)) is None
+    assert backend.captured == []
+    # Every pane's quiet clock runs out together: each poll reads one pane and leaves the rest
+    # to the next poll, due at once (the watcher answers its doorbell in between).
+    for step in range(4):
+        at = T0 + 16 + step
+        assert source.poll(ctx(home, at, env=one_read)) is None  # (busy: never stale)
+        assert backend.captured == targets[: step + 1]
+        assert source.next_due(ctx(home, at, env=one_read)) == at  # the next poll at once
+    # All read busy: a whole poll reads nothing more (none changed) and asks for no hurry.
+    assert source.poll(ctx(home, T0 + 30)) is None
+    assert backend.captured == targets
+    assert source.next_due(ctx(home, T0 + 30)) is None

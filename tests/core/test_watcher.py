@@ -149,6 +149,30 @@ def test_term_during_a_hanging_pane_capture_ends_the_watcher(rig: Rig) -> None:
     assert watcher_health(rig.home, rig.env).state == "none"
 
 
+def test_a_ring_polls_only_what_rings_it_never_the_slow_pane_reads(rig: Rig) -> None:
+    # Every tmux call takes a while and is logged: the first (full) poll makes some; a wake
+    # rung in afterwards must be delivered without another one in between.
+    log = rig.tmp / "tmux.log"
+    fake = rig.tmp / "slow-tmux"
+    fake.write_text(f"#!/bin/sh\necho start >> {log}\nsleep 0.3\necho end >> {log}\n")
+    fake.chmod(0o755)
+    assert rig.fm("crew", "add", "c1", "--pane", "%1").returncode == 0
+    arm = rig.spawn("arm", env={"FM_TMUX": str(fake), "FM_POLL": "3600"})
+    started_pid(arm.line())
+
+    def calls() -> list[str]:
+        return log.read_text().split() if log.exists() else []
+
+    # The first poll lists the panes, then reads the one the listing does not name.
+    wait_for(lambda: calls().count("end") == 2, "the first poll's tmux calls to finish")
+    made = calls()
+    assert made == ["start", "end", "start", "end"]
+    rig.append("check", "build", "check: build finished")
+    assert arm.line() == "check: build finished"
+    assert arm.wait() == 0
+    assert calls() == made  # the ring ran no pane read
+
+
 def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig: Rig) -> None:
     arm = rig.spawn("arm")
     pid = started_pid(arm.line())

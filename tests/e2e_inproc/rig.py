@@ -129,11 +129,14 @@ class Rig:
         return self.bindir / "calls.log"
 
     def setup(self, extra_path: list[Path] | None = None,
-              extra_env: dict[str, str] | None = None, logged_fm: bool = False) -> None:
+              extra_env: dict[str, str] | None = None, logged_fm: bool = False,
+              install: bool = True) -> None:
         """Write the scratch dirs and run the real ``fm install`` and ``fm crew add``. By default
         the shim launches the bridge the way a user's install does (this interpreter, pinned
         into ``launch.json``); *logged_fm* installs with ``--fm-command`` naming the logging
-        ``fm`` wrapper instead, so a test can prove the bridge was never started."""
+        ``fm`` wrapper instead, so a test can prove the bridge was never started. Without
+        *install* nothing is written into the project: the harness loads the shim from a
+        package the test installs, and the shim finds the logging ``fm`` on PATH."""
         for path in (self.user, self.project, self.bindir):
             path.mkdir(parents=True, exist_ok=True)
         fm = self.bindir / "fm"
@@ -155,14 +158,15 @@ class Rig:
         for name in ("NO_PROXY", "no_proxy"):
             env[name] = ",".join(filter(None, [env.get(name, ""), "127.0.0.1", "localhost"]))
         self.env = env
-        command = ["--fm-command", str(fm)] if logged_fm else []
-        installed = self.fm("install", self.harness, "--project", str(self.project), *command)
-        assert installed.returncode == 0, f"fm install {self.harness}: {installed.stderr}"
-        self.install_output = installed.stdout + installed.stderr
-        missing = [name for name in SHIM_FILES[self.harness]
-                   if not (self.project / name).is_file()]
-        assert not missing, (f"fm install {self.harness} did not write {missing}; it said: "
-                             f"{self.install_output.strip()}")
+        if install:
+            command = ["--fm-command", str(fm)] if logged_fm else []
+            installed = self.fm("install", self.harness, "--project", str(self.project), *command)
+            assert installed.returncode == 0, f"fm install {self.harness}: {installed.stderr}"
+            self.install_output = installed.stdout + installed.stderr
+            missing = [name for name in SHIM_FILES[self.harness]
+                       if not (self.project / name).is_file()]
+            assert not missing, (f"fm install {self.harness} did not write {missing}; it said: "
+                                 f"{self.install_output.strip()}")
         # A crew makes the home need supervision; its pane does not exist, FM_TMUX is absent.
         added = self.fm("crew", "add", "builder", "--pane", "%99999")
         assert added.returncode == 0, f"fm crew add: {added.stderr}"
@@ -223,12 +227,14 @@ class Rig:
         return value
 
     def bridges(self) -> list[int]:
-        """Live ``fm bridge <harness>`` processes started for this rig."""
+        """Live ``fm bridge <harness>`` processes started for this rig: ``python -m firstmate
+        bridge …`` or, as ``fm install`` now writes it, the ``fm`` script by absolute path."""
         found = []
         for proc in self.tagged():
             with contextlib.suppress(psutil.Error):
                 words = proc.cmdline()
-                if "firstmate" in " ".join(words) and "bridge" in words:
+                ours = "firstmate" in words or any(os.path.basename(w) == "fm" for w in words)
+                if ours and "bridge" in words:
                     found.append(proc.pid)
         return found
 

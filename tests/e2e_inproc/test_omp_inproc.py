@@ -12,6 +12,7 @@ Skipped only when node/npm are absent. The npm install is cached under ``.e2e-ca
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -43,10 +44,17 @@ def omp_bin() -> Path:
                                             f"@oh-my-pi/pi-coding-agent@{OMP_VERSION}"], "omp")
 
 
-def start_omp(r: Rig, mock: MockApi) -> Rpc:
+def start_omp(r: Rig, mock: MockApi, package: Path | None = None) -> Rpc:
+    """omp in RPC mode, its shim from ``fm install omp`` or, given *package*, from that
+    directory as an omp plugin (``omp plugin install``) with nothing installed by fm."""
     binary = omp_bin()
     # omp is `#!/usr/bin/env bun`: Bun from the same install must be on PATH.
-    r.setup(extra_path=[binary.parent])
+    r.setup(extra_path=[binary.parent], install=package is None)
+    if package is not None:
+        done = subprocess.run([str(binary), "plugin", "install", str(package)], cwd=r.project,
+                              env=r.env, capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
     agent = r.user / ".omp" / "agent"
     agent.mkdir(parents=True)
     (agent / "models.yml").write_text(f"""\

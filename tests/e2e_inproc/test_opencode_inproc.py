@@ -45,9 +45,9 @@ def opencode_bin() -> Path:
                        "opencode")
 
 
-def prepare(r: Rig, mock: MockApi, logged_fm: bool = False) -> None:
+def prepare(r: Rig, mock: MockApi, logged_fm: bool = False, install: bool = True) -> None:
     r.setup(extra_env={"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
-            logged_fm=logged_fm)
+            logged_fm=logged_fm, install=install)
     (r.project / "opencode.json").write_text(json.dumps({
         "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
                               "options": {"baseURL": mock.openai_url, "apiKey": "sk-dummy"},
@@ -112,37 +112,43 @@ def test_serve_wake_reaches_opencode_with_a_successor_holding_the_lock(
     binary = opencode_bin()
     with rig(tmp_path, "opencode") as r:
         prepare(r, mock)
-        port = free_port()
-        log = tmp_path / "serve.log"
-        serve = r.spawn([str(binary), "serve", "--hostname", "127.0.0.1", "--port", str(port)],
-                        log)
-        base = f"http://127.0.0.1:{port}"
+        wake_through_serve(r, mock, binary, tmp_path)
 
-        def diag() -> str:
-            return f"rc={serve.poll()} serve log:\n{tail(log)}\n{r.diag()}"
 
-        wait_for(lambda: answers_doc(base), "opencode serve to answer GET /doc", diag=diag)
-        # The first request for the project directory loads the plugin (and the shim with it).
-        _, created = http(base, "POST", "/session", {})
-        session: dict[str, Any] = json.loads(created)
-        status, _ = http(base, "POST", f"/session/{session['id']}/prompt_async",
-                         {"parts": [{"type": "text", "text": "say hi"}]})
-        assert status == 204, status
-        wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=diag)
-        wait_for(lambda: turn_done(base, session["id"]), "the first turn to end", diag=diag)
-        first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=diag)
-        holder = r.session_lock_pid()
-        assert holder in family(serve.pid), f"session lock: {r.status().get('session_lock')}"
-        assert r.bridges(), "no fm bridge opencode process is running"
+def wake_through_serve(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> None:
+    """``opencode serve`` in the prepared project: a first turn arms a watcher through the shim,
+    and a wake reaches the model with a successor already holding the watcher lock."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    serve = r.spawn([str(binary), "serve", "--hostname", "127.0.0.1", "--port", str(port)],
+                    log)
+    base = f"http://127.0.0.1:{port}"
 
-        text = f"WAKE-OC-{uuid.uuid4().hex[:8]}"
-        r.wake(f"signal: builder done: {text}")
-        wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=diag)
-        request = mock.first(text)
-        assert request is not None
-        assert_successor_held(request, first, "OpenCode")
-        assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
-        assert serve.poll() is None, diag()
+    def diag() -> str:
+        return f"rc={serve.poll()} serve log:\n{tail(log)}\n{r.diag()}"
+
+    wait_for(lambda: answers_doc(base), "opencode serve to answer GET /doc", diag=diag)
+    # The first request for the project directory loads the plugin (and the shim with it).
+    _, created = http(base, "POST", "/session", {})
+    session: dict[str, Any] = json.loads(created)
+    status, _ = http(base, "POST", f"/session/{session['id']}/prompt_async",
+                     {"parts": [{"type": "text", "text": "say hi"}]})
+    assert status == 204, status
+    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=diag)
+    wait_for(lambda: turn_done(base, session["id"]), "the first turn to end", diag=diag)
+    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=diag)
+    holder = r.session_lock_pid()
+    assert holder in family(serve.pid), f"session lock: {r.status().get('session_lock')}"
+    assert r.bridges(), "no fm bridge opencode process is running"
+
+    text = f"WAKE-OC-{uuid.uuid4().hex[:8]}"
+    r.wake(f"signal: builder done: {text}")
+    wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=diag)
+    request = mock.first(text)
+    assert request is not None
+    assert_successor_held(request, first, "OpenCode")
+    assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+    assert serve.poll() is None, diag()
 
 
 def test_run_mode_starts_no_bridge_and_says_so(tmp_path: Path, mock: MockApi) -> None:

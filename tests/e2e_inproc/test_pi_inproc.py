@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,9 +50,20 @@ def pi_bin() -> Path:
     return npm_install("pi", PI_VERSION, [f"@mariozechner/pi-coding-agent@{PI_VERSION}"], "pi")
 
 
-def start_pi(r: Rig, mock: MockApi) -> Rpc:
+def start_pi(r: Rig, mock: MockApi, package: Path | None = None,
+             before_start: Callable[[], object] | None = None) -> Rpc:
+    """Pi in RPC mode, its shim from ``fm install pi`` or, given *package*, from that directory
+    as a Pi package (``pi install DIR -l``) with nothing installed by fm; *before_start* runs
+    just before Pi starts."""
     binary = pi_bin()
-    r.setup(extra_env={"PI_OFFLINE": "1"})
+    r.setup(extra_env={"PI_OFFLINE": "1"}, install=package is None)
+    if package is not None:
+        for args in (["install", str(package), "-l"], ["list"]):
+            done = subprocess.run([str(binary), *args], cwd=r.project, env=r.env,
+                                  capture_output=True, text=True, timeout=300,
+                                  stdin=subprocess.DEVNULL, check=False)
+            assert done.returncode == 0 and str(package) in done.stdout, (
+                f"pi {' '.join(args)}: {done.stdout}{done.stderr}")
     agent = r.user / ".pi" / "agent"
     agent.mkdir(parents=True)
     (agent / "models.json").write_text(json.dumps({"providers": {"mock": {
@@ -58,6 +71,8 @@ def start_pi(r: Rig, mock: MockApi) -> Rpc:
         "models": [{"id": "mock-model", "reasoning": False, "input": ["text"],
                     "contextWindow": 200000, "maxTokens": 4096}]}}}))
     mock.probe = r.health_now
+    if before_start is not None:
+        before_start()
     return r.rpc([str(binary), "--mode", "rpc", "--provider", "mock", "--model", "mock-model",
                   "--no-session"], "pi")
 

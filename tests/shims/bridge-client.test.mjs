@@ -2,7 +2,9 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -13,7 +15,7 @@ import { CLIENT_PATH, eventually, keepAlive } from "./helpers.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const FAKE = join(HERE, "fake-bridge.mjs");
-const { createClient, getClient, restartDelay, PROTOCOL, dirOf, resolveLaunch, within } =
+const { createClient, getClient, restartDelay, PROTOCOL, dirOf, findFm, resolveLaunch, within } =
   await import(pathToFileURL(CLIENT_PATH).href);
 
 const FAST = { baseMs: 10, maxMs: 40, maxRestarts: 3, windowMs: 600000, stableMs: 600000 };
@@ -231,16 +233,67 @@ test("a bridge that keeps dying is announced once and given up on once", async (
   client.close();
 });
 
-test("an executable that does not exist takes the same bounded path", async () => {
-  const { client, notices, spawns } = rig({
-    launch: [join(scratch, "no-such-fm"), "bridge", "pi"],
-  });
+test("a bridge program that is not there says once what to install, and is never restarted", async () => {
+  const program = join(scratch, "no-such-fm");
+  const { client, notices, spawns } = rig({ launch: [program, "bridge", "pi"] });
   const reply = await client.status();
   assert.equal(reply.state, "failed");
-  await eventually(() => notices.some((n) => n.level === "error"));
-  assert.equal(spawns.length, 4);
-  assert.deepEqual(notices.map((n) => n.level), ["warn", "error"]);
-  assert.match(notices[0].text, /ENOENT/);
+  await eventually(() => notices.length > 0);
+  assert.deepEqual(notices, [{
+    level: "error",
+    text: `firstmate: ${program} not found, so fm bridge pi cannot start and supervision is off; ` +
+      "install the Python side with: pipx install --include-deps firstmate-plugin-pi " +
+      "(or pip install firstmate-plugin-pi), then restart pi",
+  }]);
+  // Given up at once: later calls start nothing and say nothing more.
+  const again = await client.sessionStart("startup", "s1");
+  assert.equal(again.state, "failed");
+  client.idle("s1");
+  assert.equal(spawns.length, 1);
+  assert.equal(notices.length, 1);
+  assert.equal(client.alive, false);
+  client.close();
+});
+
+test("a spawnImpl that throws ENOENT is the same missing program", async () => {
+  const { client, notices, spawns } = rig({
+    launch: ["fm", "bridge", "pi"],
+    spawnImpl: () => {
+      throw Object.assign(new Error("spawn fm ENOENT"), { code: "ENOENT" });
+    },
+  });
+  assert.equal((await client.status()).state, "failed");
+  assert.equal(notices.length, 1);
+  assert.match(notices[0].text, /^firstmate: fm not found, .* pipx install --include-deps firstmate-plugin-pi /);
+  await client.status();
+  assert.equal(spawns.length, 1);
+  client.close();
+});
+
+test("fm without the harness's plugin says the bridge's reason once, and is never restarted", async () => {
+  const { client, notices, spawns } = rig({ mode: "no-plugin" });
+  const reply = await client.sessionStart("startup", "s1");
+  assert.equal(reply.state, "failed");
+  await eventually(() => notices.length > 0);
+  assert.deepEqual(notices, [{
+    level: "error",
+    text: "firstmate: fm bridge pi cannot start (fm: no installed plugin gives 'pi' a bridge; " +
+      "install it with pip install firstmate-plugin-pi); supervision is off",
+  }]);
+  assert.equal((await client.arm()).state, "failed");
+  assert.equal(spawns.length, 1);
+  assert.equal(notices.length, 1);
+  client.close();
+});
+
+test("exit 5 from a bridge that had welcomed us is an ordinary crash: it is restarted", async () => {
+  const marker = join(scratch, `crashed-5-${++counter}`);
+  const { client, notices, lines } = rig({ mode: `crash-after-start:${marker},exit-code:5` });
+  await client.sessionStart("startup", "s1");
+  await eventually(() => lines().filter((l) => l.type === "hello").length === 2);
+  assert.equal((await client.status()).ok, true);
+  assert.deepEqual(notices.map((n) => n.level), ["warn"]);
+  assert.match(notices[0].text, /stopped \(exit 5: fake bridge: crashing on purpose\); restarting it/);
   client.close();
 });
 
@@ -425,6 +478,53 @@ test("resolveLaunch: launch.json in the directory, else FIRSTMATE_BRIDGE_ARGV, e
   assert.deepEqual(resolveLaunch(dir, { FIRSTMATE_BRIDGE_ARGV: '["fm", 3]' }, "opencode"),
     ["fm", "bridge", "opencode"]);
   assert.deepEqual(resolveLaunch(dir, undefined, "opencode"), ["fm", "bridge", "opencode"]);
+});
+
+test("findFm: FIRSTMATE_FM, fm on PATH, pipx's bin and venvs, then the plugin's app", () => {
+  const home = mkdtempSync(join(scratch, "home-"));
+  const make = (path, mode = 0o755) => {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, "#!/bin/sh\n");
+    chmodSync(path, mode);
+    return path;
+  };
+  const venv = "venvs/firstmate-plugin-pi/bin/fm";
+  const app = make(join(home, "apps", "firstmate-pi"));
+  const old = make(join(home, ".local", "pipx", venv));
+  const env = { HOME: home, PATH: `${join(home, "nothing")}:${join(home, "apps")}` };
+  assert.equal(findFm(env, "pi"), old);
+  assert.equal(findFm(env, "omp"), null);
+  rmSync(old);
+  assert.equal(findFm(env, "pi"), app);
+  make(old);
+  const fresh = make(join(home, ".local", "share", "pipx", venv));
+  assert.equal(findFm(env, "pi"), fresh);
+  const custom = make(join(home, "pipx-home", venv));
+  assert.equal(findFm({ ...env, PIPX_HOME: join(home, "pipx-home") }, "pi"), custom);
+  const bin = make(join(home, ".local", "bin", "fm"));
+  assert.equal(findFm(env, "pi"), bin);
+  const onPath = make(join(home, "path-bin", "fm"));
+  make(join(home, "not-runnable", "fm"), 0o644);
+  mkdirSync(join(home, "a-dir", "fm"), { recursive: true });
+  const path = [join(home, "not-runnable"), join(home, "a-dir"), join(home, "path-bin")].join(":");
+  assert.equal(findFm({ ...env, PATH: path }, "pi"), onPath);
+  const pinned = make(join(home, "pinned", "fm"));
+  assert.equal(findFm({ ...env, PATH: path, FIRSTMATE_FM: pinned }, "pi"), pinned);
+  // A FIRSTMATE_FM that cannot run is passed over, not trusted.
+  assert.equal(findFm({ ...env, PATH: path, FIRSTMATE_FM: join(home, "gone") }, "pi"), onPath);
+  assert.equal(findFm({}, "pi"), null);
+  // resolveLaunch uses it after launch.json and FIRSTMATE_BRIDGE_ARGV.
+  assert.deepEqual(resolveLaunch(null, { ...env, PATH: path }, "pi"), [onPath, "bridge", "pi"]);
+});
+
+test("the plugin's own app is found on PATH when pipx exposed only it", () => {
+  const home = mkdtempSync(join(scratch, "home-"));
+  mkdirSync(join(home, "apps"));
+  const app = join(home, "apps", "firstmate-omp");
+  writeFileSync(app, "#!/bin/sh\n");
+  chmodSync(app, 0o755);
+  assert.equal(findFm({ HOME: home, PATH: join(home, "apps") }, "omp"), app);
+  assert.equal(findFm({ HOME: home, PATH: join(home, "apps") }, "pi"), null);
 });
 
 test("dirOf gives a module's directory, or the fallback when it has no URL", () => {

@@ -1,6 +1,7 @@
 // A stand-in for `fm bridge <harness>` that speaks protocol 1 for the shim tests.
 // FAKE_BRIDGE_LOG: file every received line is appended to (plus `_spawn` / `_eof` records).
-// FAKE_BRIDGE_MODE: comma-separated behaviours (see the switch below).
+// FAKE_BRIDGE_MODE: comma-separated behaviours (see the switch below; `exit-code:N` sets the
+// status of the crash modes).
 import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 
@@ -13,9 +14,18 @@ const send = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 record({ type: "_spawn", pid: process.pid, holder: process.env.FM_SESSION_HOLDER_PID });
 
+/** The status a crash mode exits with: 3 unless `exit-code:N` says otherwise. */
+const crashCode = Number(arg("exit-code") ?? 3);
+
 if (mode("crash-always")) {
   process.stderr.write("fake bridge: refusing to start\n");
-  process.exit(3);
+  process.exit(crashCode);
+}
+
+if (mode("no-plugin")) {
+  // What the real `fm bridge pi` says and does when no installed plugin bridges the harness.
+  process.stderr.write("fm: no installed plugin gives 'pi' a bridge; install it with pip install firstmate-plugin-pi\n");
+  process.exit(5);
 }
 
 let waiting = null; // the arm request waiting for its delivered answer
@@ -41,7 +51,7 @@ rl.on("line", (line) => {
       if (mode("crash-after-start") && !existsSync(arg("crash-after-start"))) {
         writeFileSync(arg("crash-after-start"), "");
         process.stderr.write("fake bridge: crashing on purpose\n");
-        process.exit(3);
+        process.exit(crashCode);
       }
       break;
     case "arm":

@@ -8,7 +8,7 @@ import { after, afterEach, before, test } from "node:test";
 import { clearClient, fakeCtx, fakePi, installFakeClient } from "./fakes.mjs";
 import { eventually, FAKE_BRIDGE, keepAlive, REPO } from "./helpers.mjs";
 import { loadTs } from "./load-ts.mjs";
-import { cannotRun, installAndLoad, processGone, pythonPath } from "./real-bridge.mjs";
+import { cannotRun, installAndLoad, processGone, python, pythonPath } from "./real-bridge.mjs";
 
 /**
  * Set up a test file for the `harness` shim (pi or omp): transpile and load it before the tests,
@@ -155,6 +155,73 @@ export function sharedTests(harness, { shim, load }) {
     }
     assert.deepEqual(errors, ["before any session", "after stale", "print mode"]);
   });
+
+  test("installed as a package with no fm anywhere, the shim says once what to install", async () => {
+    // A package install has no launch.json: the shim looks for fm itself and finds none.
+    const { module, dir } = await load();
+    const saved = { ...process.env };
+    for (const name of ["FIRSTMATE_FM", "FIRSTMATE_BRIDGE_ARGV", "PIPX_HOME"]) delete process.env[name];
+    process.env.PATH = join(dir, "empty-bin");
+    process.env.HOME = join(dir, "empty-home");
+    try {
+      const { pi, emit } = fakePi();
+      module.default(pi);
+      const ctx = fakeCtx("s1");
+      await emit("session_start", {}, ctx);
+      await eventually(() => ctx.notes.length > 0, 15000, "the missing-fm notice");
+      await emit("agent_end", {}, ctx);
+      await emit("session_start", {}, ctx);
+      assert.deepEqual(ctx.notes, [["error",
+        `firstmate: fm not found, so fm bridge ${harness} cannot start and supervision is off; ` +
+        `install the Python side with: pipx install --include-deps firstmate-plugin-${harness} ` +
+        `(or pip install firstmate-plugin-${harness}), then restart ${harness}`]]);
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+      Object.assign(process.env, saved);
+    }
+  });
+
+  test("a launch.json naming a Python that is gone says the same, naming it", async () => {
+    const gone = "/nonexistent/venv/bin/python";
+    const { module } = await load({
+      "launch.json": JSON.stringify({ argv: [gone, "-m", "firstmate", "bridge", harness] }),
+    });
+    const { pi, emit } = fakePi();
+    module.default(pi);
+    const ctx = fakeCtx("s1");
+    await emit("session_start", {}, ctx);
+    await eventually(() => ctx.notes.length > 0, 15000, "the missing-Python notice");
+    assert.equal(ctx.notes.length, 1);
+    assert.match(ctx.notes[0][1], new RegExp(`^firstmate: ${gone} not found, .*` +
+      `pipx install --include-deps firstmate-plugin-${harness} `));
+  });
+
+  test("fm that will not bridge this harness is quoted once, not restarted", { skip: cannotRun(harness) },
+    async () => {
+      const argv = [python, "-m", "firstmate", "bridge", harness];
+      const { module } = await load({ "launch.json": JSON.stringify({ argv }) });
+      const saved = process.env.FIRSTMATE_DISABLE_PLUGINS;
+      const savedPath = process.env.PYTHONPATH;
+      process.env.FIRSTMATE_DISABLE_PLUGINS = harness;
+      process.env.PYTHONPATH = pythonPath(harness);
+      try {
+        const { pi, emit } = fakePi();
+        module.default(pi);
+        const ctx = fakeCtx("s1");
+        await emit("session_start", {}, ctx);
+        await eventually(() => ctx.notes.length > 0, 30000, "the bridge's refusal");
+        const client = globalThis[key];
+        assert.equal((await client.status()).state, "failed");
+        assert.deepEqual(ctx.notes, [["error",
+          `firstmate: fm bridge ${harness} cannot start (fm: the ${harness} plugin is disabled by ` +
+          "FIRSTMATE_DISABLE_PLUGINS; remove it from that list); supervision is off"]]);
+      } finally {
+        if (saved === undefined) delete process.env.FIRSTMATE_DISABLE_PLUGINS;
+        else process.env.FIRSTMATE_DISABLE_PLUGINS = saved;
+        if (savedPath === undefined) delete process.env.PYTHONPATH;
+        else process.env.PYTHONPATH = savedPath;
+      }
+    });
 
   test("a re-evaluated module (/reload) rebinds the live client to the new api", async () => {
     const client = installFakeClient(harness, { welcome: { delivery: "followUp" } });

@@ -165,8 +165,12 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     from firstmate.base.wakeinput import validate
 
     kind, key, payload = validate(kind, key, payload)  # before touching the home: nothing written
-    root = find_root(os.environ if env is None else env)
-    ensure_home(root)
+    env = os.environ if env is None else env
+    root = find_root(env)
+    if ensure_home(root):
+        from firstmate.base.homeroot import announce_created
+
+        announce_created(root, env)  # rows appended where nobody watches must not go unnoticed
     state = os.path.join(root, "state")
     db = os.path.join(state, "firstmate.db")
     conn = _open(state, db) if os.name == "posix" and current_fields() is not None else None

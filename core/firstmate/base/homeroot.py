@@ -25,6 +25,33 @@ def find_root(env: Mapping[str, str], cwd: str | None = None) -> str:
     return root
 
 
+def created_line(root: str, env: Mapping[str, str], cwd: str | None = None) -> str:
+    """The one line that says this command made a new home at *root*, and why it is there (a
+    mistyped ``FM_HOME`` must not go unnoticed)."""
+    explicit = env.get("FM_HOME", "").strip()
+    here = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    if explicit:
+        why, fix = f"FM_HOME={explicit}", "if you meant an existing home, correct FM_HOME"
+    elif root == os.path.join(os.path.expanduser("~"), HOME_MARKER):
+        why = f"FM_HOME is not set and no {HOME_MARKER}/ of yours is at or above {here}"
+        fix = "set FM_HOME to use another home"
+    else:
+        why, fix = f"the nearest {HOME_MARKER}/ at or above {here}", "set FM_HOME to use another home"
+    line = f"fm: created a new home at {root} ({why}); {fix}"
+    return "".join(c if c.isprintable() else "?" for c in line)
+
+
+def announce_created(root: str, env: Mapping[str, str], cwd: str | None = None) -> None:
+    """Write :func:`created_line` to stderr; a closed stderr never fails the command."""
+    import sys
+
+    try:
+        sys.stderr.write(created_line(root, env, cwd) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _locate(env: Mapping[str, str], cwd: str | None) -> str:
     from firstmate.base.trust import adoptable
 

@@ -50,10 +50,13 @@ def refuse_non_directory(path: StrPath) -> None:
         raise state_error(f"{os.fspath(path)} exists but is not a directory; move it aside and retry")
 
 
-def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> None:
+def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> bool:
+    """Create the directory *path* (or accept the one there); True when this call created it."""
     refuse_symlink(path)
+    created = False
     try:
         os.mkdir(path, mode)
+        created = True
     except OSError as exc:
         if not os.path.isdir(path):  # an existing directory is fine (mkdir's exist_ok)
             if isinstance(exc, FileExistsError):
@@ -73,15 +76,20 @@ def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> None:
             os.chmod(path, mode)
         except OSError:
             pass
+    return created
 
 
-def ensure_home(root: StrPath) -> None:
+def ensure_home(root: StrPath) -> bool:
     """Create the home, ``state/`` (0700), ``state/logs``, ``state/crew`` and ``config/`` if
-    absent; refuse symlinks. (:meth:`firstmate.store.home.Home.ensure`.)"""
+    absent; refuse symlinks. True when this call made a new home: it created ``state/`` (the
+    home, or its state, did not exist before; a concurrent first call gets False).
+    (:meth:`firstmate.store.home.Home.ensure`.)"""
     root = os.fspath(root)
     if not os.path.exists(root):
         try:
             os.makedirs(root, 0o755)
+        except FileExistsError:
+            pass  # another first command made it meanwhile
         except OSError as exc:
             raise state_error(
                 f"cannot create home {root}: {exc.strerror}; set FM_HOME to a writable directory"
@@ -90,11 +98,13 @@ def ensure_home(root: StrPath) -> None:
 
     verify_dir(root)  # (created here or not: someone else's directory is never written into)
     state = os.path.join(root, "state")
-    for path, mode in ((state, STATE_DIR_MODE), (os.path.join(state, "logs"), STATE_DIR_MODE),
+    created = make_private_dir(state, STATE_DIR_MODE)
+    for path, mode in ((os.path.join(state, "logs"), STATE_DIR_MODE),
                        (os.path.join(state, "crew"), STATE_DIR_MODE),
                        (os.path.join(root, "config"), 0o755)):
         make_private_dir(path, mode)
     verify_dir(state, "state directory")
+    return created
 
 
 def open_private(path: StrPath, flags: int = os.O_RDWR | os.O_CREAT) -> int:

@@ -7,7 +7,10 @@ for it in ``HarnessInfo.env_aliases``, else 180):
 
 * a reason line → print it and the next step (``fm wake drain`` …), exit 0;
 * nothing within N seconds → the arm (and the watcher it started) is stopped,
-  ``checkpoint: no actionable wake within <N>s``, exit 124;
+  ``checkpoint: no actionable wake within <N>s``, exit 124. That stop is planned: the stopped
+  watcher's ``watcher: stopped by SIGTERM; publishing downtime …`` line is not passed on (it
+  still goes to the triage log), while a stop nobody planned (another ``fm arm --stop``, a
+  signal to this command) is reported as it happens;
 * a ``watcher: FAILED - …`` line, or an arm that ends without a reason → that line, exit 1
   (a watcher that was merely live is never success);
 * bad arguments → one line, exit 2.
@@ -32,6 +35,8 @@ DEFAULT_SECONDS = 180
 MAX_SECONDS = 86400
 CHECKPOINT_ENV = "FM_WATCH_CHECKPOINT"
 SECONDS_ENV = "FM_CHECKPOINT_SECONDS"
+#: What the watcher says when the quiet window's own stop reaches it.
+PLANNED_STOP_LINE = "watcher: stopped by SIGTERM; "
 
 
 def _seconds(text: str) -> int:
@@ -119,26 +124,31 @@ def main(argv: Sequence[str]) -> int:
     stopsignals.block()
     old = stopsignals.install(_raise, unblock_now=False)
     arm: subprocess.Popen[bytes] | None = None
+    # The arm's stderr (and its watcher's) passes through us, so the quiet window's own stop
+    # can be told apart from one nobody planned.
+    errors = _Relay()
     try:
         arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
-                               start_new_session=True)
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, start_new_session=True)
         stopsignals.unblock()
-        assert arm.stdout is not None
-        fd = arm.stdout.fileno()
+        assert arm.stdout is not None and arm.stderr is not None
+        fd, errors.fd = arm.stdout.fileno(), arm.stderr.fileno()
         import select
 
         while True:
             left = deadline - time.monotonic()
             if left <= 0 and not quiet:
-                quiet = True
+                quiet = errors.planned = True
                 _terminate(arm)
                 deadline = time.monotonic() + 30.0  # drain what the stopping arm still says
                 continue
             if left <= 0:
                 break
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            ready, _, _ = select.select([fd, *errors.fds()], [], [], left)
+            if errors.fd in ready:
+                errors.read()
+            if fd not in ready:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -156,10 +166,12 @@ def main(argv: Sequence[str]) -> int:
     except _Interrupted as exc:
         if arm is not None:
             _terminate(arm)
+            errors.finish(arm)
             _reap(arm)
         return 128 + exc.signum
     finally:
         stopsignals.restore(old)  # after an interrupt stops stay held: we are on our way out
+    errors.finish(arm)
     _reap(arm)
     if reasons:
         sys.stdout.write(compose(reasons, None, "checkpoint") + "\n")
@@ -174,6 +186,64 @@ def main(argv: Sequence[str]) -> int:
     return int(ExitCode.FAILED)
 
 
+class _Relay:
+    """The arm's stderr, passed on line by line; once :attr:`planned` is set, the line of the
+    watcher this command stopped itself is dropped."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.planned = False
+        self._buf = b""
+
+    def fds(self) -> list[int]:
+        return [] if self.fd is None else [self.fd]
+
+    def read(self) -> None:
+        """Take what is ready (one read); at end of file, pass on the partial line and stop."""
+        if self.fd is None:
+            return
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.fd = None  # the Popen object closes the pipe itself
+            if self._buf:
+                self._pass(self._buf)
+                self._buf = b""
+            return
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        for raw in lines:
+            self._pass(raw)
+
+    def finish(self, arm: subprocess.Popen[bytes], bound: float = 30.0) -> None:
+        """Everything still to come: up to end of file, at most 2 s after the arm exited (a
+        descendant that kept the pipe open must not hold this command) and *bound* in all."""
+        import select
+
+        end = time.monotonic() + bound
+        while self.fd is not None:
+            if arm.poll() is not None:
+                end = min(end, time.monotonic() + 2.0)
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                self.read()
+        if self._buf:
+            self._pass(self._buf)
+            self._buf = b""
+
+    def _pass(self, raw: bytes) -> None:
+        line = raw.decode(errors="replace").rstrip("\r")
+        if self.planned and line.startswith(PLANNED_STOP_LINE):
+            return
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+
 def _terminate(arm: subprocess.Popen[bytes]) -> None:
     if arm.poll() is None:
         with contextlib.suppress(OSError):
@@ -186,5 +256,6 @@ def _reap(arm: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         arm.kill()
         arm.wait(timeout=10.0)
-    if arm.stdout is not None:
-        arm.stdout.close()
+    for stream in (arm.stdout, arm.stderr):
+        if stream is not None:
+            stream.close()

@@ -125,7 +125,24 @@ def _add(rest: list[str]) -> int:
         sys.stdout.write(f"crew: {added.name} is already registered (pane {added.pane})\n")
     else:
         sys.stdout.write(f"crew: {added.name} now watches pane {added.pane} (was {before.pane})\n")
+    _check_pane(added.name, added.pane)
     return ExitCode.OK
+
+
+def _check_pane(name: str, pane: str) -> None:
+    """Ask tmux, as the watcher will, whether the pane exists. The registration stands either
+    way (the pane may be created later); a missing pane is one warning naming the fix."""
+    from firstmate.watch.backends.tmux import TmuxBackend
+
+    backend = TmuxBackend.from_env(os.environ)
+    found = backend.has_pane(pane)
+    why = " ".join(str(backend.last_error or "").split())[:200]
+    if found is False:
+        sys.stderr.write(
+            f"crew: warning: tmux has no pane {pane} ({why}); {name} is registered anyway: start "
+            f"the crew in that pane, or fix it with fm crew add {name} --pane TARGET --replace\n")
+    elif found is None:
+        sys.stderr.write(f"crew: note: pane {pane} was not checked ({why})\n")
 
 
 def _remove(rest: list[str]) -> int:

@@ -19,6 +19,7 @@ import attrs
 from firstmate.base.errors import FirstmateError, UsageError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
+from firstmate.store.home import Home
 
 USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--json] "
          "[--fm-command CMD] [--<harness flag>[=VALUE] …]")
@@ -145,7 +146,7 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     from firstmate.plugin import installrecord
     from firstmate.plugin.configfiles import require_project
     from firstmate.plugin.manager import load_harness
-    from firstmate.store.home import Home, resolve_root
+    from firstmate.store.home import resolve_root
 
     require_project(options)
     home = Home(options.home if options.home is not None else resolve_root())
@@ -169,7 +170,7 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
 
                 installrecord.prune(Home(where), options.harness, options.project, installed)
             else:
-                installrecord.remember(Home(where).ensure(), options,
+                installrecord.remember(_ensure(Home(where), options), options,
                                        fm_command_given=request.fm_command_given)
     if request.as_json:
         import json
@@ -178,6 +179,17 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     else:
         report(result, options, verb)
     return ExitCode.OK
+
+
+def _ensure(home: Home, options: InstallOptions) -> Home:
+    """*home*, created if new, and said so (a mistyped --home or FM_HOME must not go unnoticed)."""
+    if options.home is not None and home.root == options.home:
+        if not home.state.is_dir():
+            home.ensure()
+            sys.stderr.write(f"fm: created a new home at {home.root} (--home); if you meant an "
+                             "existing home, correct --home\n")
+        return home
+    return home.ensure(announce=os.environ, cwd=options.project)
 
 
 def main(argv: Sequence[str]) -> int:

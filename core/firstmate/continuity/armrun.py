@@ -66,11 +66,18 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
             return ExitCode.FAILED
         home = Home(resolve_root(env))
         if mode.name in ("arm", "restart", "take-over"):
-            home.ensure()
+            home.ensure(announce=env)
         # The singleton is inspected (and a holder signalled) through these paths: a symlink
         # there is unsafe state (exit 4), not an unverifiable holder to wait for.
         for path in (home.root, home.state):
             refuse_symlink(path)
+        if mode.name == "stop" and not home.state.is_dir():
+            # No home (a fresh or mistyped FM_HOME) or no state: no watcher can hold it, and
+            # there is no ground to have lost.
+            where = (f"no state directory in {home.root}" if home.root.is_dir()
+                     else f"no home at {home.root}")
+            Arm.write_line(out, f"watcher: none running ({where})")
+            return ExitCode.OK
         if home.state.is_dir():
             refuse_symlink(home.lock_path(LOCK_NAME))
         arm = Arm(home, env, out, current(), Store(home))

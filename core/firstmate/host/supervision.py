@@ -492,7 +492,7 @@ def park(restart: bool = False, env: Mapping[str, str] | None = None,
 
     env = dict(os.environ if env is None else env)
     out = sys.stdout if out is None else out
-    home = Home(resolve_root(env)).ensure()
+    home = Home(resolve_root(env)).ensure(announce=env)
     config = load_config(home, env)
     log = host_log(home, env)
     if not config.enabled:

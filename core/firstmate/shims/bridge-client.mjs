@@ -8,7 +8,7 @@
 // shims share (the launch argv, timeouts, and calls into Pi and omp's extension API).
 
 import { spawn as nodeSpawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { accessSync, constants as fsConstants, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -28,6 +28,15 @@ const DEFAULT_BACKOFF = Object.freeze({
 });
 
 const REQUEST_TIMEOUT_MS = 30000;
+
+/** `fm`'s exit status when no installed plugin gives the harness a bridge (docs/cli.md). */
+const EXIT_PLUGIN = 5;
+
+/** How to install the Python side of `harness` (the Claude plugin's launcher says the same). */
+export function installCommand(harness) {
+  const dist = `firstmate-plugin-${harness}`;
+  return `pipx install --include-deps ${dist} (or pip install ${dist})`;
+}
 
 /**
  * The delay before the `attempt`-th restart (1-based) of one failure episode: `baseMs` doubling
@@ -59,6 +68,21 @@ function unref(handle) {
     // Bun and Node differ in which handles can be unref'd; a missing one only costs liveness.
   }
   return handle;
+}
+
+/** Run `fn` once `proc`'s stderr has been read to its end (at most a second from now). */
+function afterStderr(proc, fn) {
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    fn();
+  };
+  const stream = proc.stderr;
+  if (!stream || stream.readableEnded || stream.destroyed) return once();
+  stream.once("end", once);
+  stream.once("close", once);
+  unref(setTimeout(once, 1000));
 }
 
 function failed(text) {
@@ -255,6 +279,16 @@ export function createClient(options = {}) {
     stream.on("error", () => {});
   }
 
+  /** A program that is not there: the Python side is missing, and no restart can help. */
+  function missing() {
+    giveUp();
+    safeNotify(
+      "error",
+      `firstmate: ${program} not found, so fm bridge ${harness} cannot start and supervision ` +
+        `is off; install the Python side with: ${installCommand(harness)}, then restart ${harness}`,
+    );
+  }
+
   function spawnBridge(restart) {
     let proc;
     try {
@@ -263,25 +297,49 @@ export function createClient(options = {}) {
         env: { ...env, FM_SESSION_HOLDER_PID: String(process.pid) },
       });
     } catch (err) {
-      onExit(null, `could not start ${program}: ${describe(err)}`);
+      if (err?.code === "ENOENT") missing();
+      else onExit(null, `could not start ${program}: ${describe(err)}`);
       return;
     }
     child = proc;
     let ended = false;
+    let said = ""; // this process's last stderr line
     const end = (detail) => {
       if (ended) return;
       ended = true;
       if (child === proc) onExit(proc, detail);
     };
-    proc.on("error", (err) => end(`could not run ${program}: ${describe(err)}`));
-    proc.on("exit", (code, signal) => end(signal ? `killed by ${signal}` : `exit ${code}`));
+    proc.on("error", (err) => {
+      if (err?.code === "ENOENT" && !ended && child === proc) {
+        ended = true;
+        missing();
+        return;
+      }
+      end(`could not run ${program}: ${describe(err)}`);
+    });
+    proc.on("exit", (code, signal) => {
+      // fm runs but will not bridge this harness before it ever welcomed us (its plugin is not
+      // installed, or is disabled): a restart cannot help, so say its reason once and stop. The
+      // reason is its last stderr line, which may still be in flight when it exits.
+      if (code === EXIT_PLUGIN && welcome === null && child === proc && !ended) {
+        ended = true;
+        giveUp();
+        afterStderr(proc, () => safeNotify(
+          "error",
+          `firstmate: fm bridge ${harness} cannot start (${said || `exit ${code}`}); ` +
+            "supervision is off",
+        ));
+        return;
+      }
+      end(signal ? `killed by ${signal}` : `exit ${code}`);
+    });
     if (proc.stdin) proc.stdin.on("error", () => {}); // EPIPE from a dying bridge
     if (proc.stdout) lineReader(proc, proc.stdout);
     if (proc.stderr) {
       // The bridge's stderr is for humans; keep its last line for the restart notice.
       proc.stderr.on("data", (data) => {
         const lines = String(data).split("\n").map((l) => l.trim()).filter(Boolean);
-        if (lines.length) lastStderr = lines[lines.length - 1].slice(0, 300);
+        if (lines.length) said = lastStderr = lines[lines.length - 1].slice(0, 300);
       });
       proc.stderr.on("error", () => {});
     }
@@ -304,6 +362,18 @@ export function createClient(options = {}) {
   function ensureRunning() {
     if (child || closed || gaveUp || restartTimer) return;
     spawnBridge(false);
+  }
+
+  /** Stop for good: no restarts, every waiting request answered. The caller says why. */
+  function giveUp() {
+    gaveUp = true;
+    child = null;
+    welcome = null;
+    clearTimeout(stableTimer);
+    clearTimeout(restartTimer);
+    stableTimer = null;
+    restartTimer = null;
+    failPending(`fm bridge ${harness} cannot start; supervision is off`);
   }
 
   function endEpisode() {
@@ -440,9 +510,43 @@ export function dirOf(url, fallback = null) {
   }
 }
 
+function runnable(path) {
+  try {
+    if (!statSync(path).isFile()) return false;
+    accessSync(path, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The first `fm` that can run, or null. A harness started from a desktop launcher may not have
+ * pipx's bin directory on its PATH, so after `env.FIRSTMATE_FM` and `fm` on `env.PATH` come
+ * pipx's default places: its bin directory, then the `firstmate-plugin-<harness>` venv (new and
+ * old layouts; it holds `fm` even when pipx exposed only the plugin's app), then that app,
+ * `firstmate-<harness>`, on PATH. The Claude plugin's launcher looks in the same places.
+ */
+export function findFm(env, harness) {
+  const path = String(env?.PATH ?? "").split(":").filter(Boolean);
+  const home = env?.HOME || "";
+  const venv = join("venvs", `firstmate-plugin-${harness}`, "bin", "fm");
+  const pipxHome = env?.PIPX_HOME || (home && join(home, ".local", "share", "pipx"));
+  const candidates = [
+    env?.FIRSTMATE_FM,
+    ...path.map((dir) => join(dir, "fm")),
+    home && join(home, ".local", "bin", "fm"),
+    pipxHome && join(pipxHome, venv),
+    home && join(home, ".local", "pipx", venv),
+    ...path.map((dir) => join(dir, `firstmate-${harness}`)),
+  ];
+  return candidates.find((candidate) => candidate && runnable(candidate)) ?? null;
+}
+
 /**
  * The bridge command: the argv in `dir`/launch.json (written by `fm install`; `dir` null skips
- * it), else the JSON argv in `env.FIRSTMATE_BRIDGE_ARGV`, else `fm bridge <harness>`.
+ * it), else the JSON argv in `env.FIRSTMATE_BRIDGE_ARGV`, else `<fm> bridge <harness>` with the
+ * `fm` findFm finds (plain `fm` when it finds none: starting it then says what to install).
  */
 export function resolveLaunch(dir, env, harness) {
   if (dir) {
@@ -459,7 +563,7 @@ export function resolveLaunch(dir, env, harness) {
   } catch {
     // Not JSON: fall through.
   }
-  return ["fm", "bridge", String(harness)];
+  return [findFm(env, harness) ?? "fm", "bridge", String(harness)];
 }
 
 /**

@@ -2,10 +2,15 @@
 
 Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
-ever deletes the acknowledging actor's own rows at or below its cutoff. A drain bounds its wait
-for the queue lock with ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the
-bound runs out, changes nothing and says so in one line; an acknowledgement waits as long as it
-must. The rows and the lock are :mod:`firstmate.store.queue`'s.
+ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
+(:mod:`firstmate.store.presented`) the highest row it presented to its actor and the generation
+its acknowledgement command named: an acknowledgement through a row never presented, or naming a
+generation that is neither the current episode's nor one a drain printed, is refused whole (a
+usage error naming the right command), so a mistyped number or generation never consumes a row
+nobody saw. A drain bounds its wait for the queue lock with
+``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the bound runs out, changes
+nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
+lock are :mod:`firstmate.store.queue`'s.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from firstmate.base.envnum import decimal
 from firstmate.base.errors import FirstmateError, LockTimeout, UsageError
 from firstmate.store import episodes
 from firstmate.store.database import Store
+from firstmate.store.presented import presented_through, printed_generations, record
 from firstmate.store.queue import (
     UNCLAIMED_SQL,
     VALID_SQL,
@@ -164,6 +170,7 @@ def drain_locked(
     episodes.begin_handling(conn)
     generation = state.generation
     through = max(r.seq for r in mine)
+    record(conn, actor, through, generation)
     return DrainResult(
         actor=actor,
         rows=tuple(dedupe(mine)),
@@ -183,6 +190,7 @@ def _drain_episode_only(
         return DrainResult(actor=actor, notices=tuple(notices))
     if state.kind == "downtime":
         episodes.begin_handling(conn)
+    record(conn, actor, 0, state.generation)
     return DrainResult(
         actor=actor, ack_through=0, generation=state.generation,
         ack_command=ack_command(0, state.generation, suffix), notices=tuple(notices),
@@ -240,13 +248,51 @@ def acknowledge(
     *,
     env: Mapping[str, str] | None = None,
 ) -> AckResult:
-    """Delete this actor's rows at or below *through*; retire the episode of *generation* when
-    it is still the open one and no rows remain. Waits for the queue lock as long as it must."""
+    """Delete this actor's presented rows at or below *through*; retire the episode of
+    *generation* when it is still the open one and no rows remain. Waits for the queue lock as
+    long as it must. A cutoff beyond the last row presented to the actor, or a generation that
+    is neither the current episode's nor one a drain printed, is a :class:`UsageError` and
+    changes nothing."""
     actor = resolve_actor(actor, env)
     cutoff = parse_through(through)
     episodes.require_generation(generation)
     with locked(db) as conn:
         return acknowledge_locked(conn, actor, cutoff, generation, env=env)
+
+
+def _remedy(conn: sqlite3.Connection, actor: str, through: int, suffix: str) -> str:
+    """What to run instead: the exact acknowledgement when this actor still has presented rows
+    and the current episode is the one the last drain named, else a fresh drain."""
+    state = episodes.read(conn)
+    waiting = conn.execute(
+        f"SELECT count(*) FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}",
+        (actor, through),
+    ).fetchone()[0]
+    if (isinstance(state, episodes.Episode) and state.open and waiting
+            and printed_generations(conn)[-1:] == [state.generation]):
+        return f"run {ack_command(through, state.generation, suffix)} after handling it"
+    return f"re-run fm wake drain{suffix} and use the WAKE_ACK_REQUIRED command it prints"
+
+
+def _check_request(
+    conn: sqlite3.Connection, actor: str, cutoff: int, generation: str, suffix: str
+) -> None:
+    """Refuse, before anything is consumed, an acknowledgement nobody was asked for."""
+    state = episodes.read(conn)
+    last = presented_through(conn, actor)
+    current = state.generation if isinstance(state, episodes.Episode) else None
+    if generation != current and generation not in printed_generations(conn):
+        shown = state.token() if isinstance(state, episodes.Episode) else (
+            "invalid" if isinstance(state, episodes.Invalid) else "none")
+        raise UsageError(
+            f"wake drain: unknown recovery generation {generation} (the current episode is "
+            f"{shown}); nothing was acknowledged: {_remedy(conn, actor, min(cutoff, last), suffix)}"
+        )
+    if cutoff > last:
+        raise UsageError(
+            f"wake drain: --ack-through {cutoff} is beyond the last wake row presented to you "
+            f"({last or 'none'}); nothing was acknowledged: {_remedy(conn, actor, last, suffix)}"
+        )
 
 
 def acknowledge_locked(
@@ -273,18 +319,14 @@ def acknowledge_locked(
             "wake drain: the branch actor has no supervision grant to acknowledge from; "
             "nothing was acknowledged"
         )
+    suffix = command_suffix(actor, env)
+    _check_request(conn, actor, cutoff, generation, suffix)
     row = conn.execute(
         f"SELECT coalesce(max(seq), 0) FROM wakes WHERE claim = ? AND {VALID_SQL}", (actor,)
     ).fetchone()
     presented_max = int(row[0])
-    if actor == "main":
-        # Claim every never-owned row at or below the cutoff so none is stranded; rows above it
-        # stay unowned (a later grant may still take them). Rows a branch grant handed back are
-        # not claimed here: main was never shown them, so only its next drain may take them.
-        conn.execute(
-            f"UPDATE wakes SET claim = 'main' WHERE claim IS NULL AND seq <= ? AND {VALID_SQL}",
-            (cutoff,),
-        )
+    # Only rows presented to this actor: a row appended since its drain (unowned, or handed
+    # back by a grant) waits for the next drain, whatever the cutoff.
     consumed = conn.execute(
         f"DELETE FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}", (actor, cutoff)
     ).rowcount
@@ -299,7 +341,6 @@ def acknowledge_locked(
         moved = not retired and (open_elsewhere or isinstance(state, episodes.Invalid))
     else:
         moved = open_elsewhere
-    suffix = command_suffix(actor, env)
     state = episodes.read(conn)
     if consumed == 0 and presented_max > cutoff:
         head = (
@@ -326,4 +367,13 @@ def acknowledge_locked(
                      retired=retired, moved=moved, notices=tuple(notices))
 
 
-__all__ = ["AckResult", "DrainResult", "ack_command", "acknowledge", "acknowledge_locked", "drain", "drain_locked", "parse_through"]
+__all__ = [
+    "AckResult",
+    "DrainResult",
+    "ack_command",
+    "acknowledge",
+    "acknowledge_locked",
+    "drain",
+    "drain_locked",
+    "parse_through",
+]

@@ -93,6 +93,11 @@ def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:
     # Handed back, not unowned: main was never shown these rows, so its acknowledgement must not
     # claim them unseen; its next drain presents them (see drain.acknowledge_locked).
     conn.execute(f"UPDATE wakes SET claim = '{RETURNED}' WHERE claim = 'branch'")
+    # What a branch drain presented goes back with the rows: the next branch must drain again
+    # before its acknowledgement may take anything.
+    from firstmate.store.presented import forget_presented
+
+    forget_presented(conn, "branch")
     if drop_owner:
         conn.execute("DELETE FROM branch_grant")
     else:

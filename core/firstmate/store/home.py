@@ -72,9 +72,19 @@ class Home:
     def lock_path(self, name: str) -> Path:
         return self.state / f"{name}.lock"
 
-    def ensure(self) -> Home:
-        """Create ``state/`` (0700), ``state/logs`` and ``config/`` if absent; refuse symlinks."""
-        ensure_home(self.root)
+    def ensure(self, *, announce: Mapping[str, str] | None = None,
+               cwd: Path | None = None) -> Home:
+        """Create ``state/`` (0700), ``state/logs`` and ``config/`` if absent; refuse symlinks.
+
+        *announce* is the environment the root was resolved from (and *cwd* the directory):
+        given, a new home this call made is announced in one line on stderr
+        (:func:`firstmate.base.homeroot.announce_created`). Commands pass it; library callers
+        and harness hooks do not.
+        """
+        if ensure_home(self.root) and announce is not None:
+            from firstmate.base.homeroot import announce_created
+
+            announce_created(str(self.root), announce, None if cwd is None else str(cwd))
         return self
 
     def check_ground(self) -> None:
@@ -117,9 +127,12 @@ def private_umask() -> Iterator[None]:
 
 
 def open_home(env: Mapping[str, str] | None = None, cwd: Path | None = None, *, create: bool = True) -> Home:
+    """The home *env* names (see :func:`resolve_root`). *create*: make it when absent, saying so
+    on stderr (a mistyped ``FM_HOME`` must not silently start an empty home); else it must
+    exist (:class:`StateError`)."""
     home = Home(resolve_root(env, cwd))
     if create:
-        return home.ensure()
+        return home.ensure(announce=os.environ if env is None else env, cwd=cwd)
     home.check_ground()
     return home
 

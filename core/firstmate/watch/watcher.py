@@ -193,7 +193,7 @@ class Watcher:
             self._say(f"watcher: FAILED - refusing to run in a crew's session ({crew}): only "
                       "the captain watches; report with fm crew status")
             return ExitCode.FAILED
-        self.home = Home(resolve_root(self.env)).ensure()
+        self.home = Home(resolve_root(self.env)).ensure(announce=self.env)
         claimed = self._claim()
         if claimed is not None:
             return claimed
@@ -304,6 +304,12 @@ class Watcher:
         # Touch the beacon well inside the grace even when FM_POLL is longer than it.
         poll_every = min(poll_every, max(grace(self.env) / 3, 0.05))
         successor = predecessor_arm_pid(self.env) is not None
+        # A ring before the next deadline polls only the sources that watch what rings the
+        # doorbell (queued rows, crew lines): slow, timer-driven work (pane reads, checks) never
+        # stands between an append and its wake.
+        on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
+        deadline = 0.0
+        rang = False
         number = 0
         while True:
             number += 1
@@ -325,13 +331,16 @@ class Watcher:
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq)
-            for source in self.sources:
+            full = not rang or time.time() >= deadline
+            for source in self.sources if full else on_bell:
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):
                     return wake
                 if wake is not None:
                     return self._close(source, wake, ctx)
-            self.bell.wait(self._wait_time(ctx, poll_every))
+            wait = self._wait_time(ctx, poll_every)
+            deadline = time.time() + wait if full else min(deadline, time.time() + wait)
+            rang = self.bell.wait(max(MIN_WAIT, deadline - time.time()))
 
     def _poll(self, source: Source, ctx: PollContext) -> Wake | int | None:
         from firstmate.watch.sources.resurface import StartupLockHeld

@@ -314,6 +314,8 @@ def test_cross_loaded_under_grok_or_cursor_is_inert(rig: Rig) -> None:
 
 
 def test_the_plugin_directory_ships_the_same_hooks(tmp_path: Path) -> None:
+    """The same events and options as ``fm install claude`` writes; only the command differs:
+    the plugin's launcher finds ``fm`` itself (a static file cannot know where it is)."""
     from firstmate.plugin.harness import InstallOptions
     from firstmate_plugin_claude.hooks import HOOKS, plugin_dir
 
@@ -322,4 +324,7 @@ def test_the_plugin_directory_ships_the_same_hooks(tmp_path: Path) -> None:
     assert manifest["name"] == "firstmate" and manifest["version"]
     hooks = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
     wanted = HOOKS.handlers(InstallOptions("claude", tmp_path))
-    assert {event: group[0]["hooks"][0] for event, group in hooks.items()} == wanted
+    launcher = '"${CLAUDE_PLUGIN_ROOT}/bin/firstmate-hook"'
+    assert {event: {**wanted[event], "command": f"{launcher} claude {ours.event}"}
+            for event, ours in ((e.harness_event, e) for e in HOOKS.events)} == {
+        event: group[0]["hooks"][0] for event, group in hooks.items()}

@@ -449,6 +449,47 @@ test("npm package layout: the client beside the shim, the argv from FIRSTMATE_BR
   }
 });
 
+test("npm package layout with no fm anywhere: one notice saying what to install", async () => {
+  const root = mkdtempSync(join(tmpdir(), "fm-opencode-nofm-"));
+  const saved = { ...process.env };
+  try {
+    const pkg = join(root, "node_modules", "firstmate-opencode");
+    mkdirSync(pkg, { recursive: true });
+    const here = fileURLToPath(new URL(".", import.meta.url));
+    copyFileSync(join(here, "../src/firstmate_plugin_opencode/shim/firstmate.js"), join(pkg, "firstmate.js"));
+    copyFileSync(join(here, "../../../core/firstmate/shims/bridge-client.mjs"), join(pkg, "bridge-client.mjs"));
+    for (const name of ["FIRSTMATE_FM", "FIRSTMATE_BRIDGE_ARGV", "PIPX_HOME"]) delete process.env[name];
+    process.env.PATH = join(root, "empty-bin");
+    process.env.HOME = join(root, "empty-home");
+    const mod = await import(pathToFileURL(join(pkg, "firstmate.js")).href);
+    const toasts = [];
+    let toasted;
+    const first = new Promise((resolve) => { toasted = resolve; });
+    const deadline = setTimeout(() => toasted(), 20000); // ref'd: holds the loop, never hangs
+    const hooks = await mod.default.server({
+      client: {
+        session: { async promptAsync() { return {}; } },
+        tui: { async showToast({ body }) { toasts.push(body); toasted(); } },
+      },
+    });
+    await first;
+    clearTimeout(deadline);
+    await hooks.event({ event: status("ses_x", "busy") });
+    await hooks.event({ event: status("ses_x", "idle") });
+    assert.deepEqual(toasts, [{
+      variant: "error",
+      message: "firstmate: fm not found, so fm bridge opencode cannot start and supervision is off; " +
+        "install the Python side with: pipx install --include-deps firstmate-plugin-opencode " +
+        "(or pip install firstmate-plugin-opencode), then restart opencode",
+    }]);
+    await hooks.event({ event: { type: "server.instance.disposed", properties: {} } });
+  } finally {
+    for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+    Object.assign(process.env, saved);
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
 const PYTHONPATH = [join(REPO, "core"), join(REPO, "plugins/opencode/src"), process.env.PYTHONPATH]
   .filter(Boolean).join(":");

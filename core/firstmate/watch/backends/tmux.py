@@ -77,6 +77,9 @@ class TmuxBackend:
     busy_re: re.Pattern[str] = attrs.field(factory=lambda: _compile(DEFAULT_BUSY_RE))
     name: str = "tmux"
     last_error: str | None = None
+    #: The exit status of the last tmux call, None when it could not run at all (no binary, a
+    #: timeout): tells "tmux said no" apart from "tmux could not be asked".
+    last_exit: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], markers: Sequence[str] = ()) -> TmuxBackend:
@@ -102,6 +105,7 @@ class TmuxBackend:
 
     def run(self, *args: str) -> str | None:
         """stdout of one bounded tmux call, or None (with :attr:`last_error` saying why)."""
+        self.last_exit = None
         try:
             # run() kills the child if the timeout (or a signal-raised exception) interrupts it.
             done = subprocess.run(
@@ -117,6 +121,7 @@ class TmuxBackend:
         except OSError as exc:
             self.last_error = f"tmux could not run: {exc.strerror}"
             return None
+        self.last_exit = done.returncode
         if done.returncode != 0:
             detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
             self.last_error = detail[0] if detail else f"tmux {args[0]} exited {done.returncode}"
@@ -126,6 +131,14 @@ class TmuxBackend:
 
     def capture(self, target: str) -> str | None:
         return self.run("capture-pane", "-p", "-t", target)
+
+    def has_pane(self, target: str) -> bool | None:
+        """Whether the server has *target*, looked up exactly as :meth:`capture` looks it up:
+        False when tmux answered no (no such session, window or pane, or no server running),
+        None when it could not be asked (:attr:`last_error` says why)."""
+        if self.capture(target) is not None:
+            return True
+        return None if self.last_exit is None else False
 
     def signatures(self) -> dict[str, str] | None:
         """Every pane's change signature, by both of its names, from one tmux call; None when

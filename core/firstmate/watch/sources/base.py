@@ -60,6 +60,11 @@ class Source(Protocol):
     #: Short stable name used in logs (``status``, ``stale``, ``checks``, …).
     name: str
 
+    # A source may also set a class attribute ``doorbell = True``: it is polled when the doorbell
+    # rings (it watches what rings it: queued rows, crew lines). Every other source is polled only
+    # when a deadline (its ``next_due`` or ``FM_POLL``) comes, so slow work never stands between
+    # a ring and its wake.
+
     def poll(self, ctx: PollContext) -> Wake | None:
         """Look once; return the first actionable event or None when everything was absorbed."""
 

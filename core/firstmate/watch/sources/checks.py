@@ -12,6 +12,8 @@ run's time is recorded only in :meth:`ChecksSource.commit`, so a lost row means 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 
 from firstmate.base.envnum import env_float
@@ -35,6 +37,8 @@ class _Pending:
 class ChecksSource:
     home: Home
     name: str = "checks"
+    #: Polled when the doorbell rings: a newly registered check rings it (and is due at once).
+    doorbell: ClassVar[bool] = True
     _pending: dict[str, _Pending] = attrs.field(factory=dict, init=False)
     _due: float | None = attrs.field(default=None, init=False)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from typing import ClassVar
 
 import attrs
 
@@ -65,6 +66,8 @@ class QueuedSource:
 
     home: Home
     name: str = "queued"
+    #: Polled when the doorbell rings: an append rings it.
+    doorbell: ClassVar[bool] = True
     _covered: int = attrs.field(default=0, init=False)
     _store: Store | None = attrs.field(default=None, init=False, repr=False)
 

@@ -22,6 +22,7 @@ re-armed watcher's first poll reads no pane whose signature held.
 from __future__ import annotations
 
 import hashlib
+import time
 
 import attrs
 
@@ -33,6 +34,13 @@ from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_QUIET = 15.0
+SLICE_ENV = "FM_STALE_SLICE_MS"
+DEFAULT_SLICE_MS = 20.0
+#: The ``_due`` key that asks for the next poll at once: the fleet was not looked at in full.
+_MORE = "\x00more"
+#: How long a cut-short poll's listing serves its continuation (seconds): a poll due at once
+#: need not list the panes again.
+_FRESH = 1.0
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
 
@@ -81,6 +89,14 @@ class StaleSource:
     _pending: dict[str, PaneState] = attrs.field(factory=dict, init=False)
     _due: dict[str, float] = attrs.field(factory=dict, init=False)
     _missing: set[str] = attrs.field(factory=set, init=False)
+    #: Where the next poll starts in the crew list (after a poll cut short by its slice).
+    _resume: int = attrs.field(default=0, init=False)
+    #: The signatures and crew list of a poll cut short, reused by its continuation.
+    _listing: tuple[float, dict[str, str] | None, tuple[crewmod.Crew, ...]] | None = attrs.field(
+        default=None, init=False)
+    #: Each crew's pane state as last read or written by this process (the only writer while
+    #: it holds the watcher singleton): a poll reads ``NAME.pane-state`` once per watcher.
+    _states: dict[str, PaneState | None] = attrs.field(factory=dict, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -88,8 +104,23 @@ class StaleSource:
         if self.backend is None:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
-        signatures = self._signatures()
-        for member in crewmod.list(self.home):
+        budget = env_float(ctx.env, SLICE_ENV, DEFAULT_SLICE_MS, allow_zero=True) / 1000
+        listing, self._listing = self._listing, None
+        if self._resume and listing is not None and time.monotonic() - listing[0] < _FRESH:
+            signatures, members = listing[1], listing[2]
+        else:
+            self._resume = 0
+            signatures, members = self._signatures(), crewmod.list(self.home)
+        started = time.monotonic()
+        first = self._resume % len(members) if members else 0
+        self._resume = 0
+        for step, member in enumerate(members[first:] + members[:first]):
+            if step and time.monotonic() - started > budget:
+                # The rest waits for the next poll, due now: the doorbell is answered first.
+                self._resume = first + step
+                self._listing = (started, signatures, members)
+                self._due[_MORE] = ctx.now
+                return None
             try:
                 wake = self._look(ctx, member, quiet, signatures)
             except FirstmateError as exc:
@@ -134,7 +165,12 @@ class StaleSource:
     def _look(self, ctx: PollContext, member: crewmod.Crew, quiet: float,
               signatures: dict[str, str] | None) -> Wake | None:
         name = member.name
-        state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name, crewmod.PANE_STATE)))
+        if name in self._states:
+            state = self._states[name]
+        else:
+            state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name,
+                                                                    crewmod.PANE_STATE)))
+            self._states[name] = state
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None
         if signature != "-":
@@ -201,6 +237,7 @@ class StaleSource:
     def _write(self, name: str, state: PaneState) -> None:
         # A cache of what was seen: a crash that loses it costs one re-read, so no fsync (at
         # 500 crews the first poll writes 500 of these).
+        self._states[name] = state
         atomic_write(crewmod.path(self.home, name, crewmod.PANE_STATE), state.encode(),
                      durable=False)
 

@@ -35,6 +35,7 @@ advance only in :meth:`StatusSource.commit`, after the watcher made the row dura
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import attrs
 
@@ -101,6 +102,8 @@ class StatusSource:
     home: Home
     backend: CrewBackend | None = None
     name: str = "status"
+    #: Polled when the doorbell rings: a crew's status line or turn end rings it.
+    doorbell: ClassVar[bool] = True
     _held: dict[str, float] = attrs.field(factory=dict, init=False)
     _pending: dict[str, _Pending] = attrs.field(factory=dict, init=False)
     #: crew → (what was pending, when this process first saw it): the grace's fallback clock.

@@ -1,0 +1,1 @@
+../../../../../core/firstmate/shims/bridge-client.mjs
