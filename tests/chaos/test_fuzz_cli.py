@@ -24,8 +24,9 @@ from collections.abc import Iterator
 
 import pytest
 from chaos_support import DEADLINE, base_env, fm_argv, run_fm, stop_watcher
-from firstmate.base.errors import UsageError
+from firstmate.base.errors import HelpShown, UsageError
 from firstmate.cli.main import main as fm_main
+from firstmate.cli.main import wants_help
 from firstmate.continuity import armargs, watchchild
 from firstmate.store import drain, queue
 from firstmate.store.database import open_store
@@ -89,6 +90,15 @@ ARM_TOKENS = st.one_of(
                      "--watcher-pid", "--arm", "-h", "--help", "--json", "arm"]),
     NUMBERS, GENERATIONS, TEXT,
 )
+
+def arm_mode(args: list[str]) -> armargs.Mode:
+    """The mode ``fm arm ARGS`` runs: its command line (firstmate.cli.arm), then the values
+    armargs checks. UsageError for a refusal, HelpShown for a help request."""
+    from firstmate.cli.arm import canonical
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return armargs.parse_args(canonical(args))
+
 
 # --- running fm in this process ------------------------------------------------------------
 
@@ -170,7 +180,9 @@ def check_drain_json(text: str) -> None:
 def test_fm_wake_arguments_never_crash(home: Home, argv: list[str]) -> None:
     rc, out, err = run_inline(home, ["wake", *argv])
     check_output(rc, out, err, WAKE_CODES)
-    if argv[:1] == ["append"] and rc == 0:
+    if wants_help(argv):  # the help, or an unknown subcommand refused (exit 2)
+        assert out.startswith("usage: fm wake") if rc == 0 else rc == 2, (rc, out, err)
+    elif argv[:1] == ["append"] and rc == 0:
         assert out.strip().isdigit(), out
     acking = any(a.startswith(("--ack-through", "--recovery-generation")) for a in argv)
     if argv[:1] == ["drain"] and rc == 0 and not acking:
@@ -315,8 +327,8 @@ def test_bytes_argv_that_is_not_utf8_never_crashes_append_or_drain(
 def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
     """Garbage (including bytes that are not UTF-8) is one usage line and exit 2."""
     try:
-        armargs.parse_args([os.fsdecode(a) for a in args])
-    except UsageError:
+        arm_mode([os.fsdecode(a) for a in args])
+    except (UsageError, HelpShown):
         pass
     else:
         assume(False)  # a well-formed mode: exercised by the next test
@@ -324,7 +336,7 @@ def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
     out = done.stdout.decode("utf-8", "replace")
     err = done.stderr.decode("utf-8", "replace")
     assert "Traceback" not in out + err and "internal error" not in err, out + err
-    if args[:1] in ([b"-h"], [b"--help"]):
+    if wants_help([os.fsdecode(a) for a in args]):
         assert done.returncode == 0 and out.startswith("usage: fm arm"), out
         return
     assert done.returncode == 2, (done.returncode, out, err)
@@ -336,13 +348,13 @@ def test_fm_arm_bytes_arguments(home: Home, args: list[bytes]) -> None:
 def test_fm_arm_arguments_parse_or_refuse_in_one_line(home: Home, args: list[str]) -> None:
     """In-process: every argv either parses to a mode or is a one-line usage error (exit 2)."""
     try:
-        mode = armargs.parse_args(args)
-    except UsageError as exc:
-        assert "\n" not in exc.message
+        mode = arm_mode(args)
+    except (UsageError, HelpShown) as exc:
+        assert isinstance(exc, HelpShown) or "\n" not in exc.message
         rc, out, err = run_inline(home, ["arm", *args])
         check_output(rc, out, err, ARM_CODES)
-        if args[:1] in (["-h"], ["--help"]):
-            assert rc == 0
+        if wants_help(args):
+            assert rc == 0 and out.startswith("usage: fm arm"), out
         else:
             assert rc == 2 and out == "" and err.count("\n") == 1, (rc, out, err)
         return
@@ -367,7 +379,7 @@ def test_every_arm_mode_ends_with_a_reason_or_a_failed_line(home: Home, args: li
     only with a reason line (or --stop / --handling-delivered's own line), otherwise exactly
     one ``watcher: FAILED`` line or a usage line, and never a traceback."""
     try:
-        armargs.parse_args(args)
+        arm_mode(args)
     except UsageError:
         assume(False)
     env = base_env(home.root, FM_ARM_CONFIRM_TIMEOUT="20")

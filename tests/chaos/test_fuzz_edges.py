@@ -75,7 +75,7 @@ def test_check_bytes_arguments_never_crash(home: Home, name: bytes, word: bytes)
     listed = run_fm(env, "check", "list")
     _clean_run(listed, {0})
     assert b"\x1b" not in listed.stdout
-    json.loads(run_fm(env, "check", "list", "--json").stdout)
+    assert isinstance(json.loads(run_fm(env, "check", "list", "--json").stdout)["checks"], list)
 
 
 @settings(max_examples=SPAWN_EXAMPLES, suppress_health_check=[HealthCheck.too_slow],

@@ -470,7 +470,7 @@ def test_a_replacement_that_never_loads_the_extension_is_reported_with_the_fix(
     assert "fm install bridgepi" in lines[0]
     assert _status_lines(env) == []  # (within the default grace: not yet)
     doctor = _fm(quick, "doctor", "--json")
-    findings = [f for f in json.loads(doctor.stdout) if f["check"] == "bridge"]
+    findings = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "bridge"]
     assert findings and findings[0]["status"] == "warn" and "extension" in findings[0]["detail"]
     guard = _fm({**quick, "FM_PROJECT_DIR": str(fm_home.root)}, "guard")
     assert "has not loaded the Firstmate extension" in guard.stderr + guard.stdout

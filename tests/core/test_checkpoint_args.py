@@ -20,5 +20,5 @@ def test_seconds_from_the_flag_then_the_core_knob_then_the_default() -> None:
 def test_a_bad_window_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="positive integer"):
         parse_args([], {**NO_PLUGINS, "FM_CHECKPOINT_SECONDS": "0"})
-    with pytest.raises(UsageError, match="unexpected argument"):
+    with pytest.raises(UsageError, match="checkpoint: unrecognized arguments: --minutes; run 'fm checkpoint --help'"):
         parse_args(["--minutes", "3"], NO_PLUGINS)

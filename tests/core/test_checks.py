@@ -379,7 +379,7 @@ def test_cli_round_trip(home: Home) -> None:
     assert out.stdout.startswith("check: added disk: sh -c 'echo '\"'\"'disk full'\"'\"''")
     assert fm(home, "check", "run", "disk").stdout == "check: disk: disk full\n"
     (checks.checks_dir(home) / "evil.json").write_text("{}")
-    listed = {e["name"]: e for e in json.loads(fm(home, "check", "list", "--json").stdout)}
+    listed = {e["name"]: e for e in json.loads(fm(home, "check", "list", "--json").stdout)["checks"]}
     assert listed["disk"]["status"] == "ok" and listed["disk"]["argv"] == ["sh", "-c", "echo 'disk full'"]
     assert listed["evil"]["status"] == "rejected"
     text = fm(home, "check", "list").stdout
@@ -392,11 +392,11 @@ def test_cli_round_trip(home: Home) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (("check", "add", "x", "true"), 2, "the -- is required"),
+        (("check", "add", "x", "true"), 2, "the -- before the check's command is required"),
         (("check", "add", "x", "--"), 2, "missing command"),
-        (("check", "add", "--"), 2, "usage: fm check add"),
+        (("check", "add", "--"), 2, "required: NAME; run 'fm check add --help'"),
         (("check", "remove", "nope"), 2, "no check named 'nope'"),
-        (("check", "frob"), 2, "unknown check command"),
+        (("check", "frob"), 2, "invalid choice: 'frob'"),
         (("check", "add", "dup", "--", "true"), 3, "already exists"),
     ],
 )

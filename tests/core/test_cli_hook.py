@@ -224,7 +224,9 @@ def test_a_disabled_plugin_is_exit_5_even_when_its_gate_says_no(env: dict[str, s
 def test_bad_usage_is_one_line_and_exit_2(env: dict[str, str], argv: list[str]) -> None:
     done = hook(env, *argv)
     assert done.returncode == 2
-    assert len(done.stderr.decode().splitlines()) == 1 and b"usage: fm hook" in done.stderr
+    assert len(done.stderr.decode().splitlines()) == 1
+    assert done.stderr.startswith(b"fm: hook: ") and done.stderr.endswith(b"; run 'fm hook --help'\n")
+    assert done.stdout == b"" and b"Traceback" not in done.stderr
 
 
 def test_help_is_exit_0(env: dict[str, str]) -> None:

@@ -20,9 +20,22 @@ from firstmate.plugin.configfiles import (
     command_owner, hook_command, install_result, remove_grouped_hooks, require_project,
     update_json, upsert_grouped_hook,
 )
+from firstmate.plugin.harness import HarnessInfo, InstallFlag
+
+INFO = HarnessInfo(
+    name="fakei", display_name="Fake", family="hook", rearm_owner="hook", wake_channel="none",
+    install_flags=(InstallFlag("local", "write the local variant"),
+                   InstallFlag("scope", "where the hooks apply", "SCOPE"),
+                   InstallFlag("to", "the target directory", "DIR"),
+                   InstallFlag("x", "an experimental switch")),
+)
 
 
 class Fake:
+    @hookimpl
+    def firstmate_harness_info(self):
+        return INFO
+
     @hookimpl
     def firstmate_install(self, options):
         if options.harness != "fakei":
@@ -163,17 +176,56 @@ def test_a_plugin_without_an_installer_is_exit_5(env: dict[str, str], project: P
     assert done.returncode == 5 and "does not implement fm install" in done.stderr
 
 
-@pytest.mark.parametrize("argv", [["install"], ["install", "fakei", "stray"], ["uninstall", "fakei", "-x"],
-                                  ["install", "fakei", "--project"], ["install", "fakei", "--fm-command", " "]])
-def test_bad_usage_is_one_line_and_exit_2(env: dict[str, str], argv: list[str]) -> None:
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["install"], "install: the following arguments are required: HARNESS; run 'fm install --help'"),
+    (["install", "fakei", "stray"], "install: unrecognized arguments: stray; run 'fm install fakei --help'"),
+    (["install", "fakei", "--project"], "install: argument --project: expected one argument"),
+    (["install", "fakei", "--fm-command", " "], "install: --fm-command needs a command"),
+    (["install", "fakei", "--scope"], "install: argument --scope: expected one argument"),
+    (["install", "fakei", "--local=yes"], "install: argument --local: ignored explicit argument 'yes'"),
+])
+def test_bad_usage_is_one_line_and_exit_2(env: dict[str, str], argv: list[str], needle: str) -> None:
     done = fm(env, *argv)
     assert done.returncode == 2, done.stdout
-    assert len(done.stderr.splitlines()) == 1 and "usage: fm" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"fm: {needle}")
+
+
+@pytest.mark.parametrize("verb", ["install", "uninstall"])
+@pytest.mark.parametrize("flag", ["--loacl", "--x=1", "-x", "--scope-wide"])
+def test_a_flag_the_plugin_does_not_declare_is_refused_naming_the_accepted_ones(
+        env: dict[str, str], project: Path, verb: str, flag: str) -> None:
+    done = fm(env, verb, "fakei", "--project", str(project), flag)
+    assert done.returncode == 2 and done.stdout == ""
+    name = flag.partition("=")[0] if flag != "--x=1" else "--x"
+    expected = (f"fm: {verb}: unknown option {name}; fakei accepts --local, --scope=SCOPE, "
+                f"--to=DIR, --x; run 'fm {verb} fakei --help'\n")
+    if flag == "--x=1":  # a switch given a value
+        expected = (f"fm: {verb}: argument --x: ignored explicit argument '1'; "
+                    f"run 'fm {verb} fakei --help'\n")
+    assert done.stderr == expected
+    assert list(project.iterdir()) == []
+
+
+def test_a_harness_without_flags_refuses_every_flag(env: dict[str, str], project: Path) -> None:
+    done = fm(env, "install", "silent", "--project", str(project), "--local")
+    assert done.returncode == 2
+    assert done.stderr == ("fm: install: unknown option --local; silent takes no harness flags; "
+                           "run 'fm install silent --help'\n")
 
 
 def test_help(env: dict[str, str]) -> None:
     done = fm(env, "uninstall", "--help")
-    assert done.returncode == 0 and done.stdout.startswith("usage: fm uninstall <harness>")
+    assert done.returncode == 0 and done.stdout.startswith("usage: fm uninstall HARNESS ")
+    assert "fm install HARNESS --help lists them" in done.stdout
+    flags = fm(env, "install", "fakei", "--help")
+    assert flags.returncode == 0 and flags.stdout.startswith(
+        "usage: fm install fakei [-h] [--project DIR] [--home DIR] [--dry-run] [--json] "
+        "[--fm-command CMD] [--local] [--scope=SCOPE] [--to=DIR] [--x]")
+    assert "fakei flags:" in flags.stdout and "--scope SCOPE" in flags.stdout
+    assert "where the hooks apply" in flags.stdout
+    missing = fm(env, "install", "nosuch", "--help")
+    assert missing.returncode == 0
+    assert "pip install firstmate-plugin-nosuch" in " ".join(missing.stdout.split())
 
 
 # --- the home the hook path resolves ---------------------------------------------------------

@@ -32,8 +32,10 @@ def test_append_prints_the_sequence(fm_home: Home) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (["bogus", "k", "p"], "fm: wake append: invalid wake kind 'bogus'"),
     (["signal", "", "p"], "fm: wake append: empty wake key"),
-    (["signal", "k"], "fm: usage: fm wake append KIND KEY PAYLOAD"),
-    (["signal", "k", "p", "extra"], "fm: usage: fm wake append KIND KEY PAYLOAD"),
+    (["signal", "k"], "fm: wake append: the following arguments are required: PAYLOAD; "
+                      "run 'fm wake append --help'"),
+    (["signal", "k", "p", "extra"], "fm: wake append: unrecognized arguments: extra; "
+                                    "run 'fm wake append --help'"),
 ])
 def test_bad_append_exits_2_with_one_line_and_writes_nothing(fm_home: Home, args: list[str], needle: str) -> None:
     out = fm(fm_home, "wake", "append", *args)
@@ -137,9 +139,9 @@ def test_ack_that_acknowledges_nothing_names_the_command(fm_home: Home) -> None:
     (["--ack-through", "1"], "acknowledgement requires its recovery generation"),
     (["--ack-through", "1", "--recovery-generation", "bad gen"], "invalid recovery generation"),
     (["--recovery-generation", "g"], "needs --ack-through"),
-    (["--actor"], "--actor needs a value"),
+    (["--actor"], "argument --actor: expected one argument"),
     (["--actor", "captain"], "expected main or branch"),
-    (["--unknown"], "usage: fm wake drain"),
+    (["--unknown"], "wake drain: unrecognized arguments: --unknown; run 'fm wake drain --help'"),
 ])
 def test_drain_usage_errors_exit_2_in_one_line(fm_home: Home, args: list[str], needle: str) -> None:
     out = fm(fm_home, "wake", "drain", *args)
@@ -191,7 +193,8 @@ def test_grant_verbs_and_the_held_line(fm_home: Home) -> None:
                                   ["release"], ["deactivate", "1"]])
 def test_grant_usage_errors(fm_home: Home, args: list[str]) -> None:
     out = fm(fm_home, "wake", "grant", *args)
-    assert out.returncode == 2 and "usage: fm wake grant" in out.stderr
+    assert out.returncode == 2 and out.stderr.startswith("fm: wake grant")
+    assert out.stderr.count("\n") == 1 and "--help'" in out.stderr
 
 
 def test_query_text_and_json(fm_home: Home) -> None:
@@ -209,7 +212,8 @@ def test_query_text_and_json(fm_home: Home) -> None:
 
 def test_unknown_wake_command(fm_home: Home) -> None:
     out = fm(fm_home, "wake", "explode")
-    assert out.returncode == 2 and out.stderr.startswith("fm: unknown wake command 'explode'")
+    assert out.returncode == 2 and out.stderr.startswith("fm: wake: argument COMMAND: invalid "
+                                                         "choice: 'explode'")
 
 
 def test_drain_context_hooks_print_after_the_rows(fm_home: Home, capsys: pytest.CaptureFixture[str]) -> None:

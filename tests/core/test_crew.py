@@ -205,7 +205,7 @@ def test_cli_round_trip(home: Home) -> None:
     assert out.returncode == 0 and out.stdout == "crew: added w1 (pane fleet:1.0)\n"
     assert fm(home, "crew", "status", "w1", "needs-decision: key=k ship it?").returncode == 0
     assert fm(home, "crew", "turn-ended", "w1").returncode == 0
-    listed = json.loads(fm(home, "crew", "list", "--json").stdout)
+    listed = json.loads(fm(home, "crew", "list", "--json").stdout)["crews"]
     assert listed[0]["name"] == "w1" and listed[0]["pane"] == "fleet:1.0"
     assert listed[0]["last_status"]["text"] == "needs-decision: key=k ship it?"
     assert listed[0]["open_decisions"] == 1
@@ -221,12 +221,13 @@ def test_cli_round_trip(home: Home) -> None:
     ("args", "needle"),
     [
         (("crew", "status", "ghost", "done: x"), "fm crew add ghost --pane TARGET"),
-        (("crew", "status", "w1"), "usage: fm crew status"),
+        (("crew", "status", "w1"),
+         "fm: crew status: the following arguments are required: TEXT; run 'fm crew status --help'"),
         (("crew", "add", "w1"), "--pane"),
         (("crew", "add", "bad name", "--pane", "p"), "invalid crew name"),
-        (("crew", "frobnicate"), "unknown crew command"),
+        (("crew", "frobnicate"), "invalid choice: 'frobnicate'"),
         (("crew", "answer", "w1", "--key", "nope", "x"), "no open decision"),
-        (("crew", "turn-ended"), "usage: fm crew turn-ended NAME"),
+        (("crew", "turn-ended"), "crew turn-ended: the following arguments are required: NAME"),
     ],
 )
 def test_cli_errors_are_one_line_with_exit_2(home: Home, args: tuple[str, ...], needle: str) -> None:

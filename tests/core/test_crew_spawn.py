@@ -148,7 +148,7 @@ def test_steer_types_into_the_pane_and_list_shows_the_fleet(fleet: Fleet) -> Non
     done = fleet.fm("crew", "steer", "w1", "next: run", "the tests")
     assert done.returncode == 0, done.stderr
     wait_for(lambda: "next: run the tests" in fleet.turns("w1"), "the steered line")
-    listed = json.loads(fleet.fm("crew", "list", "--json").stdout)
+    listed = json.loads(fleet.fm("crew", "list", "--json").stdout)["crews"]
     assert [(e["name"], e["harness"], e["pane_state"]) for e in listed] == [
         ("w1", "fakecrew", "live")]
     assert listed[0]["last_status"]["text"] == "working: started"

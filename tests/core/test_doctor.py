@@ -36,8 +36,11 @@ def _doctor(home: Path, project: Path, *args: str) -> subprocess.CompletedProces
 def _findings(home: Path, project: Path) -> tuple[int, list[dict[str, Any]]]:
     out = _doctor(home, project, "--json")
     assert "Traceback" not in out.stderr, out.stderr
-    data = json.loads(out.stdout)
-    assert isinstance(data, list)
+    assert out.stdout.count("\n") == 1
+    whole = json.loads(out.stdout)
+    assert set(whole) == {"findings", "failed"}
+    data = whole["findings"]
+    assert whole["failed"] is (out.returncode == 1)
     for item in data:
         assert set(item) == {"check", "status", "detail", "fix"}
         assert item["status"] in ("ok", "warn", "fail")
@@ -129,7 +132,7 @@ def test_corrupt_database_is_one_failure_without_traceback(tmp_path: Path) -> No
     out = _doctor(home_root, project, "--json")
     assert out.returncode == 1
     assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
-    data = json.loads(out.stdout)
+    data = json.loads(out.stdout)["findings"]
     failures = [item for item in data if item["status"] == "fail"]
     assert len(failures) == 1, failures
     assert failures[0]["check"] == "queue"

@@ -157,4 +157,6 @@ def test_cli_migrate(fm_home: Home, tmp_path: Path) -> None:
     again = fm(fm_home, "migrate", "--json", f"--from-legacy={legacy}")
     assert again.returncode == 0 and '"skipped": 6' in again.stdout
     bad = fm(fm_home, "migrate")
-    assert bad.returncode == 2 and bad.stderr.startswith("fm: usage: fm migrate")
+    assert bad.returncode == 2
+    assert bad.stderr == ("fm: migrate: the following arguments are required: --from-legacy; "
+                          "run 'fm migrate --help'\n")

@@ -268,7 +268,7 @@ def test_live_lock_refuses_another_harness_until_its_holder_dies(harness: Factor
     refused = b.fm("lock", "acquire")
     assert refused.rc == 1 and refused.out == ""
     assert refused.err == (
-        f"error: another live firstmate session holds the lock (pid {a.pid}); "
+        f"fm: another live firstmate session holds the lock (pid {a.pid}); "
         "operate read-only until resolved\n"
     )
     assert record_of(fm_home).pid == a.pid
@@ -350,7 +350,7 @@ def test_unusable_record_is_unreadable_inert_and_replaced(
     assert (status.rc, status.out) == (0, "lock: unreadable\n")
     assert a.py(RECHECK).out.startswith("session lock is unreadable;")
     refused = a.fm("lock", "release")
-    assert refused.rc == 1 and refused.err.startswith("error: session lock is unreadable")
+    assert refused.rc == 1 and refused.err.startswith("fm: session lock is unreadable")
     assert a.fm("lock", "acquire").out == f"lock acquired: harness pid {a.pid}\n"
     assert record_of(fm_home).pid == a.pid
 
@@ -374,7 +374,7 @@ def test_symlinked_record_is_refused_never_followed(
     path.symlink_to(target)
     ran = a.fm("lock", "acquire")
     assert ran.rc == 4 and ran.out == ""
-    assert ran.err.startswith("error: refusing symlinked state path") and ran.err.count("\n") == 1
+    assert ran.err.startswith("fm: refusing symlinked state path") and ran.err.count("\n") == 1
     assert path.is_symlink() and target.read_text() == "precious\n"
     assert a.fm("lock", "status").out == "lock: unreadable\n"
     assert inspect(fm_home).detail.endswith("is a symlink")
@@ -391,7 +391,7 @@ def test_non_regular_record_is_refused(harness: Factory, fm_home: Home, kind: st
     # A FIFO must not hang the reader.
     assert a.fm("lock", "status").out == "lock: unreadable\n"
     ran = a.fm("lock", "acquire")
-    assert ran.rc == 4 and ran.err.startswith("error: session lock ") and "not a regular file" in ran.err
+    assert ran.rc == 4 and ran.err.startswith("fm: session lock ") and "not a regular file" in ran.err
 
 
 def test_only_the_owner_releases(harness: Factory, fm_home: Home) -> None:
@@ -400,7 +400,8 @@ def test_only_the_owner_releases(harness: Factory, fm_home: Home) -> None:
     refused = b.fm("lock", "release")
     assert (refused.rc, refused.out) == (1, "")
     assert refused.err == (
-        f"error: session lock belongs to pid {a.pid}, not to this session; nothing released\n"
+        f"fm: session lock belongs to pid {a.pid}, not to this session, nothing released; "
+        "leave it to that session (fm lock status says whether it is live)\n"
     )
     released = a.fm("lock", "release")
     assert (released.rc, released.out) == (0, f"lock released: harness pid {a.pid}\n")
@@ -424,7 +425,9 @@ def test_usage_errors(harness: Factory) -> None:
     a = harness("claude")
     assert a.fm("lock").rc == 2
     bad = a.fm("lock", "grab")
-    assert bad.rc == 2 and bad.err.startswith("error: unknown lock command")
+    assert bad.rc == 2 and bad.err == (
+        "fm: lock: argument COMMAND: invalid choice: 'grab' (choose from 'acquire', 'status', "
+        "'release'); run 'fm lock --help'\n")
     assert a.fm("lock", "status", "--yaml").rc == 2
     assert a.fm("lock", "acquire", "now").rc == 2
 
@@ -511,14 +514,16 @@ def test_holder_override_names_an_ancestor(harness: Factory, bindir: Path, fm_ho
     for bad in (str(os.getpid() + 10**7), "1", "abc", str(holder)):
         ran = a.fm("lock", "acquire", env={"FM_SESSION_HOLDER_PID": bad})
         assert ran.rc == 2, bad
-        assert ran.err.startswith("error: FM_SESSION_HOLDER_PID=") and ran.err.count("\n") == 1
+        assert ran.err.startswith("fm: FM_SESSION_HOLDER_PID=") and ran.err.count("\n") == 1
 
 
 def test_no_harness_in_ancestry(bindir: Path, fm_home: Home) -> None:
     ran = subprocess.run([PY, str(bindir / "relay.py"), "--orphan", *FM, "lock", "acquire"],
                          capture_output=True, text=True, env=base_env(), timeout=DEADLINE)
     assert ran.stdout == "rc=1\n"
-    assert ran.stderr == "error: cannot locate harness process in ancestry\n"
+    assert ran.stderr == ("fm: cannot locate harness process in ancestry; run fm lock acquire "
+                          "from inside the harness session, or set FM_SESSION_HOLDER_PID to its "
+                          "pid\n")
     assert inspect(fm_home).state == "free"
 
 

@@ -273,7 +273,8 @@ def test_once_on_unsafe_state_is_one_line_and_exit_4(fm_home: Home, tmp_path: Pa
 def test_bad_arguments_are_a_usage_error(fm_home: Home, args: list[str]) -> None:
     done = run_fm("top", *args)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("fm: fm top: ") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("fm: top: ") and done.stderr.count("\n") == 1
+    assert done.stderr.endswith("; run 'fm top --help'\n")
 
 
 def test_help_names_the_options() -> None:

@@ -87,7 +87,7 @@ def test_a_spawned_claude_crew_reports_and_the_primary_wakes(tmp_path: Path) -> 
             (tmp_path.parent / "crew-claude-e2e-evidence.txt").write_text(
                 f"reason: {reason}\nsecond: {second}\ntool call: {mock.tool_calls}\ncalls: {rig.calls()}\n"
                 f"cycles: {(rig.home.logs / 'cycle-exits.tsv').read_text()}")
-        listed = json.loads(rig.fm("crew", "list", "--json").stdout)
+        listed = json.loads(rig.fm("crew", "list", "--json").stdout)["crews"]
         assert [(e["name"], e["harness"], e["pane_state"]) for e in listed] == [
             ("builder", "claude", "live")]
     finally:

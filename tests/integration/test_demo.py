@@ -69,7 +69,7 @@ def test_demo_rejects_unknown_arguments() -> None:
     out = subprocess.run(fm_command("demo", "--bogus"), capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 2
-    assert out.stderr.startswith("fm: fm demo takes only --keep")
+    assert out.stderr == "fm: demo: unrecognized arguments: --bogus; run 'fm demo --help'\n"
 
 
 SNAP = Snapshot(

@@ -20,6 +20,13 @@ class FirstmateError(Exception):
         return str(self.args[0]) if self.args else type(self).__name__
 
 
+class HelpShown(Exception):
+    """A command printed its help (``-h/--help``) on stdout: it ends there with exit 0.
+
+    Not a :class:`FirstmateError`: nothing went wrong, and a handler of those must not catch it.
+    """
+
+
 class UsageError(FirstmateError):
     exit_code = ExitCode.USAGE
 

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.base.errors import UsageError
+from firstmate.cli.args import Parser
 from firstmate.store.home import Home
 
-USAGE = ("usage: fm away on [--note TEXT] | off | status [--json] | brief [--json]")
+
+def parser() -> Parser:
+    parser = Parser("fm away", "Away mode: while the captain is away a supervision branch may "
+                    "handle check rows; the return brief says what happened meanwhile.")
+    on = parser.add_command("on", "write the away record with its posture contract")
+    on.add_argument("--note", nargs="+", metavar="TEXT", default=[],
+                    help="a note kept with the record (several words are joined)")
+    parser.add_command("off", "remove the away record; the period is kept for the brief")
+    status = parser.add_command("status", "on or off, since when, the note, the away owner and "
+                                "the contract")
+    status.add_argument("--json", action="store_true",
+                        help="print one JSON object: away, record, owner")
+    brief = parser.add_command("brief", "the return brief: what the host handled and handed "
+                               "back, branch outcomes, gaps, rows queued for main, open decisions")
+    brief.add_argument("--json", action="store_true", help="print the brief as one JSON object")
+    return parser
 
 
 def _home(create: bool) -> Home:
@@ -20,19 +34,12 @@ def _home(create: bool) -> Home:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE + "\n")
-        return 0 if args else 2
-    verb, rest = args[0], args[1:]
+    args = parser().parse(argv)
+    verb = args.command
     from firstmate.host import away
 
     if verb == "on":
-        note = ""
-        if rest[:1] == ["--note"] and len(rest) >= 2:
-            note = " ".join(rest[1:])
-        elif rest:
-            raise UsageError(USAGE)
+        note = " ".join(args.note)
         home = _home(True)
         _, already = away.turn_on(home, note)
         if already:
@@ -42,8 +49,6 @@ def main(argv: Sequence[str]) -> int:
                              "branch; fm away brief shows what happened, fm away off ends it)\n")
         return 0
     if verb == "off":
-        if rest:
-            raise UsageError(USAGE)
         home = _home(False)
         was = away.turn_off(home) if home.state.is_dir() else None
         if was is None:
@@ -51,10 +56,10 @@ def main(argv: Sequence[str]) -> int:
         else:
             sys.stdout.write("away: off (run fm away brief for what happened while away)\n")
         return 0
-    as_json = rest == ["--json"]
-    if rest and not as_json:
-        raise UsageError(USAGE)
+    as_json = args.json
     home = _home(False)
+    from firstmate.cli import jsonout
+
     if verb == "status":
         found_record = away.read_record(home)
         owner = away.away_owner(home)
@@ -65,16 +70,14 @@ def main(argv: Sequence[str]) -> int:
                 else {**found_record.to_json(), "valid": found_record.valid},
                 "owner": {"pid": owner[0], "live": owner[1]},
             }
-            sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+            jsonout.write(data)
         else:
             sys.stdout.write("".join(
                 line + "\n" for line in away.status_lines(found_record, owner)))
         return 0
-    if verb == "brief":
-        found = away.brief(home)
-        if as_json:
-            sys.stdout.write(json.dumps(found.to_json(), sort_keys=True, default=str) + "\n")
-        else:
-            sys.stdout.write("".join(line + "\n" for line in found.lines()))
-        return 0
-    raise UsageError(f"unknown away command {verb[:40]!r}; {USAGE}")
+    found = away.brief(home)
+    if as_json:
+        jsonout.write(found.to_json())
+    else:
+        sys.stdout.write("".join(line + "\n" for line in found.lines()))
+    return 0

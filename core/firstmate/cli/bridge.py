@@ -13,28 +13,37 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from firstmate.cli.args import Parser
     from firstmate.host.bridge.owner import BridgeOwner
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
-USAGE = "usage: fm bridge <harness> [--home DIR]   (JSON lines on stdin/stdout, see docs/bridge.md)"
+
+
+def parser() -> Parser:
+    from firstmate.cli.args import Parser
+
+    parser = Parser("fm bridge", "The long-lived process an in-process harness's shim starts and "
+                    "talks to: JSON lines on stdin and stdout (docs/bridge.md). Started by the "
+                    "shim fm install writes, never by hand.")
+    parser.add_argument("harness", metavar="HARNESS",
+                        help="the harness whose shim this serves ([a-z][a-z0-9_-]*)")
+    parser.add_argument("--home", metavar="DIR",
+                        help="the Firstmate home to use (becomes FM_HOME for this process)")
+    return parser
 
 
 def parse(argv: Sequence[str]) -> tuple[str, str | None]:
-    words = list(argv)
-    home: str | None = None
-    if "--home" in words:
-        at = words.index("--home")
-        if at + 1 >= len(words) or not words[at + 1]:
-            raise UsageError(f"--home needs a directory; {USAGE}")
-        home = words[at + 1]
-        del words[at:at + 2]
-    if len(words) != 1 or not _NAME.fullmatch(words[0]):
-        raise UsageError(USAGE)
-    return words[0], home
+    args = parser().parse(argv)
+    if args.home is not None and not args.home:
+        raise parser().usage_error("--home needs a directory")
+    if not _NAME.fullmatch(args.harness):
+        raise parser().usage_error(f"harness {args.harness[:40]!r} is not a harness name "
+                                   "([a-z][a-z0-9_-]*; fm plugins lists the installed ones)")
+    return args.harness, args.home
 
 
 def build(harness: str, env: Mapping[str, str], out: BinaryIO) -> BridgeOwner:
@@ -106,4 +115,4 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None,
     return ExitCode.OK
 
 
-__all__ = ["USAGE", "build", "main", "parse", "serve"]
+__all__ = ["build", "main", "parse", "parser", "serve"]

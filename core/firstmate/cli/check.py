@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -10,43 +9,61 @@ from collections.abc import Sequence
 
 from firstmate.base.errors import FirstmateError, StateError, UsageError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.cli.args import Parser
 from firstmate.store.home import Home, open_home, resolve_root
 
-USAGE = """usage: fm check add NAME [--replace] -- COMMAND [ARGS...]
-       fm check list [--json]
-       fm check remove NAME
-       fm check run NAME"""
+
+def parser() -> Parser:
+    parser = Parser("fm check", "Register, list, remove and try out the watcher's state checks: "
+                    "commands the watcher runs each poll, whose output becomes a wake.")
+    add = parser.add_command(
+        "add", "register a check: the command after --, run in the current directory",
+        usage="fm check add [-h] [--replace] NAME -- COMMAND [ARGS...]")
+    add.add_argument("name", metavar="NAME", help="the check's name (A-Z a-z 0-9 . _ -)")
+    add.add_argument("--replace", action="store_true",
+                     help="replace an existing check of that name (otherwise exit 3)")
+    add.add_argument("command", nargs="*", default=[], metavar="-- COMMAND [ARGS...]",
+                     help="the argv to run, after a -- (required)")
+    listing = parser.add_command("list", "every registered check: ok with its command, or "
+                                 "REJECTED and why")
+    listing.add_argument("--json", action="store_true",
+                         help='print one JSON object: {"checks": [{name, status, argv, cwd, '
+                              'added_at, last_run | why}...]}')
+    remove = parser.add_command("remove", "delete a check's definition, authenticated or rejected")
+    remove.add_argument("name", metavar="NAME", help="the check to delete")
+    run = parser.add_command("run", "run one check now and print the reason line the watcher "
+                             "would print; changes no state")
+    run.add_argument("name", metavar="NAME", help="the check to run")
+    return parser
 
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK if args else ExitCode.USAGE
-    command, rest = args[0], args[1:]
-    handler = {"add": _add, "list": _list, "remove": _remove, "run": _run}.get(command)
-    if handler is None:
-        raise UsageError(f"unknown check command {command!r}; run fm check --help")
-    if rest[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK
-    return handler(rest)
+    command = parser()
+    if args[:1] == ["add"] and "--" in args:
+        # argparse mangles what follows a "--": the check's own argv is split off first.
+        split = args.index("--")
+        return _add(command.commands["add"], args[1:split], args[split + 1:])
+    ns = command.parse(args)
+    if ns.command == "add":
+        raise command.commands["add"].usage_error(
+            "the -- before the check's command is required")
+    if ns.command == "list":
+        return _list(ns.json)
+    if ns.command == "remove":
+        return _remove(ns.name)
+    return _run(ns.name)
 
 
-def _add(rest: list[str]) -> int:
+def _add(add: Parser, head: list[str], command: list[str]) -> int:
     from firstmate.store import checks
 
-    if "--" not in rest:
-        raise UsageError("usage: fm check add NAME [--replace] -- COMMAND [ARGS...] (the -- is required)")
-    split = rest.index("--")
-    head, command = rest[:split], rest[split + 1 :]
-    replace = "--replace" in head
-    names = [arg for arg in head if arg != "--replace"]
-    if len(names) != 1 or names[0].startswith("-"):
-        raise UsageError("usage: fm check add NAME [--replace] -- COMMAND [ARGS...]")
+    ns = add.parse(head)
+    if ns.command:
+        raise add.usage_error(f"unexpected {ns.command[0][:40]!r} before --; give one NAME")
     if not command:
-        raise UsageError(f"missing command: run fm check add {names[0]} -- COMMAND [ARGS...]")
-    definition = checks.add(open_home(os.environ), names[0], command, replace=replace)
+        raise add.usage_error("missing command after -- (the check's argv)")
+    definition = checks.add(open_home(os.environ), ns.name, command, replace=ns.replace)
     sys.stdout.write(f"check: added {definition.name}: {shlex.join(definition.argv)} (in {definition.cwd})\n")
     return ExitCode.OK
 
@@ -60,12 +77,9 @@ def _home_or_none() -> Home | None:
         return None
 
 
-def _list(rest: list[str]) -> int:
+def _list(as_json: bool) -> int:
     from firstmate.store import checks
 
-    as_json = rest == ["--json"]
-    if rest and not as_json:
-        raise UsageError("usage: fm check list [--json]")
     home = _home_or_none()
     valid, rejected = checks.load(home) if home is not None else ([], [])
     runs = checks.read_state(home).last_run if home is not None else {}
@@ -78,7 +92,9 @@ def _list(rest: list[str]) -> int:
     entries += [{"name": r.name, "status": "rejected", "why": r.why} for r in rejected]
     entries.sort(key=lambda entry: str(entry["name"]))
     if as_json:
-        sys.stdout.write(json.dumps(entries, indent=1) + "\n")
+        from firstmate.cli import jsonout
+
+        jsonout.write({"checks": entries})
         return ExitCode.OK
     if not entries:
         sys.stdout.write("no checks registered; add one with: fm check add NAME -- COMMAND [ARGS...]\n")
@@ -99,31 +115,28 @@ def _list(rest: list[str]) -> int:
     return ExitCode.OK
 
 
-def _remove(rest: list[str]) -> int:
+def _remove(name: str) -> int:
     from firstmate.store import checks
 
-    if len(rest) != 1:
-        raise UsageError("usage: fm check remove NAME")
-    checks.remove(open_home(os.environ, create=False), rest[0])
-    sys.stdout.write(f"check: removed {rest[0]}\n")
+    checks.remove(open_home(os.environ, create=False), name)
+    sys.stdout.write(f"check: removed {name}\n")
     return ExitCode.OK
 
 
-def _run(rest: list[str]) -> int:
+def _run(name: str) -> int:
     """Run one authenticated check now and print what the watcher would make of it."""
     from firstmate.base.envnum import env_float
     from firstmate.store import checks
     from firstmate.watch.sources.checks import DEFAULT_TIMEOUT
 
-    if len(rest) != 1:
-        raise UsageError("usage: fm check run NAME")
     home = open_home(os.environ, create=False)
     valid, rejected = checks.load(home)
-    definition = next((d for d in valid if d.name == rest[0]), None)
+    definition = next((d for d in valid if d.name == name), None)
     if definition is None:
-        if any(r.name == rest[0] for r in rejected):
-            raise FirstmateError(f"check {rest[0]!r} is rejected (unauthenticated); re-add it first")
-        raise UsageError(f"no check named {rest[0]!r}; fm check list shows the registered ones")
+        if any(r.name == name for r in rejected):
+            raise FirstmateError(f"check {name!r} is rejected (unauthenticated); re-add it with "
+                                 f"fm check add {shlex.quote(name)} --replace -- COMMAND [ARGS...]")
+        raise UsageError(f"no check named {name!r}; fm check list shows the registered ones")
     result = checks.run_check(definition, env_float(os.environ, "FM_CHECK_TIMEOUT", DEFAULT_TIMEOUT),
                               os.environ, home)
     sys.stdout.write((result.reason or f"check: {definition.name}: ok (nothing to report)") + "\n")

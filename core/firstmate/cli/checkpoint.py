@@ -29,6 +29,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from firstmate.cli.args import Parser
 
 USAGE = "usage: fm checkpoint [--seconds N]   (N: positive whole seconds, default 180)"
 DEFAULT_SECONDS = 180
@@ -47,29 +51,26 @@ def _seconds(text: str) -> int:
     return int(text, 10)
 
 
-def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    from firstmate.base.errors import UsageError
+def parser() -> Parser:
+    from firstmate.cli.args import Parser
 
-    words = list(argv)
-    seconds: int | None = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == "--seconds":
-            if i + 1 >= len(words):
-                raise UsageError(f"--seconds needs a value; {USAGE}")
-            seconds = _seconds(words[i + 1])
-            i += 2
-            continue
-        if word.startswith("--seconds="):
-            seconds = _seconds(word.split("=", 1)[1])
-        else:
-            raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
-        i += 1
-    if seconds is None:
-        raw = _configured_seconds(env)
-        seconds = _seconds(raw) if raw else DEFAULT_SECONDS
-    return seconds
+    parser = Parser(
+        "fm checkpoint", "One bounded foreground supervision window: runs fm arm for at most N "
+        "seconds. Exit 0 with the wake text, 124 when nothing came (the watcher it started is "
+        "stopped), 1 for a watcher: FAILED line or a cycle without a reason.")
+    parser.add_argument("--seconds", metavar="N",
+                        help=f"the window in whole seconds, 1-{MAX_SECONDS} (default: "
+                             f"${SECONDS_ENV}, else an older name a plugin declares, else "
+                             f"{DEFAULT_SECONDS})")
+    return parser
+
+
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    args = parser().parse(argv)
+    if args.seconds is not None:
+        return _seconds(args.seconds)
+    raw = _configured_seconds(env)
+    return _seconds(raw) if raw else DEFAULT_SECONDS
 
 
 def _configured_seconds(env: Mapping[str, str]) -> str:
@@ -102,9 +103,6 @@ def _raise(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return 0
     seconds = parse_args(argv, os.environ)
     from firstmate.base import stopsignals
     from firstmate.base.exitcodes import ExitCode

@@ -11,26 +11,55 @@ from __future__ import annotations
 import os
 import sys
 
-from firstmate.base.errors import UsageError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.cli.main import wants_help
 
 TYPE_CHECKING = False  # typing's own, without importing typing (see firstmate/__init__.py)
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Sequence
-    from typing import NoReturn
 
+    from firstmate.cli.args import Parser
     from firstmate.store.home import Home
 
-USAGE = """usage: fm crew add NAME --pane TARGET [--replace]
-       fm crew spawn NAME --harness H [--cwd DIR | --worktree BRANCH] [-- PROMPT...]
-       fm crew steer NAME "instruction"
-       fm crew stop NAME
-       fm crew list [--json]
-       fm crew remove NAME
-       fm crew status NAME "<verb>: note"
-       fm crew turn-ended NAME
-       fm crew answer NAME --key KEY "answer" [--send]"""
+_NAME_HELP = "the crew's name: 1-64 characters from A-Z a-z 0-9 . _ -, not starting with ."
+
+
+def parser() -> Parser:
+    """The command line as help and errors describe it. ``status`` and ``turn-ended`` are parsed
+    by hand (a hot path) and build this only for ``--help`` or a wrong command line."""
+    from firstmate.cli.args import Parser
+
+    parser = Parser("fm crew", "Register crews and the panes they work in, and record what they "
+                    "report: status lines and turn ends the watcher turns into wakes.")
+    add = parser.add_command("add", "register a crew and the backend pane it works in")
+    add.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    add.add_argument("--pane", required=True, metavar="TARGET",
+                     help="the pane the crew works in (tmux: session:window.pane or %%12)")
+    add.add_argument("--replace", action="store_true",
+                     help="move an already registered crew to another pane (keeps its logs)")
+    remove = parser.add_command("remove", "unregister a crew and delete its status log, "
+                                "turn-end marker, pane log and cursors")
+    remove.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    status = parser.add_command("status", "append a status line to the crew's log and ring the "
+                                "watcher's doorbell (silent on success)")
+    status.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    status.add_argument("text", nargs="+", metavar="TEXT",
+                        help='the status line, "<verb>: note" (done:, blocked:, '
+                             'needs-decision: key=K question, ...); words are joined')
+    ended = parser.add_command("turn-ended", "record that the crew's turn ended (silent on "
+                               "success)")
+    ended.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    answer = parser.add_command("answer", "close the crew's open decision KEY with an answer")
+    answer.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    answer.add_argument("--key", required=True, metavar="KEY", help="the open decision's key")
+    answer.add_argument("--send", action="store_true",
+                        help="also type the answer into the crew's pane (then Enter)")
+    answer.add_argument("answer", nargs="+", metavar="ANSWER",
+                        help="the answer (words are joined)")
+    from firstmate.cli import crewfleet
+
+    crewfleet.declare(parser, _NAME_HELP)  # spawn, steer, stop and list
+    return parser
 
 
 def _home(*, create: bool) -> Home:
@@ -41,11 +70,8 @@ def _home(*, create: bool) -> Home:
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK if args else ExitCode.USAGE
-    command, rest = args[0], args[1:]
-    helping = any(arg in ("-h", "--help") for arg in rest)
+    command, rest = (args[0], args[1:]) if args else ("", [])
+    helping = wants_help(rest)
     if command == "status" and not helping:
         return _status(rest)
     if command == "turn-ended" and not helping:
@@ -53,14 +79,11 @@ def main(argv: Sequence[str]) -> int:
     if command in ("spawn", "steer", "stop", "list"):
         from firstmate.cli import crewfleet
 
-        return crewfleet.main(command, rest)
-    handler = {"add": _add, "remove": _remove, "answer": _answer,
-               "status": _status, "turn-ended": _turn_ended}.get(command)
+        return crewfleet.main(command, rest, parser())
+    handler = {"add": _add, "remove": _remove, "answer": _answer}.get(command)
     if handler is None:
-        raise UsageError(f"unknown crew command {command!r}; run fm crew --help")
-    if helping:
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK
+        parser().parse(args)  # help, or the error naming the subcommands
+    assert handler is not None
     return handler(rest)
 
 
@@ -80,8 +103,9 @@ def _report_root() -> str:
 def _status(rest: list[str]) -> int:
     from firstmate.base import crewreport
 
-    if len(rest) < 2:
-        raise UsageError('usage: fm crew status NAME "<verb>: note"')
+    if len(rest) < 2 or rest[0].startswith("-"):
+        # (A name starting with - is an option to fm crew add, so no crew has one.)
+        parser().commands["status"].refuse(rest, "expected NAME and TEXT")
     crewreport.status(_report_root(), rest[0], " ".join(rest[1:]))
     return ExitCode.OK
 
@@ -89,8 +113,8 @@ def _status(rest: list[str]) -> int:
 def _turn_ended(rest: list[str]) -> int:
     from firstmate.base import crewreport
 
-    if len(rest) != 1:
-        raise UsageError("usage: fm crew turn-ended NAME")
+    if len(rest) != 1 or rest[0].startswith("-"):
+        parser().commands["turn-ended"].refuse(rest, "expected one NAME")
     crewreport.turn_ended(_report_root(), rest[0])
     return ExitCode.OK
 
@@ -98,24 +122,10 @@ def _turn_ended(rest: list[str]) -> int:
 # --- the rest ----------------------------------------------------------------------------------
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise UsageError(f"{self.prog}: {message}; run fm crew --help")
-
-    return Parser(prog=prog, add_help=False)
-
-
 def _add(rest: list[str]) -> int:
     from firstmate.store import crew
 
-    parser = _parser("fm crew add")
-    parser.add_argument("name")
-    parser.add_argument("--pane", required=True)
-    parser.add_argument("--replace", action="store_true")
-    ns = parser.parse_args(rest)
+    ns = parser().commands["add"].parse(rest)
     home = _home(create=True)
     before = crew.get(home, ns.name) if crew.exists(home, crew.validate_name(ns.name)) else None
     added = crew.add(home, ns.name, ns.pane, replace=ns.replace)
@@ -148,9 +158,7 @@ def _check_pane(name: str, pane: str) -> None:
 def _remove(rest: list[str]) -> int:
     from firstmate.store import crew
 
-    parser = _parser("fm crew remove")
-    parser.add_argument("name")
-    ns = parser.parse_args(rest)
+    ns = parser().commands["remove"].parse(rest)
     removed = crew.remove(_home(create=False), ns.name)
     sys.stdout.write(f"crew: removed {removed.name}\n")
     return ExitCode.OK
@@ -160,12 +168,7 @@ def _answer(rest: list[str]) -> int:
     from firstmate.base.errors import FirstmateError
     from firstmate.store import crew
 
-    parser = _parser("fm crew answer")
-    parser.add_argument("name")
-    parser.add_argument("--key", required=True)
-    parser.add_argument("--send", action="store_true")
-    parser.add_argument("answer", nargs="+")
-    ns = parser.parse_args(rest)
+    ns = parser().commands["answer"].parse(rest)
     home = _home(create=False)
     text = " ".join(ns.answer)
     decision = crew.answer(home, ns.name, ns.key, text)

@@ -22,9 +22,9 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
-USAGE = "usage: fm hook <harness> <event> [--home DIR]   (the harness's JSON payload on stdin)"
+    from firstmate.cli.args import Parser
 #: Payloads above this many bytes are not decoded: the hook sees None.
 MAX_PAYLOAD = 1 << 20
 DEFAULT_STDIN_TIMEOUT = 2.0
@@ -34,10 +34,26 @@ SETTLE = 0.1
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
-def _usage(message: str) -> Exception:
-    from firstmate.base.errors import UsageError
+def parser() -> Parser:
+    """The command line as help and errors describe it; parsed by hand (:func:`_args`) on the
+    hot path, which builds this only for ``--help`` or a wrong command line."""
+    from firstmate.cli.args import Parser
 
-    return UsageError(message)
+    parser = Parser("fm hook", "The entry every harness hook runs (fm install writes it into the "
+                    "harness's config): hands the harness's JSON payload on stdin to that "
+                    "harness's plugin and answers in the harness's own terms. Never wedges or "
+                    "breaks its harness: a bad payload reaches the plugin as none.")
+    parser.add_argument("harness", metavar="HARNESS",
+                        help="the harness whose plugin answers (fm plugins lists them)")
+    parser.add_argument("event", metavar="EVENT",
+                        help="the hook event in kebab case (session-start, stop, stop-failure)")
+    parser.add_argument("--home", metavar="DIR",
+                        help="the Firstmate home (becomes FM_HOME for this call and its children)")
+    return parser
+
+
+def _refuse(argv: Sequence[str], message: str) -> NoReturn:
+    parser().refuse(argv, message)
 
 
 def _args(argv: Sequence[str]) -> tuple[str, str, str | None]:
@@ -54,16 +70,16 @@ def _args(argv: Sequence[str]) -> tuple[str, str, str | None]:
                 i += 1
                 home = words[i]
             else:
-                raise _usage(f"--home needs a directory; {USAGE}")
+                _refuse(argv, "--home needs a directory")
             if not home:
-                raise _usage(f"--home needs a directory; {USAGE}")
-        elif word.startswith("--"):
-            raise _usage(f"unknown option {word[:40]!r}; {USAGE}")
+                _refuse(argv, "--home needs a directory")
+        elif word.startswith("-") and word != "-":
+            _refuse(argv, f"unrecognized arguments: {word}")
         else:
             positional.append(word)
         i += 1
     if len(positional) != 2:
-        raise _usage(USAGE)
+        _refuse(argv, "expected HARNESS and EVENT")
     return positional[0], positional[1], home
 
 
@@ -162,9 +178,6 @@ def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[s
 
 
 def main(argv: Sequence[str]) -> int:
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return 0
     harness, event, home_arg = _args(argv)
     env = os.environ
     if home_arg is not None:

@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.base.errors import UsageError
+from firstmate.cli.args import Parser
 from firstmate.store.home import Home
 
-USAGE = ("usage: fm host park [--restart] | report [--captain] [--generation G] TEXT… | "
-         "enable [--engine CMD] [--handback default|acknowledged] | disable | status [--json]")
+
+def parser() -> Parser:
+    parser = Parser("fm host", "The opt-in supervision host: parked in place of fm arm, it "
+                    "handles each close with a bounded headless engine turn while the captain "
+                    "is away (docs/guards.md).")
+    park = parser.add_command("park", "run in place of fm arm (attended: exactly an arm; away: "
+                              "engine turns handle the wakes)")
+    park.add_argument("--restart", action="store_true",
+                      help="stop the current watcher first, as fm arm --restart does")
+    report = parser.add_command("report", "record one branch outcome (the engine turn runs this)")
+    report.add_argument("--captain", action="store_true",
+                        help="the outcome needs the captain: it goes into the return brief's "
+                             "captain section")
+    report.add_argument("--generation", metavar="G",
+                        help="the episode generation handled (default: "
+                             "$FM_SUPERVISION_HOST_GENERATION)")
+    report.add_argument("text", nargs="*", metavar="TEXT", help="the outcome (words are joined)")
+    enable = parser.add_command("enable", "write config/supervision-host (the engine is "
+                                "stored with an HMAC under the home's secret)")
+    enable.add_argument("--engine", metavar="CMD",
+                        help="the headless one-turn command line to run (default: the harness "
+                             "plugin's host_engine)")
+    enable.add_argument("--handback", choices=("default", "acknowledged"),
+                        help="acknowledged: re-deliver a handed-back wake with backoff until "
+                             "main acknowledges it")
+    parser.add_command("disable", "remove config/supervision-host")
+    status = parser.add_command("status", "enabled or not, the engine, whether a host is parked, "
+                                "away or not")
+    status.add_argument("--json", action="store_true",
+                        help="print one JSON object: enabled, engine, turn_timeout, handback, "
+                             "parked, away")
+    return parser
 
 
 def _home() -> Home:
@@ -20,71 +49,31 @@ def _home() -> Home:
     return Home(resolve_root(os.environ))
 
 
-def _options(args: Sequence[str], flags: Sequence[str], valued: Sequence[str]
-             ) -> tuple[dict[str, str], list[str]]:
-    opts: dict[str, str] = {}
-    rest: list[str] = []
-    words = list(args)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in flags:
-            opts[word] = "1"
-        elif word in valued:
-            if i + 1 >= len(words):
-                raise UsageError(f"{word} needs a value; {USAGE}")
-            opts[word] = words[i + 1]
-            i += 1
-        elif word == "--":
-            rest.extend(words[i + 1:])
-            break
-        elif word.startswith("--"):
-            raise UsageError(f"unknown option {word[:40]!r}; {USAGE}")
-        else:
-            rest.append(word)
-        i += 1
-    return opts, rest
-
-
 def main(argv: Sequence[str]) -> int:
-    args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE + "\n")
-        return 0 if args else 2
-    verb, rest = args[0], args[1:]
+    args = parser().parse(argv)
+    verb = args.command
     from firstmate.host import supervision as host
 
     if verb == "park":
-        if rest not in ([], ["--restart"]):
-            raise UsageError(USAGE)
-        return host.park(restart=rest == ["--restart"])
+        return host.park(restart=args.restart)
     if verb == "report":
-        opts, words = _options(rest, ("--captain",), ("--generation",))
-        generation = opts.get("--generation") or os.environ.get(host.GENERATION_ENV, "")
-        host.report(_home(), " ".join(words), generation.strip(),
-                    captain="--captain" in opts)
+        generation = args.generation or os.environ.get(host.GENERATION_ENV, "")
+        host.report(_home(), " ".join(args.text), generation.strip(), captain=args.captain)
         return 0
     if verb == "enable":
-        opts, words = _options(rest, (), ("--engine", "--handback"))
-        if words or opts.get("--handback", "default") not in ("default", "acknowledged"):
-            raise UsageError(USAGE)
         from firstmate.store.home import open_home
 
         home = open_home(os.environ)
-        host.enable(home, opts.get("--engine"), opts.get("--handback"))
+        host.enable(home, args.engine, args.handback)
         sys.stdout.write(f"supervision host: enabled ({home.config / host.CONFIG_NAME}); it "
                          "handles wakes only while away (fm away on)\n")
         return 0
     if verb == "disable":
-        if rest:
-            raise UsageError(USAGE)
         done = host.disable(_home())
         sys.stdout.write("supervision host: disabled\n" if done
                          else "supervision host: already disabled\n")
         return 0
     if verb == "status":
-        if rest not in ([], ["--json"]):
-            raise UsageError(USAGE)
         from firstmate.host import away
 
         home = _home()
@@ -93,13 +82,14 @@ def main(argv: Sequence[str]) -> int:
         data = {"enabled": config.enabled, "engine": list(config.engine),
                 "turn_timeout": config.turn_timeout, "handback": config.handback,
                 "parked": {"pid": pid, "live": live}, "away": away.is_away(home)}
-        if rest:
-            sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+        if args.json:
+            from firstmate.cli import jsonout
+
+            jsonout.write(data)
         else:
             state = f"parked (pid {pid})" if live else "not parked"
             engine = " ".join(config.engine) or f"none (set {host.ENGINE_ENV})"
             sys.stdout.write(
                 f"supervision host: {'enabled' if config.enabled else 'disabled'}, {state}, "
                 f"away {'on' if data['away'] else 'off'}\nengine: {engine}\n")
-        return 0
-    raise UsageError(f"unknown host command {verb[:40]!r}; {USAGE}")
+    return 0

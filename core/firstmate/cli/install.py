@@ -7,7 +7,6 @@ under the project directory (``firstmate_install``) or removes exactly its entri
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -16,55 +15,112 @@ from typing import NoReturn
 
 import attrs
 
-from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
-from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
+from firstmate.cli.args import Parser, wants_help
+from firstmate.plugin.harness import (
+    FileChange,
+    HarnessInfo,
+    InstallFlag,
+    InstallOptions,
+    InstallResult,
+)
 from firstmate.store.home import Home
-
-USAGE = ("usage: fm {verb} <harness> [--project DIR] [--home DIR] [--dry-run] [--json] "
-         "[--fm-command CMD] [--<harness flag>[=VALUE] …]")
 
 _DONE = {"created": "created", "merged": "merged", "removed": "removed", "unchanged": "unchanged"}
 _WOULD = {"created": "would create", "merged": "would merge", "removed": "would remove",
           "unchanged": "unchanged"}
+_SUMMARY = {
+    "install": "Write or merge a harness's own config files under the project directory, so the "
+               "harness runs fm's hooks (or loads its shim). Idempotent; the user's own entries "
+               "are kept, and a file we cannot read is never written.",
+    "uninstall": "Remove exactly what fm install wrote for a harness; the user's own entries stay.",
+}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; {self.usage}")
-
-
-def _parser(verb: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"fm {verb}", usage=USAGE.format(verb=verb), add_help=False,
-                     allow_abbrev=False, exit_on_error=False)
-    parser.add_argument("harness")
-    parser.add_argument("--project", default=None)
-    parser.add_argument("--home", default=None)
-    parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--json", action="store_true")
+def parser(verb: str = "install", harness: str | None = None,
+           flags: Sequence[InstallFlag] | None = None) -> Parser:
+    """The command line of ``fm install`` / ``fm uninstall``; with *flags*, the harness flags
+    the plugin for *harness* declares (``HarnessInfo.install_flags``)."""
+    if flags is None:
+        epilog = ("Each harness adds the flags its plugin declares: fm install HARNESS --help "
+                  "lists them (fm plugins lists the installed harnesses).")
+    elif not flags:
+        epilog = f"{harness} takes no harness flags."
+    else:
+        epilog = None
+    usage = (f"fm {verb} {harness or 'HARNESS'} [-h] [--project DIR] [--home DIR] [--dry-run] "
+             "[--json] [--fm-command CMD]")
+    usage += "".join(f" [--{f.name}{'=' + f.metavar if f.metavar else ''}]" for f in flags or ())
+    if flags is None:
+        usage += " [HARNESS FLAGS]"
+    parser = Parser(f"fm {verb}", _SUMMARY[verb], epilog=epilog, usage=usage)
+    if harness is not None:
+        parser.help_command = f"fm {verb} {harness}"
+    parser.add_argument("harness", metavar="HARNESS",
+                        help="the harness whose config to change (fm plugins lists the installed "
+                             "ones)")
+    parser.add_argument("--project", metavar="DIR",
+                        help="the project directory the config files live under (default: the "
+                             "current directory; it must exist)")
+    parser.add_argument("--home", metavar="DIR",
+                        help="pin this Firstmate home into the installed hook commands")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what would change and write nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: verb, harness, project, home, dry_run, "
+                             "fm_command, changes, notes")
     # None: this installation's own entry point by absolute path (firstmate.plugin.fmcommand).
-    parser.add_argument("--fm-command", default=None)
+    parser.add_argument("--fm-command", metavar="CMD",
+                        help="the command the hooks run instead of this installation's own "
+                             "entry point (read like a shell command line)")
+    if flags:
+        group = parser.add_argument_group(f"{harness} flags")
+        for flag in flags:
+            dest = f"flag:{flag.name}"
+            if flag.metavar:
+                group.add_argument(f"--{flag.name}", metavar=flag.metavar, dest=dest,
+                                   help=flag.help)
+            else:
+                group.add_argument(f"--{flag.name}", action="store_const", const="true",
+                                   dest=dest, help=flag.help)
     return parser
 
 
-def _flags(extra: Sequence[str], usage: str) -> dict[str, str]:
-    """Harness flags: ``--name`` (→ "true"), ``--name=value`` or ``--name value`` (the harness is
-    the only positional, so a bare word can only be the value of the flag before it); anything
-    else is a usage error."""
-    flags: dict[str, str] = {}
-    words = list(extra)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name, eq, value = word.partition("=")
-        if not name.startswith("--") or len(name) < 3:
-            raise UsageError(f"unexpected argument {word[:60]!r}; {usage}")
-        if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
-            value, eq = words[i + 1], "="
-            i += 1
-        flags[name[2:]] = value if eq else "true"
-        i += 1
-    return flags
+def accepted(info: HarnessInfo | None, harness: str) -> str:
+    """The sentence naming the harness flags *harness* accepts."""
+    flags = info.install_flags if info is not None else ()
+    if not flags:
+        return f"{harness} takes no harness flags"
+    shown = ", ".join(f"--{f.name}" + (f"={f.metavar}" if f.metavar else "") for f in flags)
+    return f"{harness} accepts {shown}"
+
+
+def _harness_named(argv: Sequence[str], verb: str) -> str | None:
+    """The HARNESS word of *argv* (None when there is none), read with the core options only."""
+    words = [word for word in argv if word not in ("-h", "--help")]
+    try:
+        found, _extra = parser(verb, flags=()).parse_known(words)
+    except FirstmateError:  # the full parse reports it
+        return None
+    harness: str | None = found.harness
+    return harness
+
+
+def _help(argv: Sequence[str], verb: str) -> NoReturn:
+    """Print the help, with the harness flags of the harness named, when its plugin loads."""
+    harness = _harness_named(argv, verb)
+    if harness is None:
+        parser(verb).show_help()
+    try:
+        from firstmate.plugin.manager import load_harness
+
+        info = load_harness(harness).harness(harness)
+    except FirstmateError as exc:
+        command = parser(verb)
+        command.epilog = f"No harness flags shown: {' '.join(exc.message.split())}."
+        command.show_help()
+    parser(verb, harness, info.install_flags if info is not None else ()).show_help()
 
 
 @attrs.frozen
@@ -77,22 +133,29 @@ class Request:
     fm_command_given: bool
 
 
-def parse(argv: Sequence[str], verb: str) -> Request:
-    usage = USAGE.format(verb=verb)
-    try:
-        args, extra = _parser(verb).parse_known_args(list(argv))
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"{exc}; {usage}") from exc
+def parse(argv: Sequence[str], verb: str, info: HarnessInfo | None = None) -> Request:
+    """*argv* with the harness flags *info* declares; any other flag is refused, naming them."""
+    harness = _harness_named(argv, verb)
+    flags = info.install_flags if info is not None else ()
+    command = parser(verb, harness, flags)
+    args, extra = command.parse_known(argv)
+    if extra:
+        unknown = next((word for word in extra if word.startswith("-")), None)
+        if unknown is not None and harness is not None:
+            raise command.usage_error(f"unknown option {unknown.partition('=')[0]}; "
+                                      f"{accepted(info, harness)}")
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.fm_command is not None and args.fm_command.strip() == "":
-        raise UsageError(f"--fm-command needs a command; {usage}")
+        raise command.usage_error("--fm-command needs a command")
     from firstmate.plugin.fmcommand import own_command
 
     project = Path(os.path.abspath(os.path.expanduser(args.project or os.getcwd())))
     home = Path(os.path.abspath(os.path.expanduser(args.home))) if args.home else None
+    chosen = {flag.name: getattr(args, f"flag:{flag.name}") for flag in flags}
     options = InstallOptions(
         harness=args.harness, project=project, home=home, dry_run=args.dry_run,
         fm_command=args.fm_command if args.fm_command is not None else own_command(),
-        flags=_flags(extra, usage),
+        flags={name: value for name, value in chosen.items() if value is not None},
     )
     return Request(options, args.json, args.fm_command is not None)
 
@@ -138,19 +201,22 @@ def report(result: InstallResult, options: InstallOptions, verb: str) -> None:
 
 def run(argv: Sequence[str], *, remove: bool) -> int:
     verb = "uninstall" if remove else "install"
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE.format(verb=verb) + "\n")
-        return ExitCode.OK
-    request = parse(argv, verb)
-    options = request.options
+    if wants_help(argv):
+        _help(argv, verb)
+    harness = _harness_named(argv, verb)
+    if harness is None:
+        parser(verb).parse(argv)  # the usage error for a command line without a harness
+        raise parser(verb).usage_error("a HARNESS is required")
     from firstmate.plugin import installrecord
     from firstmate.plugin.configfiles import require_project
     from firstmate.plugin.manager import load_harness
     from firstmate.store.home import resolve_root
 
+    host = load_harness(harness)
+    request = parse(argv, verb, host.harness(harness))
+    options = request.options
     require_project(options)
     home = Home(options.home if options.home is not None else resolve_root())
-    host = load_harness(options.harness)
     result = host.uninstall(home, options) if remove else host.install(home, options)
     if result is None:
         raise FirstmateError(
@@ -173,9 +239,9 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
                 installrecord.remember(_ensure(Home(where), options), options,
                                        fm_command_given=request.fm_command_given)
     if request.as_json:
-        import json
+        from firstmate.cli import jsonout
 
-        sys.stdout.write(json.dumps(to_json(result, options, verb), sort_keys=True) + "\n")
+        jsonout.write(to_json(result, options, verb))
     else:
         report(result, options, verb)
     return ExitCode.OK

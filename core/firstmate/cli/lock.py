@@ -1,46 +1,40 @@
 """``fm lock acquire|status|release``: the primary session lock (see firstmate.continuity.session_lock).
 
-Refusals print one ``error: …`` line on stderr, as the harness instructions quote them.
+Refusals are one ``fm: <what>; <what to do>`` line on stderr, like every other fm error.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.base.errors import FirstmateError, StateError, UsageError
+from firstmate.base.errors import StateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.cli.args import Parser
 from firstmate.store.home import Home, open_home, resolve_root
 
-USAGE = """usage: fm lock acquire
-       fm lock status [--json]
-       fm lock release"""
+
+def parser() -> Parser:
+    parser = Parser("fm lock", "Acquire, inspect or release the primary session lock: the one "
+                    "harness session per home that drains and acknowledges wakes.")
+    parser.add_command("acquire", "take the lock for the harness session above this fm (prints "
+                       "lock acquired: harness pid <P>); exit 1 when another live session holds it")
+    status = parser.add_command("status", "one line saying who holds the lock; always exit 0")
+    status.add_argument("--json", action="store_true",
+                        help="print one JSON object: state, line, pid, owner, recoverable, "
+                             "detail, record and, with a record, owned_by_self")
+    parser.add_command("release", "remove the lock, only when it belongs to this session")
+    return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK if args else ExitCode.USAGE
-    command, rest = args[0], args[1:]
-    if rest[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK
-    try:
-        if command == "status":
-            return _status(rest)
-        if rest:
-            raise UsageError(f"fm lock {command} takes no arguments; run fm lock --help")
-        if command == "acquire":
-            return _acquire()
-        if command == "release":
-            return _release()
-        raise UsageError(f"unknown lock command {command!r}; run fm lock --help")
-    except FirstmateError as exc:
-        sys.stderr.write("error: " + " ".join(exc.message.split()) + "\n")
-        return int(exc.exit_code)
+    args = parser().parse(argv)
+    if args.command == "status":
+        return _status(args.json)
+    if args.command == "acquire":
+        return _acquire()
+    return _release()
 
 
 def _acquire() -> int:
@@ -72,12 +66,9 @@ def _release() -> int:
     return ExitCode.OK
 
 
-def _status(rest: list[str]) -> int:
+def _status(as_json: bool) -> int:
     from firstmate.continuity import session_lock
 
-    as_json = rest == ["--json"]
-    if rest and not as_json:
-        raise UsageError("usage: fm lock status [--json]")
     try:
         home = _existing_home()
     except StateError as exc:
@@ -86,10 +77,12 @@ def _status(rest: list[str]) -> int:
     else:
         ins = session_lock.inspect(home) if home is not None else session_lock.LockInspection("free")
     if as_json:
+        from firstmate.cli import jsonout
+
         payload = ins.to_dict()
         if ins.record is not None:
             payload["owned_by_self"] = session_lock.owned_by_self(ins.record, env=os.environ)
-        sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+        jsonout.write(payload)
     else:
         sys.stdout.write(ins.line + "\n")
     return ExitCode.OK

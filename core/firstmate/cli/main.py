@@ -41,13 +41,51 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),
 }
 
-USAGE = "usage: fm [--version] <command> [args…]   (fm help lists the commands)"
+USAGE = "usage: fm [-h] [-V] COMMAND [ARGS...]"
+HELP_FOOTER = ("fm help COMMAND [SUBCOMMAND] (or fm COMMAND --help) describes a command and its "
+               "options;\ndocs/cli.md has them all.")
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    """Whether ``-h`` or ``--help`` is among the options of *argv* (before a ``--``). Here, not
+    in firstmate.cli.args, so the hand-parsed hot paths can ask without importing argparse."""
+    for word in argv:
+        if word == "--":
+            return False
+        if word in ("-h", "--help"):
+            return True
+    return False
+
+
+def _plugin_commands() -> dict[str, str]:
+    """Plugin command name → its one-line help (the first line of the callable's docstring).
+    Loading every plugin is fine here: only ``fm help`` asks."""
+    try:
+        from firstmate.plugin.manager import load
+
+        registry = load().cli_commands()
+    except Exception:  # a broken plugin must not break the help; fm plugins reports it
+        return {}
+    found: dict[str, str] = {}
+    for name, command in registry.items():
+        if name in COMMANDS or not callable(command):
+            continue
+        doc = (getattr(command, "__doc__", None) or "").strip().splitlines()
+        found[name] = doc[0].strip() if doc else "(a plugin command)"
+    return found
 
 
 def _help() -> str:
-    width = max(len(name) for name in COMMANDS)
-    lines = [USAGE, "", "commands:"]
+    plugin = _plugin_commands()
+    width = max(len(name) for name in [*COMMANDS, *plugin])
+    lines = [USAGE, "", "Keeps a primary coding agent awake to its fleet of crew agents.", "",
+             "options:", f"  {'-h, --help'.ljust(width)}  show this help and exit",
+             f"  {'-V, --version'.ljust(width)}  print the version and exit", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in sorted(COMMANDS.items())]
+    if plugin:
+        lines += ["", "plugin commands:"]
+        lines += [f"  {name.ljust(width)}  {text}" for name, text in sorted(plugin.items())]
+    lines += ["", HELP_FOOTER]
     return "\n".join(lines)
 
 
@@ -57,13 +95,32 @@ def _error(message: str) -> None:
     sys.stderr.write(f"fm: {clean}\n")
 
 
-def dispatch(argv: Sequence[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
+def _unknown(name: str) -> Exception:
+    from firstmate.base.errors import UsageError
+
+    return UsageError(f"unknown command {name[:40]!r}; run 'fm help' to list the commands")
+
+
+def _run(argv: Sequence[str]) -> int:
+    if not argv:
         from firstmate.base.exitcodes import ExitCode
 
         sys.stdout.write(_help() + "\n")
-        return ExitCode.OK if argv else ExitCode.USAGE
-    if argv[0] == "--version":
+        return ExitCode.USAGE
+    if argv[0] in ("-h", "--help") or argv == ["help"]:
+        sys.stdout.write(_help() + "\n")
+        return 0
+    if argv[0] == "help":
+        # fm help CMD [SUB]: exactly what fm CMD [SUB] --help prints.
+        if argv[1] in ("help", "-h", "--help"):
+            return _run(["help"])
+        if argv[1] not in COMMANDS:
+            from firstmate.cli.registry import plugin_command
+
+            if plugin_command(argv[1]) is None:
+                raise _unknown(argv[1])
+        return _run([*argv[1:], "--help"])
+    if argv[0] in ("-V", "--version"):
         from firstmate import __version__
 
         sys.stdout.write(f"fm {__version__}\n")
@@ -75,14 +132,23 @@ def dispatch(argv: Sequence[str]) -> int:
 
         command = plugin_command(name)
         if command is None:
-            from firstmate.base.exitcodes import ExitCode
-
-            _error(f"unknown command {name!r}; run 'fm help' to list commands")
-            return ExitCode.USAGE
+            raise _unknown(name)
         return int(command(rest))
     __import__(entry[0])  # not importlib.import_module: the importlib package costs a hook time
     module = sys.modules[entry[0]]
     return int(module.main(rest))
+
+
+def dispatch(argv: Sequence[str]) -> int:
+    try:
+        return _run(argv)
+    except Exception as exc:
+        # A command that printed its help ends there (firstmate.cli.args): exit 0.
+        from firstmate.base.errors import HelpShown
+
+        if isinstance(exc, HelpShown):
+            return 0
+        raise
 
 
 #: Commands whose every end is one line: a stop before their own handlers exist still says so.

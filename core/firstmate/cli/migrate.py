@@ -5,39 +5,35 @@ from __future__ import annotations
 import os
 import sys
 
-USAGE = "usage: fm migrate --from-legacy DIR [--json]"
+from firstmate.cli.args import Parser
+
+
+def parser() -> Parser:
+    parser = Parser("fm migrate", "Import the durable queue state (.wake-queue, its sequence "
+                    "counter and .watcher-down) of an original firstmate home. Importing again "
+                    "adds nothing.")
+    parser.add_argument("--from-legacy", required=True, metavar="DIR",
+                        help="the original home (its state/ is used) or its state directory")
+    parser.add_argument("--json", action="store_true",
+                        help="print the summary as one JSON object (source, imported, renumbered, "
+                             "retired, skipped, episode, sequence, refused_counter)")
+    return parser
 
 
 def main(argv: list[str]) -> int:
-    from firstmate.base.errors import UsageError
-
-    source: str | None = None
-    as_json = False
-    it = iter(argv)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if name == "--from-legacy":
-            if source is not None:
-                raise UsageError(f"--from-legacy given twice; {USAGE}")
-            source = value if eq else next(it, None)
-            if not source:
-                raise UsageError(f"--from-legacy needs a directory; {USAGE}")
-        elif arg == "--json":
-            as_json = True
-        else:
-            raise UsageError(USAGE)
-    if source is None:
-        raise UsageError(USAGE)
+    args = parser().parse(argv)
+    if not args.from_legacy:
+        raise parser().usage_error("--from-legacy needs a directory")
 
     from firstmate.store.database import open_store
     from firstmate.store.home import open_home
     from firstmate.store.migrate import import_legacy
 
-    report = import_legacy(open_store(open_home(os.environ)), os.path.expanduser(source))
-    if as_json:
-        import json
+    report = import_legacy(open_store(open_home(os.environ)), os.path.expanduser(args.from_legacy))
+    if args.json:
+        from firstmate.cli import jsonout
 
-        sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
+        jsonout.write(report.to_json())
     else:
         sys.stdout.write("".join(line + "\n" for line in report.lines()))
     return 0

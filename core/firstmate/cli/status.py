@@ -6,16 +6,15 @@ created. An unsafe or corrupt state is reported with its one-line fix and exit 4
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from firstmate.base.errors import UsageError
 from firstmate.base.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from firstmate.cli.args import Parser
     from firstmate.store.home import Home
 
 
@@ -108,14 +107,25 @@ def render(data: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def parser() -> Parser:
+    from firstmate.cli.args import Parser
+
+    parser = Parser("fm status", "Show watcher health, queue depth, the open episode, the session "
+                    "lock and unsupervised in-process harnesses. Changes nothing, except that a "
+                    "watcher proven gone has its downtime published at once.")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (home, watcher, queue, episode, "
+                             "session_lock, away, bridges)")
+    return parser
+
+
 def main(argv: Sequence[str]) -> int:
-    args = list(argv)
-    unknown = [a for a in args if a != "--json"]
-    if unknown:
-        raise UsageError(f"fm status takes only --json, not {unknown[0]!r}")
+    args = parser().parse(argv)
     data = snapshot()
-    if "--json" in args:
-        sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    if args.json:
+        from firstmate.cli import jsonout
+
+        jsonout.write(data)
     else:
         sys.stdout.write(render(data) + "\n")
     return ExitCode.OK

@@ -13,18 +13,12 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from firstmate.base.errors import UsageError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.cli.args import Parser
 
 DESCRIPTION = ("A live view of the fleet: watcher, queue, episode, crews with their last status, "
                "and the last wakes with their latencies. Reads only; q quits.")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"fm top: {message}; run fm top --help")
 
 
 def _interval(text: str) -> float:
@@ -38,12 +32,12 @@ def _interval(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> Parser:
     from firstmate.app.top_screen import DEFAULT_INTERVAL
 
-    parser = _Parser(prog="fm top", description=DESCRIPTION, allow_abbrev=False)
+    parser = Parser("fm top", DESCRIPTION)
     parser.add_argument("--once", action="store_true",
-                        help="print one plain frame and exit (for scripts)")
+                        help="print one plain frame and exit (a script reads fm status --json)")
     parser.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help="redraw at least this often even when nothing changed "
                              f"(default {DEFAULT_INTERVAL:g}); changes are drawn within 0.1 s")
@@ -61,7 +55,7 @@ def main(argv: Sequence[str]) -> int:
     from firstmate.app.top_view import render
     from firstmate.store.home import resolve_root
 
-    args = _parser().parse_args(list(argv))
+    args = parser().parse(argv)
     env = dict(os.environ)
     gatherer = Gatherer(resolve_root(env), env)
     if args.once:

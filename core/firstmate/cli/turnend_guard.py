@@ -9,15 +9,42 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
-USAGE = "usage: fm turnend-guard --harness HARNESS [--home DIR] [--no-wait]   (payload on stdin)"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
+
+    from firstmate.cli.args import Parser
+
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
-def _args(argv: Sequence[str]) -> tuple[str, str | None, bool]:
-    from firstmate.base.errors import UsageError
+def parser() -> Parser:
+    """The command line as help and errors describe it; parsed by hand in :func:`_args` (a hot
+    path: every turn end), which builds this only for ``--help`` or a wrong command line."""
+    from firstmate.cli.args import Parser
 
+    parser = Parser("fm turnend-guard", "Turn-end backstop, run by a harness's turn-end hook with "
+                    "the hook payload on stdin: exit 0 lets the turn end, exit 2 with a banner "
+                    "on stderr blocks it (a follow-up harness gets one message on stdout). Bad "
+                    "arguments exit 1, never 2, which harnesses read as block.")
+    parser.add_argument("--harness", required=True, metavar="HARNESS",
+                        help="the harness whose turn is ending (its plugin's guard profile "
+                             "decides block or follow-up)")
+    parser.add_argument("--home", metavar="DIR",
+                        help="the Firstmate home (becomes FM_HOME for this call)")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="do not wait for the auto-arm's proof before deciding (harnesses "
+                             "with a re-arm ledger wait up to their sync wait otherwise)")
+    return parser
+
+
+def _refuse(argv: Sequence[str], message: str) -> NoReturn:
+    parser().refuse(argv, message)
+
+
+def _args(argv: Sequence[str]) -> tuple[str, str | None, bool]:
     harness: str | None = None
     home: str | None = None
     wait = True
@@ -39,19 +66,16 @@ def _args(argv: Sequence[str]) -> tuple[str, str | None, bool]:
         elif word == "--no-wait":
             wait = False
         else:
-            raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
+            _refuse(argv, f"unrecognized arguments: {word}")
         i += 1
     if not harness or not set(harness) <= _NAME_CHARS:
-        raise UsageError(USAGE)
+        _refuse(argv, "--harness needs a harness name (lower-case letters, digits, - and _)")
     if home is not None and not home:
-        raise UsageError(f"--home needs a directory; {USAGE}")
+        _refuse(argv, "--home needs a directory")
     return harness, home, wait
 
 
 def main(argv: Sequence[str]) -> int:
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return 0
     from firstmate.base.errors import UsageError
 
     try:
@@ -59,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         # Exit 2 means "block" to the harnesses that run this: a broken hook command must
         # never wedge every turn end, so bad arguments exit 1 (a non-blocking hook error).
-        sys.stderr.write(f"fm: {exc.message}\n")
+        sys.stderr.write(f"fm: {' '.join(exc.message.split())}\n")
         return 1
     env = os.environ
     if home_arg is not None:

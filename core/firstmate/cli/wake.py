@@ -9,28 +9,20 @@ from __future__ import annotations
 import os
 import sys
 
+from firstmate.cli.main import wants_help
+
 # Not typing / collections.abc at run time: the append path pays for every import here (type
 # checkers read a module-level TYPE_CHECKING = False like typing's).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Mapping, Sequence
 
+    from firstmate.cli.args import Parser
     from firstmate.store.database import Store
     from firstmate.store.drain import DrainResult
     from firstmate.store.home import Home
 
     DrainContextHook = Callable[[Home, DrainResult], Sequence[str]]
-
-USAGE = (
-    "usage: fm wake append KIND KEY PAYLOAD | drain [--actor main|branch] [--json] "
-    "[--ack-through SEQUENCE --recovery-generation GENERATION] | grant VERB … | query [--json]"
-)
-APPEND_USAGE = "usage: fm wake append KIND KEY PAYLOAD   (KIND: signal, stale, check or heartbeat)"
-DRAIN_USAGE = (
-    "usage: fm wake drain [--actor main|branch] [--json] "
-    "[--ack-through SEQUENCE --recovery-generation GENERATION]"
-)
-QUERY_USAGE = "usage: fm wake query [--json]"
 
 #: What a drain prints after its rows: each hook gets the home and the drain result and returns
 #: lines for stdout (they land under ``"context"`` with ``--json``). A hook that fails is
@@ -60,6 +52,53 @@ def _usage(message: str) -> Exception:
     return UsageError(message)
 
 
+def parser() -> Parser:
+    """The command line as help and errors describe it. ``append`` is parsed by hand (a hot
+    path) and builds this only for ``--help`` or a wrong command line."""
+    from firstmate.cli.args import Parser
+
+    parser = Parser("fm wake", "The durable wake queue: append rows, drain and acknowledge them, "
+                    "hand rows to a supervision branch, inspect it.")
+    append = parser.add_command("append", "queue one wake row, ring the watcher's doorbell and "
+                                "print the row's sequence number")
+    append.add_argument("kind", metavar="KIND", help="signal, stale, check or heartbeat")
+    append.add_argument("key", metavar="KEY", help="what the row is about (not empty); a drain "
+                        "shows one row per kind and key")
+    append.add_argument("payload", metavar="PAYLOAD", help="the reason line")
+    drain = parser.add_command("drain", "present this actor's rows (claiming them) and print the "
+                               "acknowledgement to run after handling them; with --ack-through, "
+                               "acknowledge")
+    drain.add_argument("--actor", metavar="main|branch",
+                       help="whose rows (default: $FM_SUPERVISION_ACTOR, else main)")
+    drain.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    drain.add_argument("--ack-through", metavar="SEQ",
+                       help="acknowledge: delete this actor's presented rows up to SEQ")
+    drain.add_argument("--recovery-generation", metavar="GEN",
+                       help="with --ack-through: the episode generation the drain named; it is "
+                            "retired when no rows remain")
+    grant = parser.add_command("grant", "supervision-branch grants: reserve rows for one live "
+                               "branch process")
+    activate = grant.add_command("activate", "bind a fresh grant to the live process PID under "
+                                 "generation GEN")
+    activate.add_argument("pid", metavar="PID", help="the branch process")
+    activate.add_argument("generation", metavar="GEN", help="the grant's generation")
+    publish = grant.add_command("publish", "reserve the listed rows for the grant of GEN")
+    publish.add_argument("generation", metavar="GEN", help="the grant's generation")
+    publish.add_argument("seqs", nargs="+", metavar="SEQ", help="the rows' sequence numbers")
+    grant.add_command("withhold", "the branch claimed nothing: rows nobody claimed surface to "
+                      "main once")
+    release = grant.add_command("release", "give the grant's remaining rows back (the owner "
+                                "record stays)")
+    release.add_argument("generation", metavar="GEN", help="the grant's generation")
+    deactivate = grant.add_command("deactivate", "drop the grant and give its rows back")
+    deactivate.add_argument("pid", metavar="PID", help="the branch process")
+    deactivate.add_argument("generation", metavar="GEN", help="the grant's generation")
+    query = parser.add_command("query", "read-only: depth, oldest row, pending counts per actor, "
+                               "unusable rows, the episode and the grant")
+    query.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    return parser
+
+
 def _open(env: Mapping[str, str]) -> Store:
     from firstmate.store.database import open_store
     from firstmate.store.home import open_home
@@ -83,11 +122,8 @@ def _json(obj: object) -> None:
 
 def main(argv: list[str]) -> int:
     env = os.environ
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        _out(USAGE)
-        return 0 if argv else 2
-    verb, rest = argv[0], list(argv[1:])
-    if verb == "append":
+    verb, rest = (argv[0], list(argv[1:])) if argv else ("", [])
+    if verb == "append" and not wants_help(rest):
         return _append(rest, env)
     if verb == "drain":
         return _drain(rest, env)
@@ -95,7 +131,8 @@ def main(argv: list[str]) -> int:
         return _grant(rest, env)
     if verb == "query":
         return _query(rest, env)
-    raise _usage(f"unknown wake command {verb[:40]!r}; {USAGE}")
+    parser().parse(argv)  # help, or the error naming the subcommands
+    raise _usage("wake: expected append, drain, grant or query; run 'fm wake --help'")
 
 
 # --- append ----------------------------------------------------------------------------------
@@ -118,7 +155,7 @@ def _append_full(root: str, kind: str, key: str, payload: str) -> int:
 
 def _append(args: list[str], env: Mapping[str, str]) -> int:
     if len(args) != 3:
-        raise _usage(APPEND_USAGE)
+        parser().commands["append"].refuse(args, "expected KIND KEY PAYLOAD")
     # The attrs-free implementation queue.append shares: validation first (nothing written on
     # bad input), then the home, the lock, one transaction and the doorbell.
     from firstmate.base.appendpath import append
@@ -142,30 +179,18 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
 # --- drain and acknowledge -------------------------------------------------------------------
 
 
-def _options(args: list[str], flags: Sequence[str], valued: Sequence[str], usage: str) -> dict[str, str]:
+def _options(args: list[str], verb: str) -> dict[str, str]:
+    """*verb*'s options as ``{"--name": value}`` (a switch: ``""``), only those given."""
+    parsed = vars(parser().commands[verb].parse(args))
     opts: dict[str, str] = {}
-    it = iter(args)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if name in flags and not eq:
-            opts[name] = ""
-        elif name in valued:
-            if not eq:
-                nxt = next(it, None)
-                if nxt is None:
-                    raise _usage(f"{name} needs a value; {usage}")
-                value = nxt
-            if name in opts:
-                raise _usage(f"{name} given twice; {usage}")
-            opts[name] = value
-        else:
-            raise _usage(usage)
+    for name, value in parsed.items():
+        if value is not None and value is not False and name != "command":
+            opts["--" + name.replace("_", "-")] = "" if value is True else str(value)
     return opts
 
 
 def _drain(args: list[str], env: Mapping[str, str]) -> int:
-    opts = _options(args, ("--json",), ("--actor", "--ack-through", "--recovery-generation"),
-                    DRAIN_USAGE)
+    opts = _options(args, "drain")
     from firstmate.store import drain, queue
 
     actor = queue.resolve_actor(opts.get("--actor"), env)
@@ -225,7 +250,8 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
     from firstmate.store import drain, episodes
 
     if "--ack-through" not in opts:
-        raise _usage("wake drain: --recovery-generation needs --ack-through; " + DRAIN_USAGE)
+        raise _usage("wake drain: --recovery-generation needs --ack-through; run 'fm wake "
+                     "drain --help'")
     through = decimal(opts["--ack-through"])
     if through is None:
         raise _usage("wake drain: invalid acknowledgement sequence (expected a decimal number "
@@ -250,13 +276,12 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
 def _grant(args: list[str], env: Mapping[str, str]) -> int:
     from firstmate.store import grants
 
-    verb, rest = (args[0], args[1:]) if args else ("", [])
-    shapes = {"activate": 2, "release": 1, "deactivate": 2, "withhold": 0}
-    if verb == "publish":
-        if len(rest) < 2:
-            raise _usage(grants.USAGE)
-    elif verb not in shapes or len(rest) != shapes[verb]:
-        raise _usage(grants.USAGE)
+    ns = parser().commands["grant"].parse(args)
+    verb = ns.command
+    rest = {"activate": [ns.pid, ns.generation] if verb == "activate" else [],
+            "publish": [ns.generation, *ns.seqs] if verb == "publish" else [],
+            "release": [ns.generation] if verb == "release" else [],
+            "deactivate": [ns.pid, ns.generation] if verb == "deactivate" else []}.get(verb, [])
     db = _open(env)
     if verb == "activate":
         grant = grants.activate(db, rest[0], rest[1])
@@ -285,7 +310,7 @@ def _query(args: list[str], env: Mapping[str, str]) -> int:
 
     from firstmate.store import episodes, queuestatus
 
-    opts = _options(args, ("--json",), (), QUERY_USAGE)
+    opts = _options(args, "query")
     status = queuestatus.query(_open(env))
     if "--json" in opts:
         _json(status.to_json())

@@ -7,19 +7,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from firstmate.base.errors import UsageError
-from firstmate.base.exitcodes import ExitCode
+from firstmate.cli.args import Parser
 
-USAGE = "usage: fm watch   (one watcher cycle; start it with fm arm)"
+
+def parser() -> Parser:
+    return Parser("fm watch", "Run one watcher cycle in the foreground and print its reason line. "
+                  "Use fm arm instead: it starts the watcher as a tracked child and confirms it.")
 
 
 def main(argv: Sequence[str]) -> int:
-    args = list(argv)
-    if args[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n")
-        return ExitCode.OK
-    if args:
-        raise UsageError(USAGE)
+    parser().parse(argv)
     from firstmate.watch import watcher
 
     status = watcher.run()

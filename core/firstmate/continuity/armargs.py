@@ -24,7 +24,8 @@ class Mode:
 def _pid(text: str, what: str) -> int:
     pid = decimal(text, minimum=1, maximum=PID_MAX)
     if pid is None:
-        raise UsageError(f"watcher: invalid {what}")
+        raise UsageError(f"watcher: invalid {what} {text[:40]!r} (expected a pid from 1 to "
+                         f"{PID_MAX}); run 'fm arm --help'")
     return pid
 
 
@@ -44,7 +45,8 @@ def parse_args(argv: Sequence[str]) -> Mode:
         from firstmate.store.episodes import valid_generation
 
         if not valid_generation(args[1]):
-            raise UsageError("watcher: invalid recovery generation (expected [A-Za-z0-9._-]+)")
+            raise UsageError("watcher: invalid recovery generation (expected [A-Za-z0-9._-]+); "
+                             "run 'fm arm --help'")
         return Mode("handling-delivered", generation=args[1],
                     watcher_pid=_pid(args[3], "successor watcher pid"))
     raise UsageError(USAGE)

@@ -337,7 +337,8 @@ def resolve_holder(
         while index + 1 < len(chain) and harness_of(chain[index + 1], env) == name:
             index += 1
         return _holder(chain, index, name, "walk", None, env)
-    raise HarnessNotFound("cannot locate harness process in ancestry")
+    raise HarnessNotFound("cannot locate harness process in ancestry; run fm lock acquire from "
+                          f"inside the harness session, or set {HOLDER_PID_ENV} to its pid")
 
 
 def _override_index(raw: str, chain: Sequence[ProcInfo]) -> int:
@@ -359,7 +360,8 @@ def _holder(
     ident = identity_of(info.pid)
     if ident is None:
         raise SessionLockError(
-            f"cannot read the identity of harness pid {info.pid}; operate read-only until resolved"
+            f"cannot read the identity of harness pid {info.pid}; operate read-only and retry "
+            "fm lock acquire"
         )
     lo = hi = index
     if name != "unknown":
@@ -469,18 +471,19 @@ def _write(home: Home, record: SessionRecord) -> None:
         atomic_write(path, record.to_json().encode())
     except OSError as exc:
         raise SessionLockError(
-            f"cannot write session lock ({exc.strerror}); operate read-only until resolved"
+            f"cannot write session lock ({exc.strerror}); operate read-only, fix the state "
+            "directory (space, permissions) and retry fm lock acquire"
         ) from exc
     back = read_record(home)
     if back.record is None:
         raise SessionLockError(
             "cannot verify session lock ownership (it does not read back); "
-            "operate read-only until resolved"
+            "operate read-only and retry fm lock acquire"
         )
     if back.record != record:
         raise SessionLockError(
             f"session lock ownership verification failed (it names pid {back.record.pid}); "
-            "operate read-only until resolved",
+            "operate read-only and retry fm lock acquire",
             holder_pid=back.record.pid,
         )
 
@@ -512,12 +515,12 @@ def release(
         record = found.record
         if record is None:
             raise SessionLockError(
-                "session lock is unreadable; nothing released (fm lock acquire replaces it)"
+                "session lock is unreadable, nothing released; run fm lock acquire to replace it"
             )
         if not owned_by_self(record, env=env, chain=chain):
             raise SessionLockError(
-                f"session lock belongs to pid {record.pid}, not to this session; "
-                "nothing released",
+                f"session lock belongs to pid {record.pid}, not to this session, nothing "
+                "released; leave it to that session (fm lock status says whether it is live)",
                 holder_pid=record.pid,
             )
         try:

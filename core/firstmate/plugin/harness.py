@@ -108,6 +108,44 @@ def _project_env_names(instance: object, attribute: object, value: tuple[str, ..
             raise ValueError(f"project_env name {name!r} must end in {PROJECT_ENV_SUFFIX}")
 
 
+#: The options ``fm install`` / ``fm uninstall`` take themselves: no harness flag may be named so.
+CORE_INSTALL_OPTIONS = ("project", "home", "dry-run", "json", "fm-command", "help")
+
+
+def _flag_name(instance: object, attribute: object, value: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", value) or value in CORE_INSTALL_OPTIONS:
+        raise ValueError(f"install flag name {value!r} must be lower-case words joined by '-' "
+                         f"and none of {', '.join(CORE_INSTALL_OPTIONS)}")
+
+
+@attrs.frozen
+class InstallFlag:
+    """A harness flag ``fm install <harness>`` (and ``fm uninstall``) accepts: the plugin lists
+    each in :attr:`HarnessInfo.install_flags`; ``fm install`` refuses any other flag before the
+    plugin runs."""
+
+    #: Without the dashes: ``local`` for ``--local``.
+    name: str = attrs.field(validator=_flag_name)
+    #: One line for ``fm install <harness> --help``.
+    help: str
+    #: "" for a switch (``--local``: ``InstallOptions.flags["local"] == "true"``); otherwise the
+    #: flag takes a value (``--npm-package=DIR`` or ``--npm-package DIR``) and this names it in
+    #: the help (``DIR``).
+    metavar: str = ""
+
+    @property
+    def usage(self) -> str:
+        return f"--{self.name}" + (f"={self.metavar}" if self.metavar else "")
+
+
+def _install_flags(instance: object, attribute: object, value: tuple[InstallFlag, ...]) -> None:
+    names = [flag.name for flag in value]
+    if len(set(names)) != len(names):
+        raise ValueError(f"install flags declared twice: {names}")
+
+
 @attrs.frozen
 class HarnessInfo:
     """What a harness plugin declares about itself."""
@@ -170,6 +208,9 @@ class HarnessInfo:
     #: Older names of core knobs this harness's users may have set: core knob → this
     #: harness's name for it, honoured after the core name (``FM_CHECKPOINT_SECONDS``).
     env_aliases: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    #: The harness flags ``fm install`` / ``fm uninstall`` accept for this harness (``--local``,
+    #: ``--npm-package=DIR``); every other flag is refused with the list of these.
+    install_flags: tuple[InstallFlag, ...] = attrs.field(default=(), validator=_install_flags)
 
     def __attrs_post_init__(self) -> None:
         if self.rearm_owner not in REARM_OWNERS:
@@ -235,7 +276,8 @@ class InstallOptions:
     #: entry point by absolute path (firstmate.plugin.fmcommand) or the user's ``--fm-command``;
     #: the plain default ``fm`` relies on the harness's PATH.
     fm_command: str = "fm"
-    #: Harness-specific flags: ``--name`` → ``"true"``, ``--name=value`` / ``--name value`` → value.
+    #: Harness-specific flags, each one the harness declares in ``HarnessInfo.install_flags``:
+    #: a switch ``--name`` → ``"true"``, ``--name=value`` / ``--name value`` → value.
     flags: Mapping[str, str] = attrs.field(factory=dict, converter=read_only, hash=False)
 
     def flag(self, name: str) -> bool:

@@ -31,7 +31,13 @@ from firstmate.plugin.configfiles import (
     require_project,
     update_text,
 )
-from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult, read_only
+from firstmate.plugin.harness import (
+    FileChange,
+    InstallFlag,
+    InstallOptions,
+    InstallResult,
+    read_only,
+)
 
 NPM_FLAG = "npm-package"
 #: How far into the shim its marker must appear.
@@ -77,6 +83,13 @@ class ShimSpec:
     def owned_files(self) -> tuple[str, ...]:
         """The project-relative files an install writes, the shim first (``HarnessInfo``)."""
         return (self.shim, f"{self.support}/bridge-client.mjs", f"{self.support}/launch.json")
+
+
+def npm_package_flag(what: str) -> InstallFlag:
+    """The ``--npm-package=DIR`` flag every shim install takes (declare it in the plugin's
+    ``HarnessInfo.install_flags``), *what* saying what goes into DIR for this harness."""
+    return InstallFlag(NPM_FLAG, f"write {what} into DIR instead of the project (for the "
+                       "harness's own package installer; no launch.json)", "DIR")
 
 
 # --- what the files say -------------------------------------------------------------------------
@@ -270,5 +283,5 @@ def uninstall(spec: ShimSpec, options: InstallOptions) -> InstallResult:
 
 
 __all__ = ["NPM_FLAG", "Planned", "ShimMissing", "ShimSpec", "check_package", "check_shim",
-           "install", "launch_argv", "npm_dir", "npm_plan", "package_json", "project_plan",
-           "resource_text", "uninstall"]
+           "install", "launch_argv", "npm_dir", "npm_package_flag", "npm_plan", "package_json",
+           "project_plan", "resource_text", "uninstall"]

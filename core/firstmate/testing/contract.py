@@ -325,6 +325,45 @@ class HarnessContract:
             assert str(missing) in done.stderr
         assert not missing.exists()
 
+    def test_an_undeclared_install_flag_is_refused_naming_the_declared_ones(
+            self, harness: str, info: Any, fm_env: Mapping[str, str], project: Path) -> None:
+        for verb in ("install", "uninstall"):
+            done = subprocess.run(fm_command(verb, harness, "--project", str(project),
+                                             "--no-such-flag"),
+                                  capture_output=True, text=True, env=dict(fm_env),
+                                  timeout=DEADLINE * 2, check=False)
+            assert (done.returncode, done.stdout) == (2, ""), done
+            [line] = done.stderr.splitlines()
+            assert line.startswith(f"fm: {verb}: unknown option --no-such-flag; {harness} "), line
+            assert line.endswith(f"; run 'fm {verb} {harness} --help'"), line
+            for flag in info.install_flags:
+                assert f"--{flag.name}" in line, line
+        assert not any(project.iterdir()), f"wrote {sorted(project.rglob('*'))}"
+
+    def test_every_declared_install_flag_is_described_and_accepted(
+            self, harness: str, plugin: object, info: Any, fm_env: Mapping[str, str],
+            project: Path, tmp_path: Path) -> None:
+        from firstmate.plugin.pluginbase import InProcessHarnessPlugin
+        from firstmate.plugin.shiminstall import NPM_FLAG
+
+        if isinstance(plugin, InProcessHarnessPlugin):  # its shim install reads --npm-package
+            assert NPM_FLAG in {flag.name for flag in info.install_flags}
+
+        def fm(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(fm_command("install", harness, *args), capture_output=True,
+                                  text=True, env=dict(fm_env), timeout=DEADLINE * 2, check=False)
+
+        helped = fm("--help")
+        assert (helped.returncode, helped.stderr) == (0, ""), helped
+        text = " ".join(helped.stdout.split())
+        for flag in info.install_flags:
+            assert f"--{flag.name}" in text and " ".join(flag.help.split()) in text, flag
+            value = [f"--{flag.name}={tmp_path / 'flag value'}"] if flag.metavar else [f"--{flag.name}"]
+            done = fm("--project", str(project), "--dry-run", "--json", *value)
+            assert done.returncode == 0, (flag, done.stderr)
+            assert json.loads(done.stdout)["dry_run"] is True
+        assert not any(project.iterdir()) and not (tmp_path / "flag value").exists()
+
     # --- continuity --------------------------------------------------------------------------
 
     def test_readiness_reads_arm_status_lines(self, harness: str, host: Any) -> None:

@@ -36,7 +36,7 @@ def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
 def claude_config(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
     done = fm(env, cwd, "doctor", "--json")
     assert "Traceback" not in done.stderr, done.stderr
-    return [f for f in json.loads(done.stdout) if f["check"] == "harness-config"]
+    return [f for f in json.loads(done.stdout)["findings"] if f["check"] == "harness-config"]
 
 
 def stop_command(project: Path, name: str = "settings.json") -> str:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from firstmate.base.errors import UsageError
 from firstmate.plugin.harness import InstallOptions
+from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_codex import appserver
 from firstmate_plugin_codex.hooks import plugin
 
@@ -171,3 +174,26 @@ def test_the_first_turn_starts_only_once_a_watcher_is_confirmed(tmp_path: Path) 
         serve.wait(60)
         subprocess.run([sys.executable, "-m", "firstmate", "arm", "--stop"], env=env,
                        capture_output=True, timeout=60, check=False)
+
+
+def test_fm_help_lists_codex_serve_and_shows_its_options(tmp_path: Path) -> None:
+    env = {**os.environ, "FM_HOME": str(tmp_path / "home")}
+
+    def fm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env,
+                              timeout=DEADLINE, check=False)
+
+    listing = fm("help")
+    assert listing.returncode == 0
+    assert re.search(r"^plugin commands:\n  codex-serve +wake an idle Codex thread through codex "
+                     r"app-server \(opt-in mode\)$", listing.stdout, re.M), listing.stdout
+    helped = fm("codex-serve", "--help")
+    assert (helped.returncode, helped.stderr) == (0, "")
+    assert helped.stdout.startswith("usage: fm codex-serve [-h] [--cwd DIR] [--thread ID]")
+    for option in ("--cwd", "--thread", "--prompt", "--codex"):
+        assert option in helped.stdout
+    assert fm("help", "codex-serve").stdout == helped.stdout
+    bad = fm("codex-serve", "--nope")
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == ("fm: codex-serve: unrecognized arguments: --nope; "
+                          "run 'fm codex-serve --help'\n")

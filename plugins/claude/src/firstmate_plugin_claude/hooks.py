@@ -13,6 +13,7 @@ from firstmate.plugin.handoff import RearmOwner, Session
 from firstmate.plugin.harness import (
     HarnessInfo,
     HookOutcome,
+    InstallFlag,
     InstallOptions,
     InstallProblem,
     RearmLedger,
@@ -74,6 +75,8 @@ INFO = HarnessInfo(
     host_engine=HOST_ENGINE,
     busy_markers=BUSY_MARKERS,
     sample_user_files=SAMPLE_USER_FILES,
+    install_flags=(InstallFlag("local", "write the hooks into .claude/settings.local.json (your "
+                               "own, uncommitted settings) instead of .claude/settings.json"),),
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.

@@ -27,8 +27,6 @@ from typing import Any
 
 import attrs
 
-USAGE = ("usage: fm codex-serve [--cwd DIR] [--thread ID] [--prompt TEXT] [--codex CMD]   "
-         "(runs codex app-server and wakes its thread with new turns)")
 #: Seconds one JSON-RPC request may take.
 REQUEST_TIMEOUT = 60.0
 #: Seconds a wake waits for a running turn to complete before it is started anyway.
@@ -195,28 +193,30 @@ class AppServerClient:
                 self.proc.wait(timeout=10)
 
 
-def _args(argv: Sequence[str]) -> dict[str, str]:
-    from firstmate.base.errors import UsageError
+def parser() -> Any:
+    """``fm codex-serve``'s command line, in fm's one help and error format."""
+    from firstmate.cli.args import Parser
 
-    known = ("--cwd", "--thread", "--prompt", "--codex")
-    values: dict[str, str] = {}
-    words = list(argv)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name, eq, value = word.partition("=")
-        if name not in known:
-            raise UsageError(f"unexpected argument {word[:40]!r}; {USAGE}")
-        if not eq:
-            if i + 1 >= len(words):
-                raise UsageError(f"{name} needs a value; {USAGE}")
-            i += 1
-            value = words[i]
-        if not value:
-            raise UsageError(f"{name} needs a value; {USAGE}")
-        values[name[2:]] = value
-        i += 1
-    return values
+    parser = Parser("fm codex-serve", "Run codex app-server as a child, start or resume one "
+                    "thread, and wake it with a new turn for every wake (the opt-in app-server "
+                    "mode, docs/harnesses/codex.md). Exit 0 when the app-server exits, 1 when it "
+                    "could not start or open the thread, 128+n on a signal.")
+    parser.add_argument("--cwd", metavar="DIR",
+                        help="the thread's working directory (default: the current directory)")
+    parser.add_argument("--thread", metavar="ID", help="resume this thread instead of starting one")
+    parser.add_argument("--prompt", metavar="TEXT", help="the first turn's prompt")
+    parser.add_argument("--codex", metavar="CMD",
+                        help="the codex command line (default: $FM_CODEX_COMMAND, else codex)")
+    return parser
+
+
+def _args(argv: Sequence[str]) -> dict[str, str]:
+    command = parser()
+    parsed = vars(command.parse(argv))
+    for name, value in parsed.items():
+        if value == "":
+            raise command.usage_error(f"--{name} needs a value")
+    return {name: value for name, value in parsed.items() if value is not None}
 
 
 def serve_lock_check(home: Any) -> str | None:
@@ -244,9 +244,9 @@ def _say(line: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        _say(USAGE)
-        return 0
+    """wake an idle Codex thread through codex app-server (opt-in mode)
+
+    (The first line is the command's one-line help in ``fm help``.)"""
     args = _args(argv)
     from pathlib import Path
 
@@ -256,9 +256,7 @@ def main(argv: Sequence[str]) -> int:
     home = open_home(env)
     cwd = os.path.abspath(args.get("cwd", os.getcwd()))
     if not Path(cwd).is_dir():
-        from firstmate.base.errors import UsageError
-
-        raise UsageError(f"--cwd {cwd} is not a directory; {USAGE}")
+        raise parser().usage_error(f"--cwd {cwd} is not a directory")
     command = shlex.split(args.get("codex") or env.get("FM_CODEX_COMMAND", "") or "codex")
     from firstmate.base import stopsignals
 

@@ -13,7 +13,13 @@ import attrs
 from firstmate import hookimpl
 from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome, InstallOptions
+from firstmate.plugin.harness import (
+    GuardProfile,
+    HarnessInfo,
+    HookOutcome,
+    InstallFlag,
+    InstallOptions,
+)
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
@@ -60,6 +66,14 @@ INFO = HarnessInfo(
     busy_markers=BUSY_MARKERS,
     sample_user_files=SAMPLE_USER_FILES,
     env_aliases=ENV_ALIASES,
+    install_flags=(
+        InstallFlag("parked", "opt-in parked mode: the Stop hook waits for the next wake and "
+                              "hands it over as the continuation (FM_CODEX_STOP_MODE=park, "
+                              "timeout 3660 s)"),
+        InstallFlag("app-server", "write the protocol of a thread fm codex-serve wakes through "
+                                  "codex app-server, instead of the checkpoint protocol "
+                                  "(docs/harnesses/codex.md); not with --parked"),
+    ),
 )
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.

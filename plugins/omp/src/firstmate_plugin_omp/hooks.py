@@ -46,6 +46,8 @@ INFO = HarnessInfo(
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
     guard=GuardProfile(style="block"),
     busy_markers=BUSY_MARKERS,
+    install_flags=(shiminstall.npm_package_flag("an omp plugin package (package.json naming the "
+                                                "extension under omp.extensions)"),),
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
 # idle with owed rows is woken by the bridge's idle queue read (docs/bridge.md).

@@ -48,6 +48,8 @@ INFO = HarnessInfo(
     package_markers=(("opencode-ai",),),
     guard=GuardProfile(style="follow-up"),
     busy_markers=BUSY_MARKERS,
+    install_flags=(shiminstall.npm_package_flag("an npm package (package.json, the plugin shim "
+                                                "and its client)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
 #: The crew plugin (``crew/firstmate-crew.js`` in this package), and the crew's own config

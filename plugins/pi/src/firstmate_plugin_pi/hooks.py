@@ -45,6 +45,8 @@ INFO = HarnessInfo(
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
     guard=GuardProfile(style="follow-up"),
     busy_markers=BUSY_MARKERS,
+    install_flags=(shiminstall.npm_package_flag("a Pi package (package.json with pi-package, "
+                                                "extensions/firstmate/)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
 #: The crew extension (``crew/crew.ts`` in this package) and where a crew's copy goes in its
