@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                     lambda i: [*fm, "crew", "status", "c1", f"working: step {i}"],
                     fleet_env, b"", args.runs, goal=PRODUCER_GOAL),
         ]
+        # Why the short commands lock through fcntl and not portalocker (firstmate.store.locks).
+        portalocker = measure("import portalocker", lambda i: [sys.executable, "-c",
+                                                               "import portalocker"],
+                              idle_env, b"", args.runs, goal=0.0)  # (no goal: a reference)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ok = all(float(r["ratio"]) <= float(r["goal"]) for r in results)
@@ -158,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['label']:<28} {r['median_ms']:>7.1f} ms | baseline {r['baseline_median_ms']:.1f} ms "
               f"-> ratio {r['ratio']:.2f}x (per-pair median {r['pair_ratio']:.2f}x) "
               f"goal <= {r['goal']}x: {verdict}")
+    print(f"{'python -c import portalocker':<28} {portalocker['median_ms']:>7.1f} ms | baseline "
+          f"{portalocker['baseline_median_ms']:.1f} ms -> ratio {portalocker['ratio']:.2f}x "
+          "(reference: why only long-running processes lock through portalocker)")
     emit("coldstart", {"bench": "coldstart", "command": how, "goal_ratio": GOAL_RATIO,
+                       "portalocker_import": portalocker,
                        "producer_goal_ratio": PRODUCER_GOAL,
                        "goal_met": ok, "results": results})
     return 1 if args.check and not ok else 0

@@ -32,8 +32,11 @@ HOLDER = """
 import os, subprocess, sys
 from pathlib import Path
 from firstmate.base.errors import LockTimeout
+from firstmate.store import locks
 from firstmate.store.locks import FileLock
 path, home, wait = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+if os.environ.get("HOLD_WITH_PORTALOCKER"):
+    locks.prefer_portalocker()  # as a long-running process does
 lock = FileLock(path, "test", home)
 print("waiting", os.getpid(), flush=True)
 try:
@@ -53,12 +56,16 @@ print("released", flush=True)
 """
 
 
-def spawn_holder(path: Path, home: Path, wait: str = "block", *extra: str) -> subprocess.Popen[bytes]:
+def spawn_holder(path: Path, home: Path, wait: str = "block", *extra: str,
+                 portalocker: bool = False) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": CORE}
+    if portalocker:
+        env["HOLD_WITH_PORTALOCKER"] = "1"
     return subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(path), str(home), wait, *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": CORE},
+        env=env,
     )
 
 
@@ -434,3 +441,54 @@ def test_malformed_owner_records_are_none(data: str | bytes) -> None:
 @given(st.one_of(st.text(max_size=300), st.binary(max_size=300)))
 def test_owner_record_parsing_never_raises(data: str | bytes) -> None:
     OwnerRecord.from_json(data)
+
+
+# --- portalocker in long-running processes ------------------------------------------------------
+
+
+def test_a_portalocker_holder_and_a_short_commands_flock_exclude_each_other(
+    fm_home: Home, lock_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    child = spawn_holder(lock_path, fm_home.root, "block", portalocker=True)
+    procs.append(child)
+    expect(child, "waiting")
+    expect(child, "acquired")
+    mine = new_lock(fm_home, lock_path)
+    with pytest.raises(LockTimeout) as caught:
+        mine.acquire(0)
+    assert caught.value.holder_pid == child.pid
+    assert child.stdin is not None
+    child.stdin.close()
+    expect(child, "released")
+    mine.acquire(DEADLINE)
+    try:
+        other = spawn_holder(lock_path, fm_home.root, "0.2", portalocker=True)
+        procs.append(other)
+        expect(other, "waiting")
+        assert expect(other, "timeout")[1] == str(os.getpid())
+    finally:
+        mine.release()
+
+
+PROBE = """
+import sys
+from firstmate.cli import main
+from firstmate.store import locks
+try:
+    main.dispatch(sys.argv[1:])
+except SystemExit:
+    pass
+print("portalocker" if locks.uses_portalocker() else "flock", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [(["top", "--once"], "portalocker"),
+                                                (["status"], "flock"),
+                                                (["wake", "append", "check", "k", "check: k"],
+                                                 "flock")])
+def test_long_running_commands_lock_through_portalocker(
+    fm_home: Home, argv: list[str], expected: str
+) -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": CORE}, timeout=120, check=False)
+    assert done.stdout.split()[-1] == expected, (done.stdout, done.stderr)

@@ -134,6 +134,10 @@ def _run(argv: Sequence[str]) -> int:
         if command is None:
             raise _unknown(name)
         return int(command(rest))
+    if name in LONG_RUNNING:
+        from firstmate.store.locks import prefer_portalocker
+
+        prefer_portalocker()
     __import__(entry[0])  # not importlib.import_module: the importlib package costs a hook time
     module = sys.modules[entry[0]]
     return int(module.main(rest))
@@ -150,6 +154,10 @@ def dispatch(argv: Sequence[str]) -> int:
             return 0
         raise
 
+
+#: Commands that run for minutes: they lock through portalocker (firstmate.store.locks), whose
+#: import the short commands cannot afford.
+LONG_RUNNING = frozenset({"watch", "arm", "checkpoint", "bridge", "host", "top"})
 
 #: Commands whose every end is one line: a stop before their own handlers exist still says so.
 EARLY_STOP_LINES = {"arm": "watcher: FAILED - arm interrupted by {signal}"}

@@ -8,10 +8,17 @@ others can name and verify it. The record is advice for messages; the kernel loc
 Lock files are never removed: unlinking a lock file lets two processes lock two different inodes.
 The descriptor is close-on-exec, so a spawned child never keeps its parent's lock alive.
 
-The blocking POSIX acquisition and the owner record are plain functions in
-:mod:`firstmate.base.ownerlock`, which ``fm wake append`` uses without importing this module.
-Import cost still matters (hooks take locks), so portalocker and :mod:`firstmate.store.identity` are
-imported only when a lock is taken or inspected.
+Which primitive takes the lock: **portalocker** in every long-running process (the watcher, the
+arm, ``fm checkpoint``, ``fm bridge``, ``fm host``, ``fm top``: :func:`prefer_portalocker`, called
+by the command line for those commands) and everywhere off POSIX. Short commands on POSIX — the
+hooks, ``fm wake append``, ``fm crew status``, ``fm status`` — use a thin ``fcntl.flock`` adapter
+with portalocker's names instead: portalocker uses ``flock`` there itself, so the two exclude
+each other exactly, but importing it costs about 6x an interpreter's whole start (it reads its
+package metadata through importlib.metadata and email; ``bench/coldstart.py`` prints the figure
+beside the hot paths), which those paths cannot afford and a process that runs for minutes pays
+once. The blocking acquisition and the owner record of those short paths are plain functions
+in :mod:`firstmate.base.ownerlock`, which ``fm wake append`` uses without importing this module.
+:mod:`firstmate.store.identity` is imported only when a lock is taken or inspected.
 """
 
 from __future__ import annotations
@@ -45,11 +52,23 @@ _VERIFY_RETRIES = 5
 _PID_IN_TEXT = re.compile(rb'"pid"\s*:\s*([0-9]{1,10})\b')
 
 
+_PREFER_PORTALOCKER = False
+
+
+def prefer_portalocker() -> None:
+    """Lock through portalocker from now on in this process (a long-running one: see above)."""
+    global _PREFER_PORTALOCKER
+    _PREFER_PORTALOCKER = True
+
+
+def uses_portalocker() -> bool:
+    return os.name != "posix" or _PREFER_PORTALOCKER
+
+
 def _portalocker() -> ModuleType:
-    """portalocker's API. On POSIX a thin ``fcntl.flock`` adapter with the same names stands in:
-    portalocker uses flock there itself, but importing it costs ~40 ms (it reads its own package
-    metadata), which the hot ``fm wake append`` path cannot afford. Windows uses portalocker."""
-    if os.name == "posix":
+    """portalocker's API, or on POSIX in a short command the ``fcntl.flock`` adapter with the
+    same names (see the module docstring for why)."""
+    if not uses_portalocker():
         return _flock_api()
     import portalocker
 
@@ -185,7 +204,7 @@ class FileLock:
             raise UsageError(f"lock wait must be a non-negative number of seconds, got {timeout}")
         if self.held:
             raise RuntimeError(f"lock {self.role} is already held by this FileLock")
-        if timeout is None and os.name == "posix":
+        if timeout is None and not uses_portalocker():
             # The blocking POSIX case is exactly the fast append path's: one implementation.
             fd, (pid, identity, at) = acquire_recorded(self.path, self.role, self.home,
                                                        _token())

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from firstmate.plugin.harness import HookOutcome, InstallOptions
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_claude.gate import quick_gate
 from firstmate_plugin_claude.hooks import plugin
 
@@ -110,8 +109,6 @@ def test_away_stands_down_turn_end_hooks_only(tmp_path: Path) -> None:
 
 
 def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) -> None:
-    import os
-    import subprocess
     import sys
 
     settings = tmp_path / ".claude" / "settings.json"
@@ -150,22 +147,3 @@ def test_claude_declares_the_supervision_host_engine_and_its_project_dir() -> No
                                 "Bash,Read", "--model", "sonnet")
     assert host.default_engine({"FIRSTMATE_PLUGINS": "claude"}) == INFO.host_engine
     assert INFO.project_env == ("CLAUDE_PROJECT_DIR",)
-
-
-def test_fm_install_refuses_a_flag_claude_does_not_declare(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
-           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
-    for verb in ("install", "uninstall"):
-        done = subprocess.run(fm_command(verb, "claude", "--project", str(project), "--loacl"),
-                              capture_output=True, text=True, env=env, timeout=DEADLINE,
-                              check=False)
-        assert (done.returncode, done.stdout) == (2, "")
-        assert done.stderr == (f"fm: {verb}: unknown option --loacl; claude accepts --local; "
-                               f"run 'fm {verb} claude --help'\n")
-    assert list(project.iterdir()) == []
-    helped = subprocess.run(fm_command("install", "claude", "--help"), capture_output=True,
-                            text=True, env=env, timeout=DEADLINE, check=False)
-    assert helped.returncode == 0 and "claude flags:" in helped.stdout
-    assert "--local" in helped.stdout

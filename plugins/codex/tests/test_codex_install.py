@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from firstmate.plugin.configfiles import block_markers
 from firstmate.plugin.harness import HookOutcome, InstallOptions
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_codex.gate import quick_gate
 from firstmate_plugin_codex.hooks import BLOCK_NAME, plugin
 
@@ -47,22 +44,3 @@ def test_gate_and_hook(tmp_path: Path) -> None:
     assert plugin.firstmate_hook(harness="codex", event="stop", payload=claude, home=home,
                                  env={}) is None
     assert quick_gate("session-start", json.dumps(STOP).encode(), {}, root) is False
-
-
-def test_fm_install_refuses_a_flag_codex_does_not_declare(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
-           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
-    for verb in ("install", "uninstall"):
-        done = subprocess.run(fm_command(verb, "codex", "--project", str(project), "--park"),
-                              capture_output=True, text=True, env=env, timeout=DEADLINE,
-                              check=False)
-        assert (done.returncode, done.stdout) == (2, "")
-        assert done.stderr == (f"fm: {verb}: unknown option --park; codex accepts --parked, --app-server; "
-                               f"run 'fm {verb} codex --help'\n")
-    assert list(project.iterdir()) == []
-    helped = subprocess.run(fm_command("install", "codex", "--help"), capture_output=True,
-                            text=True, env=env, timeout=DEADLINE, check=False)
-    assert helped.returncode == 0 and "codex flags:" in helped.stdout
-    assert "--parked" in helped.stdout

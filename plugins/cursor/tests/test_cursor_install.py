@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from firstmate.plugin.harness import HookOutcome, InstallOptions
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_cursor.gate import quick_gate
 from firstmate_plugin_cursor.hooks import plugin
 
@@ -80,21 +77,3 @@ def test_foreign_callers_of_cursors_hooks_get_no_answer(tmp_path: Path) -> None:
                                  env=both) is not None
     assert plugin.firstmate_hook(harness="cursor", event="stop", payload=STOP,
                                  home=home, env={"GROK_HOOK_EVENT": "Stop"}) is None
-
-
-def test_fm_install_refuses_a_flag_cursor_does_not_declare(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
-           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
-    for verb in ("install", "uninstall"):
-        done = subprocess.run(fm_command(verb, "cursor", "--project", str(project), "--local"),
-                              capture_output=True, text=True, env=env, timeout=DEADLINE,
-                              check=False)
-        assert (done.returncode, done.stdout) == (2, "")
-        assert done.stderr == (f"fm: {verb}: unknown option --local; cursor takes no harness flags; "
-                               f"run 'fm {verb} cursor --help'\n")
-    assert list(project.iterdir()) == []
-    helped = subprocess.run(fm_command("install", "cursor", "--help"), capture_output=True,
-                            text=True, env=env, timeout=DEADLINE, check=False)
-    assert helped.returncode == 0 and "cursor takes no harness flags." in helped.stdout

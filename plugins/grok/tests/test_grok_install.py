@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from firstmate.plugin.harness import HookOutcome, InstallOptions
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_grok.gate import quick_gate
 from firstmate_plugin_grok.hooks import plugin
 
@@ -46,21 +43,3 @@ def test_gate_and_hook(tmp_path: Path) -> None:
     # Grok's environment marks its own hook calls even when stdin came through empty.
     assert plugin.firstmate_hook(harness="grok", event="stop", payload=None, home=home,
                                  env={"GROK_HOOK_EVENT": "Stop"}) == HookOutcome.silent()
-
-
-def test_fm_install_refuses_a_flag_grok_does_not_declare(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
-           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
-    for verb in ("install", "uninstall"):
-        done = subprocess.run(fm_command(verb, "grok", "--project", str(project), "--local"),
-                              capture_output=True, text=True, env=env, timeout=DEADLINE,
-                              check=False)
-        assert (done.returncode, done.stdout) == (2, "")
-        assert done.stderr == (f"fm: {verb}: unknown option --local; grok takes no harness flags; "
-                               f"run 'fm {verb} grok --help'\n")
-    assert list(project.iterdir()) == []
-    helped = subprocess.run(fm_command("install", "grok", "--help"), capture_output=True,
-                            text=True, env=env, timeout=DEADLINE, check=False)
-    assert helped.returncode == 0 and "grok takes no harness flags." in helped.stdout

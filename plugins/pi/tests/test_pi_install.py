@@ -8,12 +8,8 @@ contract (firstmate.testing.HarnessContract).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 from firstmate.plugin import shiminstall
-from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_pi.hooks import INFO, PROFILE, SPEC, plugin
 
 
@@ -32,22 +28,3 @@ def test_npm_manifest_names_the_extension_for_the_harness() -> None:
     for key, value in SPEC.npm_fields.items():
         assert manifest[key] == value
     assert manifest.get("keywords") == ["pi-package"]
-
-
-def test_fm_install_refuses_a_flag_pi_does_not_declare(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
-           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
-    for verb in ("install", "uninstall"):
-        done = subprocess.run(fm_command(verb, "pi", "--project", str(project), "--npm-pakage=DIR"),
-                              capture_output=True, text=True, env=env, timeout=DEADLINE,
-                              check=False)
-        assert (done.returncode, done.stdout) == (2, "")
-        assert done.stderr == (f"fm: {verb}: unknown option --npm-pakage; pi accepts --npm-package=DIR; "
-                               f"run 'fm {verb} pi --help'\n")
-    assert list(project.iterdir()) == []
-    helped = subprocess.run(fm_command("install", "pi", "--help"), capture_output=True,
-                            text=True, env=env, timeout=DEADLINE, check=False)
-    assert helped.returncode == 0 and "pi flags:" in helped.stdout
-    assert "--npm-package" in helped.stdout
