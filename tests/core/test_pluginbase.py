@@ -139,10 +139,22 @@ def _registered(plugin: object) -> set[str]:
 
 
 def test_each_base_registers_exactly_its_hooks() -> None:
-    common = {"firstmate_harness_info", "firstmate_install", "firstmate_uninstall"}
+    common = {"firstmate_harness_info", "firstmate_crew_launch", "firstmate_install",
+              "firstmate_uninstall"}
     assert _registered(GuardPlugin()) == common | {"firstmate_hook"}
     assert _registered(WakePlugin()) == common | {"firstmate_hook", "firstmate_deliver_wake"}
     assert _registered(ShimPlugin()) == common | {"firstmate_bridge_profile"}
+
+
+def test_crew_launch_answers_only_its_harness_and_refuses_by_default(tmp_path: Path) -> None:
+    from firstmate.plugin.crewlaunch import CrewLaunchRequest
+
+    request = CrewLaunchRequest(crew="w1", cwd=tmp_path, home=tmp_path / "home", brief="b",
+                                fm_argv=("/x/fm",), launch_dir=tmp_path / "launch")
+    plugin = GuardPlugin()
+    assert plugin.firstmate_crew_launch(harness="other", request=request) is None
+    with pytest.raises(UsageError, match=r"cannot be launched as a crew.*fm crew add w1"):
+        plugin.firstmate_crew_launch(harness="testf", request=request)
 
 
 def test_hook_answers_only_its_own_harness_events_and_callers(tmp_path: Path) -> None:
@@ -181,3 +193,18 @@ def test_wake_receipt_and_bridge_profile_are_guarded_by_name(tmp_path: Path) -> 
     assert ShimPlugin().firstmate_bridge_profile(harness="tests") is ShimPlugin.BRIDGE
     assert ShimPlugin().firstmate_bridge_profile(harness="x") is None
     assert WakePlugin().firstmate_harness_info() is WakePlugin.INFO
+
+
+def test_crew_launch_values_refuse_what_core_cannot_run() -> None:
+    from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch
+
+    for bad in ("", "/etc/passwd", "../x", "a/../../b", "a\\b"):
+        with pytest.raises(ValueError, match="relative"):
+            CrewFile(bad, "text")
+    with pytest.raises(ValueError, match="program"):
+        CrewLaunch(argv=())
+    with pytest.raises(ValueError):
+        CrewLaunch(argv=("x",), prompt="stdin")
+    launch = CrewLaunch(argv=["x", 1], files=[CrewFile("a/b.json", "{}")], notes=["n"])
+    assert launch.argv == ("x", "1") and launch.files[0].path == "a/b.json"
+    assert launch.notes == ("n",) and launch.prompt == "argv"

@@ -307,3 +307,31 @@ def test_a_symlinked_status_log_is_skipped_with_a_note_not_a_crash(home: Home, t
     assert any("w1: skipped" in line and "symlink" in line for line in triage)
 
 
+
+
+def test_a_turn_end_recorded_before_the_pane_redrew_is_looked_at_again(home: Home) -> None:
+    panes = Panes(busy_panes={"p1"})
+    source = StatusSource(home, panes)
+    crew.mark_turn_ended(home, "w1")
+    marked = (home.crew_dir / "w1.turn-ended").stat().st_mtime
+    triage: list[str] = []
+    # Still inside the settle window: held, not absorbed, and due again when it ends.
+    assert source.poll(ctx(home, marked + 0.5, triage, FM_SIGNAL_GRACE="0")) is None
+    assert triage == []
+    assert source.next_due(ctx(home, marked + 0.5)) == pytest.approx(marked + 3.0)
+    # The harness redrew its idle screen: the turn end wakes.
+    panes.busy_panes.clear()
+    wake = fire(source, home, marked + 3.0, FM_SIGNAL_GRACE="0")
+    assert wake == Wake("signal", "w1.turn-ended", "signal: w1.turn-ended")
+    # A turn end whose pane is still busy when the window ends is absorbed.
+    crew.mark_turn_ended(home, "w1")
+    panes.busy_panes.add("p1")
+    again = (home.crew_dir / "w1.turn-ended").stat().st_mtime
+    assert source.poll(ctx(home, again + 0.1, triage, FM_SIGNAL_GRACE="0")) is None and not triage
+    assert source.poll(ctx(home, again + 3.0, triage, FM_SIGNAL_GRACE="0")) is None
+    assert triage == ["absorbed signal: w1.turn-ended (crew busy)"]
+    # FM_TURN_SETTLE=0 absorbs at once.
+    crew.mark_turn_ended(home, "w1")
+    latest = (home.crew_dir / "w1.turn-ended").stat().st_mtime
+    assert source.poll(ctx(home, latest, triage, FM_TURN_SETTLE="0")) is None
+    assert len(triage) == 2

@@ -280,6 +280,25 @@ def test_a_disposable_checkout_is_refused_before_any_state_is_touched(tmp_path: 
         rig.reap()
 
 
+def test_a_crew_session_never_arms_or_watches(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    try:
+        for variable in ("FM_CREW", "FM_TASK_ID"):
+            for command in ("watch", "arm"):
+                done = subprocess.run([sys.executable, "-m", "firstmate", command],
+                                      env={**rig.env, variable: "builder"}, capture_output=True,
+                                      text=True, timeout=60, check=False)
+                assert done.returncode == 1
+                assert done.stdout == (f"watcher: FAILED - refusing to "
+                                       f"{'arm' if command == 'arm' else 'run'} in a crew's "
+                                       f"session ({variable}=builder): only the captain "
+                                       f"{'arms the watcher' if command == 'arm' else 'watches'}; "
+                                       "report with fm crew status\n")
+        assert not (rig.home.logs / "cycle-exits.tsv").exists()
+    finally:
+        rig.reap()
+
+
 def test_disposable_paths() -> None:
     marker = Path("/w/.no-mistakes/worktrees/abc/core/firstmate")
     assert disposable_checkout(marker, {}) == marker

@@ -154,6 +154,14 @@ def test_shim_wheels_ship_their_shim_and_not_the_client_link(built: list[Built])
         assert not [n for n in names if n.endswith("bridge-client.mjs")], dist.name
 
 
+def test_crew_wheels_ship_their_crew_mode_files(built: list[Built]) -> None:
+    """What ``fm crew spawn`` writes for a crew's own session comes from the installed plugin."""
+    crews = {"pi": "crew/crew.ts", "omp": "crew/crew.ts", "opencode": "crew/firstmate-crew.js"}
+    for dist in plugins(built):
+        if dist.harness in crews:
+            assert f"firstmate_plugin_{dist.harness}/{crews[dist.harness]}" in dist.wheel_names()
+
+
 def test_versions_agree(built: list[Built]) -> None:
     versions = {dist.name: dist.metadata()["Version"] for dist in built}
     assert set(versions.values()) == {str(pyproject(REPO)["version"])}, versions

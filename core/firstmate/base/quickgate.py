@@ -22,6 +22,15 @@ def crew_session(env: Mapping[str, str]) -> bool:
     return any(env.get(name, "").strip() for name in CREW_ENV)
 
 
+def crew_marker(env: Mapping[str, str]) -> str | None:
+    """``NAME=value`` of the first crew variable set in *env*, or None (not a crew's session)."""
+    for name in CREW_ENV:
+        value = env.get(name, "").strip()
+        if value:
+            return f"{name}={value}"
+    return None
+
+
 def _any(directory: str, suffix: str) -> bool:
     """Whether *directory* holds a non-hidden entry ending in *suffix* (True when it cannot be
     read: then the full hook decides)."""
@@ -43,4 +52,4 @@ def nothing_to_supervise(home: str) -> bool:
                 or _any(os.path.join(state, "sources"), ".source"))
 
 
-__all__ = ["CREW_ENV", "crew_session", "nothing_to_supervise"]
+__all__ = ["CREW_ENV", "crew_marker", "crew_session", "nothing_to_supervise"]

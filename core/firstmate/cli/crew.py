@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 
-from firstmate.base.errors import StateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.cli.main import wants_help
 
@@ -38,13 +37,8 @@ def parser() -> Parser:
                      help="the pane the crew works in (tmux: session:window.pane or %%12)")
     add.add_argument("--replace", action="store_true",
                      help="move an already registered crew to another pane (keeps its logs)")
-    listing = parser.add_command("list", "one line per crew: name, pane, last status line, open "
-                                 "decisions")
-    listing.add_argument("--json", action="store_true",
-                         help='print one JSON object: {"crews": [{name, pane, added_at, '
-                              'last_status, open_decisions}...]}')
     remove = parser.add_command("remove", "unregister a crew and delete its status log, "
-                                "turn-end marker and cursors")
+                                "turn-end marker, pane log and cursors")
     remove.add_argument("name", metavar="NAME", help=_NAME_HELP)
     status = parser.add_command("status", "append a status line to the crew's log and ring the "
                                 "watcher's doorbell (silent on success)")
@@ -62,6 +56,9 @@ def parser() -> Parser:
                         help="also type the answer into the crew's pane (then Enter)")
     answer.add_argument("answer", nargs="+", metavar="ANSWER",
                         help="the answer (words are joined)")
+    from firstmate.cli import crewfleet
+
+    crewfleet.declare(parser, _NAME_HELP)  # spawn, steer, stop and list
     return parser
 
 
@@ -79,7 +76,11 @@ def main(argv: Sequence[str]) -> int:
         return _status(rest)
     if command == "turn-ended" and not helping:
         return _turn_ended(rest)
-    handler = {"add": _add, "list": _list, "remove": _remove, "answer": _answer}.get(command)
+    if command in ("spawn", "steer", "stop", "list"):
+        from firstmate.cli import crewfleet
+
+        return crewfleet.main(command, rest, parser())
+    handler = {"add": _add, "remove": _remove, "answer": _answer}.get(command)
     if handler is None:
         parser().parse(args)  # help, or the error naming the subcommands
     assert handler is not None
@@ -152,51 +153,6 @@ def _check_pane(name: str, pane: str) -> None:
             f"the crew in that pane, or fix it with fm crew add {name} --pane TARGET --replace\n")
     elif found is None:
         sys.stderr.write(f"crew: note: pane {pane} was not checked ({why})\n")
-
-
-def _list(rest: list[str]) -> int:
-    from firstmate.store import crew
-
-    ns = parser().commands["list"].parse(rest)
-    entries: list[dict[str, object]] = []
-    home: Home | None = None
-    try:
-        home = _home(create=False)
-    except StateError:
-        if os.path.isdir(_root()):
-            raise
-        # No home yet: nothing is registered.
-    for member in crew.list(home) if home is not None else ():
-        assert home is not None
-        last = crew.last_line(home, member.name)
-        entries.append({
-            "name": member.name,
-            "pane": member.pane,
-            "added_at": member.added_at,
-            "last_status": None if last is None else {"at": last.at, "text": crew.clean_text(last.text)},
-            "open_decisions": len(crew.open_decisions(home, member.name)),
-        })
-    if ns.json:
-        from firstmate.cli import jsonout
-
-        jsonout.write({"crews": entries})
-        return ExitCode.OK
-    if not entries:
-        sys.stdout.write("no crews registered; add one with: fm crew add NAME --pane TARGET\n")
-        return ExitCode.OK
-    for entry in entries:
-        last_status = entry["last_status"]
-        text = last_status["text"] if isinstance(last_status, dict) else "(no status yet)"
-        decisions = entry["open_decisions"]
-        flag = f"  [{decisions} open decision(s)]" if decisions else ""
-        sys.stdout.write(f"{entry['name']}\t{entry['pane']}\t{crew.cut(str(text), 160)}{flag}\n")
-    return ExitCode.OK
-
-
-def _root() -> str:
-    from firstmate.store.home import resolve_root
-
-    return str(resolve_root(os.environ))
 
 
 def _remove(rest: list[str]) -> int:

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from firstmate.base import stopsignals
 from firstmate.base.exitcodes import ExitCode
+from firstmate.base.quickgate import crew_marker
 from firstmate.continuity.arm import Arm
 from firstmate.continuity.armargs import parse_args
 from firstmate.store.database import Store
@@ -53,6 +54,14 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         if refused is not None:
             out.write("watcher: FAILED - refusing to arm from a disposable validation checkout: "
                       f"{refused}\n")
+            out.flush()
+            return ExitCode.FAILED
+        crew = crew_marker(env)
+        if crew is not None:
+            # A crew reads the project it works in, primary protocols included: whatever they
+            # tell its model, only the captain arms the home's watcher (or stops it).
+            out.write(f"watcher: FAILED - refusing to arm in a crew's session ({crew}): only the "
+                      "captain arms the watcher; report with fm crew status\n")
             out.flush()
             return ExitCode.FAILED
         home = Home(resolve_root(env))

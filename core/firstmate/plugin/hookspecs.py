@@ -14,6 +14,7 @@ import pluggy
 from firstmate import PROJECT
 
 if TYPE_CHECKING:
+    from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
     from firstmate.plugin.handoff import (
         ArmRef,
         DeliveryReceipt,
@@ -64,6 +65,15 @@ def firstmate_watch_sources(
 @hookspec(firstresult=True)
 def firstmate_crew_backend(home: Home, env: Mapping[str, str]) -> CrewBackend | None:
     """Return the backend that captures crew panes; the first non-None answer wins."""
+
+
+@hookspec(firstresult=True)
+def firstmate_crew_launch(harness: str, request: CrewLaunchRequest) -> CrewLaunch | None:
+    """Say how ``fm crew spawn`` starts harness *harness* as the crew *request* describes: the
+    argv (with the brief as the first prompt, or typed in once the pane is ready), the
+    environment to add, and the crew-mode config files that record every turn end with
+    ``fm crew turn-ended NAME``. Return None unless *harness* is yours; raise a one-line
+    UsageError when your harness cannot run as a crew."""
 
 
 # --- continuity -------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from firstmate.plugin.harness import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
     from firstmate.plugin.handoff import (
         ArmRef,
         DeliveryReceipt,
@@ -91,6 +92,12 @@ class PluginHost:
     def crew_backend(self, home: Home, env: Mapping[str, str]) -> CrewBackend | None:
         backend: CrewBackend | None = self.pm.hook.firstmate_crew_backend(home=home, env=env)
         return backend
+
+    def crew_launch(self, harness: str, request: CrewLaunchRequest) -> CrewLaunch | None:
+        """How *harness* starts as the crew *request* describes; None when no plugin says."""
+        launch: CrewLaunch | None = self.pm.hook.firstmate_crew_launch(harness=harness,
+                                                                       request=request)
+        return launch
 
     # --- continuity -------------------------------------------------------------------------
 

@@ -1,10 +1,14 @@
 """Base classes for harness plugins: the name-guarded hookimpls every plugin needs, written once.
 
 A plugin subclass declares data (its :class:`~firstmate.plugin.harness.HarnessInfo`, its install spec,
-its bridge profile) and only the policy that is its own (what its stop hook does). pluggy finds
+its bridge profile) and only the policy that is its own (what its stop hook does, how it starts
+as a crew: :meth:`HarnessPlugin.crew_launch`, ``firstmate_crew_launch``). pluggy finds
 the ``@hookimpl`` methods defined here on a subclass instance too (it reads the markers through
 ``getattr``), so each plugin registers exactly the hooks of the base it picks:
 
+- :class:`HarnessPlugin` (every base below): ``firstmate_harness_info`` and
+  ``firstmate_crew_launch`` (name-guarded, then :meth:`HarnessPlugin.crew_launch`, which refuses
+  in one line unless the plugin overrides it).
 - :class:`HookHarnessPlugin`: ``firstmate_harness_info``, ``firstmate_install``,
   ``firstmate_uninstall`` (from a :class:`~firstmate.plugin.hookinstall.HookInstallSpec`) and
   ``firstmate_hook`` (guarded, then :meth:`HookHarnessPlugin.on_hook`).
@@ -28,6 +32,7 @@ import attrs
 from firstmate import hookimpl
 
 if TYPE_CHECKING:
+    from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
     from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
     from firstmate.plugin.harness import (
         BridgeProfile,
@@ -54,6 +59,21 @@ class HarnessPlugin:
     @hookimpl
     def firstmate_harness_info(self) -> HarnessInfo:
         return self.INFO
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        """How this harness starts as a crew (``fm crew spawn``). The default refuses in one
+        line: a harness whose turn ends cannot be recorded without touching the project's own
+        config files cannot be launched as a crew."""
+        from firstmate.base.errors import UsageError
+
+        raise UsageError(f"{self.INFO.display_name} cannot be launched as a crew by fm crew spawn; "
+                         "start it in a tmux pane yourself and register it with: fm crew add "
+                         f"{request.crew} --pane TARGET")
+
+    @hookimpl
+    def firstmate_crew_launch(self, harness: str,
+                              request: CrewLaunchRequest) -> CrewLaunch | None:
+        return self.crew_launch(request) if harness == self.name else None
 
 
 @attrs.define(eq=False)

@@ -10,6 +10,8 @@ status line is one ``O_APPEND`` write; a turn end may be a bare ``touch``). Per 
 ``NAME.turn-seen``      the watcher's last seen turn-end signature
 ``NAME.drain-cursor``   the drain presentation's cursor (``<inode> <offset>``)
 ``NAME.pane-state``     the stale source's pane hash record
+``NAME.harness``        the harness ``fm crew spawn`` started the crew with (one line)
+``NAME.pane-log``       the crew's last screen and scrollback, saved by ``fm crew stop``
 
 No suffix ends with another, so two crew names can never share a file. Every file is 0600 and
 is opened without following symlinks.
@@ -46,8 +48,15 @@ SIGNAL_CURSOR = ".signal-cursor"
 TURN_SEEN = ".turn-seen"
 DRAIN_CURSOR = ".drain-cursor"
 PANE_STATE = ".pane-state"
+HARNESS = ".harness"
+PANE_LOG = ".pane-log"
 #: Every per-crew file, registration first (so removal unregisters before it deletes the rest).
-SUFFIXES = (PANE, STATUS, TURN_ENDED, SIGNAL_CURSOR, TURN_SEEN, DRAIN_CURSOR, PANE_STATE)
+SUFFIXES = (PANE, STATUS, TURN_ENDED, SIGNAL_CURSOR, TURN_SEEN, DRAIN_CURSOR, PANE_STATE, HARNESS,
+            PANE_LOG)
+#: What :func:`unregister` keeps: the crew's own record of its work.
+LOGS = (STATUS, TURN_ENDED, PANE_LOG)
+#: Longest pane log kept (bytes; the newest part is kept).
+MAX_PANE_LOG = 1 << 20
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -348,6 +357,36 @@ def remove(home: Home, name: str) -> Crew:
     crew = get(home, name)
     _remove_files(home, name, SUFFIXES)
     return crew
+
+
+def unregister(home: Home, name: str) -> Crew:
+    """Unregister crew *name* but keep its logs (:data:`LOGS`) until a crew of that name is
+    added again; the watcher's cursors for it go."""
+    crew = get(home, name)
+    _remove_files(home, name, [suffix for suffix in SUFFIXES if suffix not in LOGS])
+    return crew
+
+
+def set_harness(home: Home, name: str, harness: str) -> None:
+    """Record which harness the registered crew *name* runs (``fm crew spawn``)."""
+    get(home, name)
+    atomic_write(path(home, name, HARNESS), (clean_text(harness, 64) + "\n").encode())
+
+
+def harness(home: Home, name: str) -> str | None:
+    """The harness recorded for crew *name*, or None (a crew registered by hand)."""
+    text = read_text(path(home, name, HARNESS), 256)
+    return (text or "").strip() or None
+
+
+def save_pane_log(home: Home, name: str, text: str) -> Path:
+    """Keep *text* (the crew's last screen and scrollback) as ``NAME.pane-log``, its newest
+    :data:`MAX_PANE_LOG` bytes."""
+    _crew_dir(home)
+    data = text.encode("utf-8", "replace")[-MAX_PANE_LOG:]
+    target = path(home, name, PANE_LOG)
+    atomic_write(target, data)
+    return target
 
 
 def _remove_files(home: Home, name: str, suffixes: Iterable[str]) -> None:

@@ -405,6 +405,39 @@ class HarnessContract:
         else:
             pytest.skip(f"{harness} re-arms through the supervision host")
 
+    # --- fm crew spawn ------------------------------------------------------------------------
+
+    def test_a_crew_launch_records_turn_ends_outside_the_project(
+            self, harness: str, host: Any, project: Path, tmp_path: Path) -> None:
+        """``firstmate_crew_launch`` answers only for its own harness; its answer gives the
+        brief, and names its crew-mode config (inside the crew's launch directory, never the
+        project) and the turn-end command, or it refuses in one line (a plugin that does not
+        implement it is skipped)."""
+        from firstmate.base.errors import UsageError
+        from firstmate.plugin.crewlaunch import CrewLaunchRequest
+
+        request = CrewLaunchRequest(
+            crew="contract-crew", cwd=project, home=tmp_path / "home",
+            brief="BRIEF-of-the-contract-crew", fm_argv=("/opt/firstmate/bin/fm",),
+            launch_dir=tmp_path / "launch", extra_args=("--extra-arg",))
+        assert host.crew_launch("not-a-harness", request) is None
+        try:
+            launch = host.crew_launch(harness, request)
+        except UsageError as exc:
+            assert "\n" not in exc.message and "fm crew add contract-crew" in exc.message
+            return
+        if launch is None:
+            pytest.skip(f"{harness} does not implement firstmate_crew_launch: fm crew spawn "
+                        "refuses it")
+        words = " ".join((*launch.argv, *launch.env.values()))
+        assert "BRIEF-of-the-contract-crew" in words or launch.prompt == "type"
+        assert "--extra-arg" in launch.argv
+        # The turn-end command is in the argv, the environment or a crew file.
+        said = words + "".join(item.text for item in launch.files)
+        assert "turn-ended" in said and "contract-crew" in said and "/opt/firstmate/bin/fm" in said
+        assert str(project) not in said, "crew-mode config must not name the project's files"
+        assert not list(project.iterdir())
+
     def test_a_wake_reaches_the_model_once_and_the_watch_goes_on(
             self, harness: str, host: Any, info: Any, tmp_path: Path) -> None:
         """Two wakes in a row through the declared path, each delivered exactly once; for hook

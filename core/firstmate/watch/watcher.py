@@ -186,6 +186,13 @@ class Watcher:
         if refused is not None:
             self._say(f"watcher: FAILED - refusing to run from a disposable checkout: {refused}")
             return ExitCode.FAILED
+        from firstmate.base.quickgate import crew_marker
+
+        crew = crew_marker(self.env)
+        if crew is not None:
+            self._say(f"watcher: FAILED - refusing to run in a crew's session ({crew}): only "
+                      "the captain watches; report with fm crew status")
+            return ExitCode.FAILED
         self.home = Home(resolve_root(self.env)).ensure(announce=self.env)
         claimed = self._claim()
         if claimed is not None:

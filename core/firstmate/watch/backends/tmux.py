@@ -36,6 +36,16 @@ SIGNATURE_FORMAT = ("#{pane_id}\t#{session_name}\t#{window_index}\t#{window_name
                     "#{pane_index}\t#{pane_active}\t"
                     "#{window_activity}.#{history_size}.#{cursor_x}.#{cursor_y}."
                     "#{pane_width}x#{pane_height}.#{pane_dead}")
+#: One ``list-panes -a`` line per pane for :meth:`TmuxBackend.pane_states`: its names (as in
+#: :data:`SIGNATURE_FORMAT`) and whether its program has ended (a pane kept by remain-on-exit).
+STATE_FORMAT = ("#{pane_id}\t#{session_name}\t#{window_index}\t#{window_name}\t"
+                "#{pane_index}\t#{pane_active}\t#{pane_dead}")
+#: What tmux says when no server listens on the socket: then no pane exists.
+NO_SERVER = ("no server running", "error connecting to")
+#: What tmux says when the session a window is asked for does not exist.
+NO_SESSION = "can't find session"
+#: Pane states :meth:`TmuxBackend.pane_state` names.
+LIVE, DEAD, GONE, UNKNOWN = "live", "dead", "gone", "unknown"
 
 
 def busy_pattern(markers: Sequence[str]) -> str:
@@ -165,3 +175,66 @@ class TmuxBackend:
         if self.run("send-keys", "-t", target, "-l", "--", text) is None:
             return False
         return self.run("send-keys", "-t", target, "Enter") is not None
+
+    # --- crew windows (fm crew spawn, steer, stop, list) -----------------------------------
+
+    def pane_states(self) -> dict[str, str] | None:
+        """Every pane of the server by each of its names (as :meth:`signatures` names them):
+        :data:`LIVE`, or :data:`DEAD` when its program ended and the pane was kept. Empty when
+        no server runs (no pane exists); None when tmux cannot be asked (see last_error)."""
+        out = self.run("list-panes", "-a", "-F", STATE_FORMAT)
+        if out is None:
+            return {} if self._no_server() else None
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            parts = line.split("\t")
+            if len(parts) != 7:
+                continue
+            pane_id, session, index, window, pane, active, dead = parts
+            state = DEAD if dead == "1" else LIVE
+            names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
+            if active == "1":
+                names += [f"{session}:{index}", f"{session}:{window}"]
+            for name in names:
+                found.setdefault(name, state)
+        return found
+
+    def pane_state(self, target: str) -> str:
+        """:data:`LIVE`, :data:`DEAD`, :data:`GONE` (no such pane) or :data:`UNKNOWN` (tmux
+        could not be asked)."""
+        states = self.pane_states()
+        if states is None:
+            return UNKNOWN
+        return states.get(target, GONE)
+
+    def _no_server(self) -> bool:
+        return any(text in (self.last_error or "") for text in NO_SERVER)
+
+    def new_window(self, session: str, name: str, cwd: str, argv: Sequence[str]) -> str | None:
+        """Start *argv* (run directly, no shell) in a new window *name* of *session*, in *cwd*,
+        creating the session (detached) when it does not exist; the new pane's id (``%12``), or
+        None (see last_error). The window keeps its pane when the program ends (remain-on-exit),
+        so a crew that quit still shows its last screen."""
+        window = ("-d", "-n", name, "-c", cwd, "-P", "-F", "#{pane_id}", "--", *argv)
+        out = self.run("new-window", "-t", f"={session}:", *window)
+        if out is None and (self._no_server() or NO_SESSION in (self.last_error or "")):
+            out = self.run("new-session", "-d", "-s", session, "-x", "200", "-y", "50", *window)
+            if out is None and "duplicate session" in (self.last_error or ""):
+                out = self.run("new-window", "-t", f"={session}:", *window)  # lost a race
+        pane = (out or "").strip()
+        if not pane.startswith("%"):
+            if out is not None:
+                self.last_error = f"tmux did not name the new pane (it printed {pane[:40]!r})"
+            return None
+        self.run("set-option", "-w", "-t", pane, "remain-on-exit", "on")
+        return pane
+
+    def kill_pane(self, target: str) -> bool:
+        """End the pane and its program (its window closes with its last pane); False (see
+        last_error) when it could not, a pane already gone included."""
+        return self.run("kill-pane", "-t", target) is not None
+
+    def history(self, target: str, lines: int = 10000) -> str | None:
+        """The pane's last *lines* of scrollback and screen, wrapped lines joined; None when
+        it cannot be read."""
+        return self.run("capture-pane", "-p", "-J", "-S", f"-{max(1, lines)}", "-t", target)

@@ -8,7 +8,10 @@ case-insensitively in each line; default ``done:|needs-decision:|blocked:|failed
 checks green|ready in branch|merged``) or when the crew shows **no evidence of working**: its
 backend does not report its pane busy (see :mod:`firstmate.watch.backends.tmux`; a pane that cannot be
 read is not busy). Otherwise the event is absorbed: the cursor advances at once and the triage
-log gets ``absorbed signal: …``. The captain's own ``answered:`` lines are never events.
+log gets ``absorbed signal: …`` — except that a turn end recorded while the pane still looks
+busy is looked at again ``FM_TURN_SETTLE`` seconds (3) after the marker changed, since a harness
+runs its turn-end hook before it redraws its idle screen; still busy then, it is absorbed. The
+captain's own ``answered:`` lines are never events.
 
 Reason lines (one per wake; the newest captain-relevant line wins, else the newest line)::
 
@@ -49,6 +52,10 @@ DEFAULT_CAPTAIN_RE = (
 DEFAULT_SIGNAL_GRACE = 30.0
 DEFAULT_SIGNAL_QUIET = 2.0
 DEFAULT_URGENT_QUIET = 0.25
+#: Seconds a turn end recorded while its crew's pane still looks busy is looked at again before
+#: it is absorbed (``FM_TURN_SETTLE``): a harness runs its turn-end hook before it redraws the
+#: idle screen, so the busy hint of the turn that just ended can still be on show.
+DEFAULT_TURN_SETTLE = 3.0
 #: Verbs that wake after the short quiet window: someone is waiting on the captain.
 URGENT_VERBS = frozenset({"needs-decision", "blocked", "failed"})
 #: Other crews named in one reason line at most.
@@ -189,6 +196,10 @@ class StatusSource:
 
         relevant = [line for line in events if captain.search(line.text)]
         if not relevant and self._working(member.pane):
+            settle = env_float(ctx.env, "FM_TURN_SETTLE", DEFAULT_TURN_SETTLE, allow_zero=True)
+            if turn_changed and turn is not None and ctx.now < turn[1] + settle:
+                self._held[f"settle:{name}"] = turn[1] + settle  # look again once redrawn
+                return None
             self._advance(pending)
             self._first_seen.pop(name, None)
             self._since.pop(name, None)

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 from firstmate import hookimpl
+from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.handoff import RearmOwner, Session
 from firstmate.plugin.harness import (
     HarnessInfo,
@@ -120,6 +121,11 @@ class ClaudePlugin(HookWakePlugin):
         return LOCAL_HOOKS if options.flag("local") else HOOKS
 
     foreign = staticmethod(gate.foreign)
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        from firstmate_plugin_claude import crew
+
+        return crew.launch(request)
 
     @hookimpl
     def firstmate_install_problems(self, home: Home, options: InstallOptions) -> list[InstallProblem] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 from firstmate import hookimpl
+from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.plugin.harness import (
     GuardProfile,
@@ -157,6 +158,11 @@ class CodexPlugin(HookWakePlugin):
             raise UsageError("fm install codex takes --parked or --app-server, not both")
 
     foreign = staticmethod(gate.foreign)
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        from firstmate_plugin_codex import crew
+
+        return crew.launch(request)
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

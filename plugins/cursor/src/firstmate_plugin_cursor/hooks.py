@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
 from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec
 from firstmate.plugin.pluginbase import HookWakePlugin
@@ -84,6 +85,17 @@ class CursorPlugin(HookWakePlugin):
     WAKE_RECEIPT = "returned by the parked stop hook as its followup_message"
 
     foreign = staticmethod(gate.foreign)
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        from firstmate.base.errors import UsageError
+
+        # cursor-agent reads hooks only from .cursor/hooks.json files (the project's, the
+        # user's, the system's): a crew's own turn-end hook would have to go into one of them.
+        raise UsageError("Cursor cannot be launched as a crew by fm crew spawn: cursor-agent "
+                         "reads its hooks only from .cursor/hooks.json files, so a crew's turn "
+                         "ends could not be recorded without changing your project's or your "
+                         "own config; start it in a tmux pane yourself and register it with: fm "
+                         f"crew add {request.crew} --pane TARGET")
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
 from firstmate.plugin.pluginbase import HookHarnessPlugin
@@ -86,6 +87,17 @@ class GrokPlugin(HookHarnessPlugin):
     HOOKS = HOOKS
 
     foreign = staticmethod(gate.foreign)
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        from firstmate.base.errors import UsageError
+
+        # grok reads hooks only from .grok/hooks/ directories (the project's and the user's): a
+        # crew's own turn-end hook would have to go into one of them.
+        raise UsageError("Grok cannot be launched as a crew by fm crew spawn: grok reads its "
+                         "hooks only from .grok/hooks/ directories, so a crew's turn ends could "
+                         "not be recorded without changing your project's or your own config; "
+                         "start it in a tmux pane yourself and register it with: fm crew add "
+                         f"{request.crew} --pane TARGET")
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:

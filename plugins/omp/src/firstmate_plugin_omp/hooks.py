@@ -9,8 +9,11 @@ so the install is one directory, ``.omp/extensions/firstmate/`` (see
 
 from __future__ import annotations
 
+import json
+
 import attrs
 from firstmate.plugin import shiminstall
+from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
@@ -51,6 +54,24 @@ INFO = HarnessInfo(
 PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True,
                         idle_queue_read=True,
                         idle_queue_tick_env="FM_OMP_QUEUE_TICK_MS")
+#: The crew extension (``crew/crew.ts`` in this package) and where a crew's copy goes in its
+#: launch directory; its placeholder becomes the crew's ``fm crew turn-ended NAME`` argv.
+CREW_RESOURCE = "crew/crew.ts"
+CREW_EXTENSION = "omp-crew/index.ts"
+CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
+CREW_NOTES = ("omp opens its setup wizard at its first interactive start unless "
+              "~/.omp/agent/config.yml says startup: {setupWizard: false}: finish it in the "
+              "crew's window once.",)
+
+
+def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
+    """``omp -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's
+    session only, records every turn end; omp submits a prompt given on its command line."""
+    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    extension = CrewFile(CREW_EXTENSION, source.replace(
+        CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
+    argv = ("omp", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
+    return CrewLaunch(argv=argv, files=(extension,), notes=CREW_NOTES)
 
 
 @attrs.define(eq=False)
@@ -60,6 +81,9 @@ class OmpPlugin(InProcessHarnessPlugin):
     INFO = INFO
     SHIM = SPEC
     BRIDGE = PROFILE
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        return crew_launch(request)
 
 
 plugin = OmpPlugin()

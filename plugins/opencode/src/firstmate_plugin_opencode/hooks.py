@@ -9,8 +9,11 @@ is the only file we put there; the bridge client and the launch argv live in
 
 from __future__ import annotations
 
+import json
+
 import attrs
 from firstmate.plugin import shiminstall
+from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
@@ -49,6 +52,27 @@ INFO = HarnessInfo(
                                                 "and its client)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
+#: The crew plugin (``crew/firstmate-crew.js`` in this package), and the crew's own config
+#: directory in its launch directory: OpenCode reads ``OPENCODE_CONFIG_DIR`` like a project's
+#: ``.opencode/`` (its ``plugins/`` load), on top of the user's and the project's config.
+CREW_RESOURCE = "crew/firstmate-crew.js"
+CREW_CONFIG_DIR = "opencode"
+CREW_PLUGIN = f"{CREW_CONFIG_DIR}/plugins/firstmate-crew.js"
+CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
+CREW_NOTES = ("OpenCode installs its plugin SDK into the crew's config directory at its first "
+              "start (from the npm registry); the crew's turn ends are recorded either way.",)
+
+
+def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
+    """``opencode [ARGS] --prompt "<brief>"`` with ``OPENCODE_CONFIG_DIR`` naming the crew's own
+    config directory, whose plugin records every turn end (the project's files stay as they
+    are; the TUI submits a ``--prompt`` by itself)."""
+    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    plugin_file = CrewFile(CREW_PLUGIN, source.replace(
+        CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
+    argv = ("opencode", *request.extra_args, "--prompt", request.brief)
+    return CrewLaunch(argv=argv, files=(plugin_file,), notes=CREW_NOTES,
+                      env={"OPENCODE_CONFIG_DIR": str(request.file(CREW_CONFIG_DIR))})
 
 
 @attrs.define(eq=False)
@@ -58,6 +82,9 @@ class OpencodePlugin(InProcessHarnessPlugin):
     INFO = INFO
     SHIM = SPEC
     BRIDGE = PROFILE
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        return crew_launch(request)
 
 
 plugin = OpencodePlugin()

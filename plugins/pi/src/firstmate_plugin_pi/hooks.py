@@ -8,8 +8,11 @@ directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.plugin.shiminstall
 
 from __future__ import annotations
 
+import json
+
 import attrs
 from firstmate.plugin import shiminstall
+from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
@@ -46,6 +49,21 @@ INFO = HarnessInfo(
                                                 "extensions/firstmate/)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
+#: The crew extension (``crew/crew.ts`` in this package) and where a crew's copy goes in its
+#: launch directory; its placeholder becomes the crew's ``fm crew turn-ended NAME`` argv.
+CREW_RESOURCE = "crew/crew.ts"
+CREW_EXTENSION = "pi-crew/index.ts"
+CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
+
+
+def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
+    """``pi -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's session
+    only, records every turn end; Pi submits a prompt given on its command line by itself."""
+    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    extension = CrewFile(CREW_EXTENSION, source.replace(
+        CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
+    argv = ("pi", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
+    return CrewLaunch(argv=argv, files=(extension,))
 
 
 @attrs.define(eq=False)
@@ -55,6 +73,9 @@ class PiPlugin(InProcessHarnessPlugin):
     INFO = INFO
     SHIM = SPEC
     BRIDGE = PROFILE
+
+    def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
+        return crew_launch(request)
 
 
 plugin = PiPlugin()

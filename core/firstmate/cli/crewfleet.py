@@ -1,0 +1,193 @@
+"""``fm crew spawn``, ``steer``, ``stop`` and ``list``: a fleet of crews in tmux windows.
+
+:mod:`firstmate.cli.crew` declares these in its parser with :func:`declare` and dispatches them
+here with that parser (this module never imports it back); the work is done in the app layer
+(:mod:`firstmate.app.crewspawn`, :mod:`firstmate.app.crewops`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from firstmate.base.errors import StateError, UsageError
+from firstmate.base.exitcodes import ExitCode
+from firstmate.store.home import Home
+
+if TYPE_CHECKING:
+    from firstmate.cli.args import Parser
+    from firstmate.watch.backends.tmux import TmuxBackend
+
+COMMANDS = ("spawn", "steer", "stop", "list")
+SPAWN_USAGE = ("fm crew spawn NAME --harness H [--cwd DIR] [--worktree BRANCH] [--window-name W] "
+               "[--session S] [--harness-arg ARG]... [--fm-command CMD] [--prompt-file FILE] "
+               "[-- PROMPT...]")
+
+
+def declare(parser: Parser, name_help: str) -> None:
+    """Add spawn, steer, stop and list to ``fm crew``'s *parser*."""
+    spawn = parser.add_command(
+        "spawn", "start harness H as crew NAME in a new tmux window, registered, briefed with "
+        "the reporting protocol, its turn ends recorded", usage=SPAWN_USAGE,
+        epilog="The task (the crew's first prompt) is every word after --, and --prompt-file's "
+               "text before it. See docs/fleet.md.")
+    spawn.add_argument("name", metavar="NAME", help=name_help)
+    spawn.add_argument("--harness", required=True, metavar="H",
+                       help="the harness plugin that starts the crew (fm plugins lists them)")
+    spawn.add_argument("--cwd", type=Path, metavar="DIR",
+                       help="the crew's directory (default: this one); with --worktree, the "
+                            "repository the worktree is made from")
+    spawn.add_argument("--worktree", metavar="BRANCH",
+                       help="work in a new git worktree of BRANCH (made from HEAD when new) at "
+                            "<home>/worktrees/NAME")
+    spawn.add_argument("--window-name", metavar="W", help="the tmux window's name (default: NAME)")
+    spawn.add_argument("--session", metavar="S",
+                       help="the tmux session (default: $FM_CREW_SESSION, else firstmate; made "
+                            "when missing)")
+    spawn.add_argument("--harness-arg", action="append", default=[], metavar="ARG",
+                       help="one more argument for the harness, before the prompt (repeat it; "
+                            "write --harness-arg=--x for one that starts with -)")
+    spawn.add_argument("--fm-command", metavar="CMD",
+                       help="the fm the crew's hooks and brief run (default: this "
+                            "installation's, by absolute path)")
+    spawn.add_argument("--prompt-file", metavar="FILE",
+                       help="read the task from FILE (- reads stdin)")
+    steer = parser.add_command("steer", "type an instruction into the crew's pane (one line, "
+                               "then Enter); refused when the pane is gone")
+    steer.add_argument("name", metavar="NAME", help=name_help)
+    steer.add_argument("text", nargs="+", metavar="TEXT",
+                       help="the instruction (words are joined)")
+    stop = parser.add_command("stop", "end the crew's pane and unregister it, keeping its status "
+                              "log and last screen")
+    stop.add_argument("name", metavar="NAME", help=name_help)
+    listing = parser.add_command("list", "one line per crew: name, harness, pane and its state, "
+                                 "age of the last status line, the line, open decisions")
+    listing.add_argument("--json", action="store_true",
+                         help='print one JSON object: {"crews": [{name, pane, added_at, harness, '
+                              'pane_state, last_status, open_decisions}...]}')
+
+
+def main(command: str, argv: Sequence[str], parser: Parser) -> int:
+    """Run ``fm crew <command>`` (one of :data:`COMMANDS`) with ``fm crew``'s *parser*."""
+    handler = {"spawn": _spawn, "steer": _steer, "stop": _stop, "list": _list}[command]
+    return handler(list(argv), parser.commands[command])
+
+
+def _home(*, create: bool) -> Home:
+    from firstmate.store.home import open_home
+
+    return open_home(os.environ, create=create)
+
+
+def _backend() -> TmuxBackend:
+    from firstmate.watch.backends.tmux import TmuxBackend
+
+    return TmuxBackend.from_env(os.environ)
+
+
+# --- spawn -------------------------------------------------------------------------------------
+
+
+def _prompt(ns: argparse.Namespace, words: list[str]) -> str:
+    text = " ".join(words)
+    if ns.prompt_file:
+        if ns.prompt_file == "-":
+            given = sys.stdin.read()
+        else:
+            try:
+                given = Path(ns.prompt_file).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise UsageError(f"cannot read --prompt-file {ns.prompt_file}: "
+                                 f"{exc.strerror}") from exc
+        text = "\n\n".join(part for part in (given.strip(), text) if part)
+    return text
+
+
+def _spawn(rest: list[str], parser: Parser) -> int:
+    from firstmate.app.crewspawn import SpawnRequest, spawn
+
+    # The task is everything after the first --, taken apart from the options by hand: argparse
+    # cannot tell a task's words from the positional NAME given before the options.
+    cut = rest.index("--") if "--" in rest else len(rest)
+    ns = parser.parse(rest[:cut])
+    fm_argv = tuple(shlex.split(ns.fm_command)) if ns.fm_command else ()
+    if ns.fm_command is not None and not fm_argv:
+        raise parser.usage_error("empty --fm-command: give the fm the crew should run")
+    request = SpawnRequest(name=ns.name, harness=ns.harness, task=_prompt(ns, rest[cut + 1:]),
+                           cwd=ns.cwd, worktree=ns.worktree, window_name=ns.window_name,
+                           session=ns.session, fm_argv=fm_argv,
+                           harness_args=tuple(ns.harness_arg))
+    done = spawn(_home(create=True), request, os.environ)
+    sys.stdout.write(f"crew: spawned {done.name} ({done.harness}) in pane {done.pane}, window "
+                     f"{done.session}:{done.window}\n")
+    place = f"a new worktree of branch {request.worktree} at " if done.worktree else ""
+    sys.stdout.write(f"crew: working in {place}{done.cwd}\n")
+    sys.stdout.write(f"crew: it reports with fm crew status {done.name} and its harness records "
+                     f"every turn end; steer it with fm crew steer {done.name} \"…\"\n")
+    for note in done.notes:
+        sys.stdout.write(f"note: {note}\n")
+    return ExitCode.OK
+
+
+# --- steer and stop ----------------------------------------------------------------------------
+
+
+def _steer(rest: list[str], parser: Parser) -> int:
+    from firstmate.app.crewops import steer
+
+    ns = parser.parse(rest)
+    done = steer(_home(create=False), _backend(), ns.name, " ".join(ns.text))
+    sys.stdout.write(f"crew: sent to {done.name} (pane {done.pane})\n")
+    return ExitCode.OK
+
+
+def _stop(rest: list[str], parser: Parser) -> int:
+    from firstmate.app.crewops import stop
+
+    ns = parser.parse(rest)
+    done = stop(_home(create=False), _backend(), ns.name)
+    ended = f"ended pane {done.pane}" if done.killed else f"pane {done.pane} was already gone"
+    kept = f"; its last screen is in {done.pane_log}" if done.pane_log else ""
+    sys.stdout.write(f"crew: stopped {done.name} ({ended}){kept}; its status log stays\n")
+    return ExitCode.OK
+
+
+# --- list --------------------------------------------------------------------------------------
+
+
+def _list(rest: list[str], parser: Parser) -> int:
+    import time
+
+    from firstmate.app.crewops import age_text, rows
+    from firstmate.store import crew
+    from firstmate.store.home import resolve_root
+
+    ns = parser.parse(rest)
+    try:
+        home: Home | None = _home(create=False)
+    except StateError:
+        if os.path.isdir(resolve_root(os.environ)):
+            raise
+        home = None  # no home yet: nothing is registered
+    found = rows(home, _backend()) if home is not None else []
+    now = time.time()
+    if ns.json:
+        from firstmate.cli import jsonout
+
+        jsonout.write({"crews": [row.as_json(now) for row in found]})
+        return ExitCode.OK
+    if not found:
+        sys.stdout.write("no crews registered; start one with fm crew spawn NAME --harness H, "
+                         "or register one with fm crew add NAME --pane TARGET\n")
+        return ExitCode.OK
+    for row in found:
+        text = row.last_text if row.last_text is not None else "(no status yet)"
+        flag = f"  [{row.open_decisions} open decision(s)]" if row.open_decisions else ""
+        sys.stdout.write(f"{row.name}\t{row.harness or '-'}\t{row.pane} {row.pane_state}\t"
+                         f"{age_text(row.age(now))}\t{crew.cut(text, 160)}{flag}\n")
+    return ExitCode.OK
