@@ -190,6 +190,10 @@ def test_stop_ends_the_window_keeps_the_logs_and_unregisters(fleet: Fleet) -> No
     spawned(fleet, "w1", "--", "second task")
     assert crew.harness(fleet.home, "w1") == "fakecrew"
     assert not (fleet.home.crew_dir / "w1.pane-log").exists()
+    # Removing the registration takes the spawned crew's launch files too.
+    assert (fleet.home.state / "crew-launch" / "w1").is_dir()
+    assert fleet.fm("crew", "remove", "w1").returncode == 0
+    assert not (fleet.home.state / "crew-launch" / "w1").exists()
 
 
 def test_steer_and_stop_when_the_pane_is_gone(fleet: Fleet) -> None:

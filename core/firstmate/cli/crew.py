@@ -156,10 +156,13 @@ def _check_pane(name: str, pane: str) -> None:
 
 
 def _remove(rest: list[str]) -> int:
+    from firstmate.app.crewspawn import remove_launch_dir
     from firstmate.store import crew
 
     ns = parser().commands["remove"].parse(rest)
-    removed = crew.remove(_home(create=False), ns.name)
+    home = _home(create=False)
+    removed = crew.remove(home, ns.name)
+    remove_launch_dir(home, removed.name)  # a spawned crew's own harness config goes too
     sys.stdout.write(f"crew: removed {removed.name}\n")
     return ExitCode.OK
 
