@@ -11,6 +11,7 @@ under ``.e2e-cache/``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -67,8 +68,14 @@ def test_pi_package_without_the_python_side_says_what_to_install(tmp_path: Path,
                                                                    mock: MockApi) -> None:
     """No fm anywhere the shim looks: Pi still works, and shows one notice naming the pipx line."""
     with rig(tmp_path, "pi") as r:
-        pi = start_pi(r, mock, package=package("pi", "checkout", tmp_path),
-                      before_start=lambda: (r.bindir / "fm").unlink())
+        def no_fm() -> None:
+            # Not the rig's fm, nor one the test runner's environment puts on PATH (tox's).
+            (r.bindir / "fm").unlink()
+            r.env["PATH"] = os.pathsep.join(
+                d for d in r.env["PATH"].split(os.pathsep)
+                if d and not any((Path(d) / name).exists() for name in ("fm", "firstmate-pi")))
+
+        pi = start_pi(r, mock, package=package("pi", "checkout", tmp_path), before_start=no_fm)
         pi.send({"id": "p1", "type": "prompt", "message": "say hi"})
         wait_for(lambda: mock.seen("say hi"), "the turn at the mock", diag=r.diag)
         wait_for(lambda: pi.count("agent_end"), "the turn to end", diag=r.diag)
