@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 from firstmate import __version__
 from firstmate.testing import fm_command
@@ -34,3 +36,16 @@ def test_plugins_require_missing_exits_5() -> None:
     out = run("plugins", "--require", "no-such-harness")
     assert out.returncode == 5
     assert "pip install firstmate-plugin-no-such-harness" in out.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_echoed_as_its_bytes_on_a_strict_stream(
+    tmp_path: Path,
+) -> None:
+    # PYTHONIOENCODING=utf-8 (tox sets it) makes stdout strict: echoing a surrogate-escaped
+    # argument must not become an internal error after the command did its work.
+    env = {**os.environ, "FM_HOME": str(tmp_path / "home"), "PYTHONIOENCODING": "utf-8"}
+    done = subprocess.run([*(w.encode() for w in fm_command()), b"check", b"add", b"B", b"--",
+                           b"echo", b"done: \xff\xfe"], capture_output=True, env=env,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert b"echo 'done: \xff\xfe'" in done.stdout

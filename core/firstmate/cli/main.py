@@ -163,7 +163,20 @@ LONG_RUNNING = frozenset({"watch", "arm", "checkpoint", "bridge", "host", "top"}
 EARLY_STOP_LINES = {"arm": "watcher: FAILED - arm interrupted by {signal}"}
 
 
+def _lenient_output() -> None:
+    # Arguments that are not UTF-8 arrive as surrogate escapes; a strict stream (as
+    # PYTHONIOENCODING=utf-8 makes it) would turn echoing one back into an internal error after
+    # the command did its work. They go out as the bytes they came in as.
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict":
+            try:  # noqa: SIM105 - contextlib costs every hook an import
+                stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _lenient_output()
     args = list(sys.argv[1:] if argv is None else argv)
     early = EARLY_STOP_LINES.get(args[0]) if args and argv is None else None
     if early is not None:
