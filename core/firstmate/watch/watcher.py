@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
 import os
 import signal
 import stat
@@ -304,11 +305,13 @@ class Watcher:
         # Touch the beacon well inside the grace even when FM_POLL is longer than it.
         poll_every = min(poll_every, max(grace(self.env) / 3, 0.05))
         successor = predecessor_arm_pid(self.env) is not None
-        # A ring before the next deadline polls only the sources that watch what rings the
-        # doorbell (queued rows, crew lines): slow, timer-driven work (pane reads, checks) never
-        # stands between an append and its wake.
+        # Each poll runs only what is due: every source each FM_POLL (the full poll), a source
+        # whose own deadline came, and on a ring the sources that watch what rings the doorbell
+        # (queued rows, checks, crew lines). So slow timer-driven work (pane reads) never stands
+        # between an append and its wake, and a deadline of one source costs no other's work.
         on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
-        deadline = 0.0
+        due: dict[int, float] = {}
+        full_at = 0.0
         rang = False
         number = 0
         while True:
@@ -331,16 +334,19 @@ class Watcher:
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq)
-            full = not rang or time.time() >= deadline
-            for source in self.sources if full else on_bell:
+            if ctx.now >= full_at:
+                chosen, full_at = self.sources, ctx.now + poll_every
+            else:
+                chosen = [s for s in self.sources if (rang and s in on_bell)
+                          or due.get(id(s), math.inf) <= ctx.now]
+            for source in chosen:
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):
                     return wake
                 if wake is not None:
                     return self._close(source, wake, ctx)
-            wait = self._wait_time(ctx, poll_every)
-            deadline = time.time() + wait if full else min(deadline, time.time() + wait)
-            rang = self.bell.wait(max(MIN_WAIT, deadline - time.time()))
+            due = self._dues(ctx)
+            rang = self.bell.wait(max(MIN_WAIT, min([full_at, *due.values()]) - time.time()))
 
     def _poll(self, source: Source, ctx: PollContext) -> Wake | int | None:
         from firstmate.watch.sources.resurface import StartupLockHeld
@@ -356,17 +362,17 @@ class Watcher:
             self._note_once(f"{name}:{text}", f"watcher: source {name} failed: {text}")
             return None
 
-    def _wait_time(self, ctx: PollContext, poll_every: float) -> float:
-        wait = poll_every
-        now = time.time()
+    def _dues(self, ctx: PollContext) -> dict[int, float]:
+        """Each source's own next deadline (by id), for those that name one."""
+        found: dict[int, float] = {}
         for source in self.sources:
             try:
-                due = source.next_due(ctx)
+                when = source.next_due(ctx)
             except Exception:  # a broken deadline only costs a full poll interval
                 continue
-            if due is not None:
-                wait = min(wait, due - now)
-        return max(MIN_WAIT, wait)
+            if when is not None:
+                found[id(source)] = when
+        return found
 
     def _touch_beacon(self) -> None:
         assert self.home is not None
