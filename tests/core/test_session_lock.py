@@ -260,6 +260,8 @@ def test_acquire_records_the_harness_not_the_fm_process(harness: Factory, fm_hom
     assert (again.rc, again.out) == (0, f"lock acquired: harness pid {a.pid}\n")
     assert record_of(fm_home) == rec
     assert a.fm("lock", "status").out == f"lock: held by live harness pid {a.pid}\n"
+    # fm status judges the record only when there is one (it skips the import otherwise).
+    assert json.loads(a.fm("status", "--json").out)["session_lock"] == {"state": "held", "pid": a.pid}
 
 
 def test_live_lock_refuses_another_harness_until_its_holder_dies(harness: Factory, fm_home: Home) -> None:
@@ -360,6 +362,7 @@ def test_absent_record_is_free_and_inert(harness: Factory, fm_home: Home) -> Non
     ins = inspect(fm_home)
     assert ins.state == "free" and not ins.recoverable
     assert a.fm("lock", "status").out == "lock: free\n"
+    assert json.loads(a.fm("status", "--json").out)["session_lock"] == {"state": "free", "pid": None}
     assert a.py(RECHECK).out.startswith("session lock is free;")
     assert a.fm("lock", "release").out == "lock: free (nothing to release)\n"
 
@@ -377,6 +380,7 @@ def test_symlinked_record_is_refused_never_followed(
     assert ran.err.startswith("fm: refusing symlinked state path") and ran.err.count("\n") == 1
     assert path.is_symlink() and target.read_text() == "precious\n"
     assert a.fm("lock", "status").out == "lock: unreadable\n"
+    assert "session lock: unreadable" in a.fm("status").out.splitlines()
     assert inspect(fm_home).detail.endswith("is a symlink")
 
 

@@ -7,20 +7,22 @@ created. An unsafe or corrupt state is reported with its one-line fix and exit 4
 from __future__ import annotations
 
 import os
+import stat
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from firstmate.base.exitcodes import ExitCode
 
+TYPE_CHECKING = False  # not typing's: importing typing costs a status call (cli/main.py)
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from firstmate.cli.args import Parser
     from firstmate.store.home import Home
 
 
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     from firstmate.base.safepaths import refuse_non_directory
-    from firstmate.continuity import session_lock
     from firstmate.store import health
     from firstmate.store.home import Home, refuse_symlink, resolve_root
 
@@ -49,7 +51,7 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         status = queuestatus.query(Store(home)).to_json()
         episode = status.pop("episode", None)  # type: ignore[assignment]
         queue.update(status)
-    lock = session_lock.inspect(home) if home.state.is_dir() else session_lock.LockInspection("free")
+    lock = _session_lock(home)
     return {
         "home": str(home.root),
         "watcher": {
@@ -61,16 +63,43 @@ def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         },
         "queue": queue,
         "episode": episode,
-        "session_lock": {"state": lock.state, "pid": lock.pid},
+        "session_lock": lock,
         "away": home.away_record.exists(),
         "bridges": _bridge_problems(home, env),
     }
 
 
+def _real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _session_lock(home: Home) -> dict[str, object]:
+    # With no record at all the lock is free; the session-lock module (and the plugin probe it
+    # may run) is imported only when there is a record to judge.
+    state = str(home.state)
+    if not _real_dir(state):
+        return {"state": "free", "pid": None}
+    if not os.path.lexists(home.lock_path("session")):  # sessionrecord.RECORD_NAME
+        return {"state": "free", "pid": None}
+    from firstmate.continuity import session_lock
+
+    lock = session_lock.inspect(home)
+    return {"state": lock.state, "pid": lock.pid}
+
+
 def _bridge_problems(home: Home, env: dict[str, str]) -> list[str]:
+    state = str(home.state)
+    if not _real_dir(state):
+        return []
+    # Records are state/bridge-<harness>.json: with none, there is nothing to import or judge.
+    if not any(name.startswith("bridge-") for name in os.listdir(state)):
+        return []
     from firstmate.host.bridge.record import problems
 
-    return [p.line for p in problems(home, env)] if home.state.is_dir() else []
+    return [p.line for p in problems(home, env)]
 
 
 def render(data: dict[str, object]) -> str:
@@ -120,9 +149,10 @@ def parser() -> Parser:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = parser().parse(argv)
+    # The one option is parsed by hand: argparse is imported only for help and errors.
+    as_json = bool(argv) if list(argv) in ([], ["--json"]) else bool(parser().parse(argv).json)
     data = snapshot()
-    if args.json:
+    if as_json:
         from firstmate.cli import jsonout
 
         jsonout.write(data)
