@@ -237,8 +237,8 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit
     changes nothing; when the logs cannot be read it is ``STATUS PRESENTATION INCOMPLETE``.
     """
+    from firstmate.store.captain import captain_pattern
     from firstmate.store.locks import FileLock
-    from firstmate.watch.sources.status import captain_pattern
 
     env = os.environ if env is None else env
     rows = list(rows)

@@ -179,8 +179,40 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
 # --- drain and acknowledge -------------------------------------------------------------------
 
 
+#: The drain's options as the hand parser reads them: name → takes a value.
+_DRAIN_OPTIONS = {"--actor": True, "--json": False, "--ack-through": True,
+                  "--recovery-generation": True}
+
+
+def _quick_options(args: list[str], known: dict[str, bool]) -> dict[str, str] | None:
+    """*args* as ``{"--name": value}`` when they are plainly well formed (each known option once,
+    as ``--opt value`` or ``--opt=value``, no value starting with ``-``), else None: argparse
+    then judges them (and says what is wrong). Keeps argparse off the drain's path."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        takes = known.get(name)
+        if takes is None or name in opts or (eq and not takes):
+            return None
+        if takes and not eq:
+            if i + 1 >= len(args):
+                return None
+            i += 1
+            value = args[i]
+        if takes and (not value or value.startswith("-")):
+            return None
+        opts[name] = value
+        i += 1
+    return opts
+
+
 def _options(args: list[str], verb: str) -> dict[str, str]:
     """*verb*'s options as ``{"--name": value}`` (a switch: ``""``), only those given."""
+    if verb == "drain":
+        quick = _quick_options(args, _DRAIN_OPTIONS)
+        if quick is not None:
+            return quick
     parsed = vars(parser().commands[verb].parse(args))
     opts: dict[str, str] = {}
     for name, value in parsed.items():

@@ -42,13 +42,11 @@ import attrs
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
+from firstmate.store.captain import captain_pattern
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
 
-DEFAULT_CAPTAIN_RE = (
-    r"done:|needs-decision:|blocked:|failed:|PR ready|checks green|ready in branch|merged"
-)
 DEFAULT_SIGNAL_GRACE = 30.0
 DEFAULT_SIGNAL_QUIET = 2.0
 DEFAULT_URGENT_QUIET = 0.25
@@ -64,16 +62,6 @@ OTHERS_SHOWN = 8
 REASON_TEXT_BYTES = 2000
 #: Most bytes of new status read per crew per poll (the rest is read on the next poll).
 READ_LIMIT = 1 << 20
-
-
-def captain_pattern(env_value: str | None) -> tuple[re.Pattern[str], bool]:
-    """The compiled captain-relevant regex and whether *env_value* was usable."""
-    if env_value and env_value.strip():
-        try:
-            return re.compile(env_value, re.IGNORECASE), True
-        except re.error:
-            return re.compile(DEFAULT_CAPTAIN_RE, re.IGNORECASE), False
-    return re.compile(DEFAULT_CAPTAIN_RE, re.IGNORECASE), True
 
 
 @attrs.frozen
