@@ -260,14 +260,15 @@ class CrewRig:
         assert arm.status.startswith("watcher: started"), arm.status
         return arm
 
-    def turn_end_wakes(self, name: str, harness: str, *args: str) -> str:
+    def turn_end_wakes(self, name: str, harness: str, *args: str, deadline: float = 60) -> str:
         """Spawn *harness* as crew *name* (*args* go to ``fm crew spawn``) under the primary's
-        ``fm arm`` and return the reason it closes with: the crew's first turn end."""
+        ``fm arm`` and return the reason it closes with: the crew's first turn end, within
+        *deadline* seconds of the spawn."""
         arm = self.arm_primary()
         done = self.fm("crew", "spawn", name, "--harness", harness, "--cwd", str(self.project),
                        "--fm-command", str(self.fm_wrapper), *args, "--", "Say hello.")
         assert done.returncode == 0, f"fm crew spawn: {done.stderr}{done.stdout}"
-        reason = arm.wait_reason(deadline=60)
+        reason = arm.wait_reason(deadline=deadline)
         assert reason == f"signal: {name}.turn-ended", f"{reason}\n{self.diag(name)}"
         calls = [args for _pid, crew, args in self.calls() if crew == name]
         assert f"crew turn-ended {name}" in calls, calls
