@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from firstmate.base.errors import FirstmateError, HelpShown
 from firstmate.cli import wake
 
