@@ -29,6 +29,7 @@ import attrs
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
+from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
@@ -97,6 +98,10 @@ class StaleSource:
     #: Each crew's pane state as last read or written by this process (the only writer while
     #: it holds the watcher singleton): a poll reads ``NAME.pane-state`` once per watcher.
     _states: dict[str, PaneState | None] = attrs.field(factory=dict, init=False)
+    #: One listing of state/crew per full pass (registrations re-read only on change).
+    #: (The sources of one watcher share one, so each registration is read once.)
+    fleet: FleetScan = attrs.field(
+        default=attrs.Factory(lambda self: FleetScan(self.home), takes_self=True), kw_only=True)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -110,7 +115,7 @@ class StaleSource:
             signatures, members = listing[1], listing[2]
         else:
             self._resume = 0
-            signatures, members = self._signatures(), crewmod.list(self.home)
+            signatures, members = self._signatures(), self.fleet.scan()
         started = time.monotonic()
         first = self._resume % len(members) if members else 0
         self._resume = 0
@@ -168,8 +173,7 @@ class StaleSource:
         if name in self._states:
             state = self._states[name]
         else:
-            state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name,
-                                                                    crewmod.PANE_STATE)))
+            state = PaneState.decode(crewmod.read_text(self.fleet.path(name, crewmod.PANE_STATE)))
             self._states[name] = state
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None
