@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -171,6 +172,53 @@ def test_a_ring_polls_only_what_rings_it_never_the_slow_pane_reads(rig: Rig) -> 
     assert arm.line() == "check: build finished"
     assert arm.wait() == 0
     assert calls() == made  # the ring ran no pane read
+
+
+def _let_one_go(gate: Path) -> bool:
+    """Release the tmux call waiting on *gate* (a FIFO); False while none waits."""
+    try:
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no reader yet
+            return False
+        raise
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_a_row_appended_during_a_pass_over_the_panes_wakes_before_the_rest_is_read(rig: Rig) -> None:
+    # Every tmux call waits until the test lets it go. A row appended while the first poll is
+    # reading the panes closes the cycle as soon as the read under way returns: the rest of
+    # the fleet is not read first, though the slice would allow it.
+    log = rig.tmp / "tmux.log"
+    gate = rig.tmp / "gate"
+    os.mkfifo(gate)
+    fake = rig.tmp / "gated-tmux"
+    fake.write_text(f'#!/bin/sh\necho "$1" >> {log}\nread line < {gate}\n')
+    fake.chmod(0o755)
+    for n in (1, 2, 3):
+        assert rig.fm("crew", "add", f"c{n}", "--pane", f"%{n}").returncode == 0
+    arm = rig.spawn("arm", env={"FM_TMUX": str(fake), "FM_TMUX_TIMEOUT": "600", "FM_POLL": "3600",
+                                "FM_STALE_SLICE_MS": "600000"})
+
+    def calls() -> list[str]:
+        return log.read_text().split() if log.exists() else []
+
+    try:
+        started_pid(arm.line())
+        wait_for(lambda: _let_one_go(gate), "the pane listing")
+        wait_for(lambda: calls() == ["list-panes", "capture-pane"], "the first pane read")
+        rig.append("check", "build", "check: build finished")
+        wait_for(lambda: _let_one_go(gate), "the first pane read to wait")
+        assert arm.line() == "check: build finished"
+        assert arm.wait() == 0
+        assert calls() == ["list-panes", "capture-pane"]
+    finally:
+        for _ in range(3):  # (a failing run may leave a call waiting)
+            _let_one_go(gate)
 
 
 def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig: Rig) -> None:

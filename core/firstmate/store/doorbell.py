@@ -61,6 +61,16 @@ class Doorbell:
             except OSError:
                 return True
 
+    def pending(self) -> bool:
+        """True when a ring waits to be answered; drains nothing (cheap: one ``select``)."""
+        if self._sock is None:
+            return False
+        try:
+            ready, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()

@@ -120,8 +120,9 @@ class StaleSource:
         first = self._resume % len(members) if members else 0
         self._resume = 0
         for step, member in enumerate(members[first:] + members[:first]):
-            if step and time.monotonic() - started > budget:
-                # The rest waits for the next poll, due now: the doorbell is answered first.
+            if step and (time.monotonic() - started > budget or ctx.rung()):
+                # The rest waits for the next poll, due now: the doorbell is answered first
+                # (at once when it rang during this slice).
                 self._resume = first + step
                 self._listing = (started, signatures, members)
                 self._due[_MORE] = ctx.now
