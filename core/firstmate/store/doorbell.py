@@ -71,6 +71,10 @@ class Doorbell:
             return False
         return bool(ready)
 
+    def fileno(self) -> int | None:
+        """The bound socket (readable while a ring waits), for a wait on something else too."""
+        return None if self._sock is None else self._sock.fileno()
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()

@@ -334,7 +334,7 @@ class Watcher:
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq,
-                              rung=self.bell.pending)
+                              rung=self.bell.pending, bell_fd=self.bell.fileno())
             if ctx.now >= full_at:
                 chosen, full_at = self.sources, ctx.now + poll_every
             else:
@@ -514,6 +514,11 @@ class Watcher:
                 "the next watcher publishes the downtime")
 
     def _release(self) -> None:
+        for source in self.sources:  # (a tmux call under way, a store connection)
+            closer = getattr(source, "close", None)
+            if callable(closer):
+                with contextlib.suppress(Exception):
+                    closer()
         if self.home is not None and self.lock is not None and self.lock.held:
             with contextlib.suppress(OSError):
                 os.unlink(self.home.beacon)

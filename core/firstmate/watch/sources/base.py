@@ -55,6 +55,9 @@ class PollContext:
     #: source working through the fleet in slices ends its slice early, so the watcher answers
     #: the ring before the rest of the pass.
     rung: Callable[[], bool] = lambda: False
+    #: The doorbell's socket (readable while a ring waits), for a source that waits on
+    #: something else (a tmux call) and stops waiting when it rings; None without a doorbell.
+    bell_fd: int | None = None
 
 
 @runtime_checkable
