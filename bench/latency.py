@@ -13,7 +13,8 @@ fsynced) to the printed line, where the slowest sample's append landed, the wors
 at 0 ms, and the first arm of the size (a fresh home, appended at 0 ms; not among the samples).
 A chain that runs longer than ``FM_POLL`` (the default does) crosses the poll that gives every
 pane its one confirming read, all at once since the whole fleet went quiet together: the sample
-in flight then waits for that pass, and the maximum shows it.
+in flight then waits for the pane read under way (the pass gives way when the doorbell rings),
+and the maximum shows it.
 
 Baseline, per size, in the same run against the same database and tmux server: a poller that
 re-reads the queue's newest sequence on a fixed interval (the original's mechanism, at

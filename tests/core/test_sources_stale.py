@@ -18,7 +18,8 @@ from firstmate.store.home import Home
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.tmux import TmuxBackend
 from firstmate.watch.sources.base import PollContext, Source, Wake
-from firstmate.watch.sources.stale import StaleSource
+from firstmate.watch.sources.stale import UNREAD, PaneState, StaleSource
+from watch_support import alive, let_one_go, wait_for
 
 pytestmark = pytest.mark.tmux
 
@@ -337,6 +338,45 @@ def test_a_busy_pane_is_read_once_while_it_does_not_change(server: Server, home:
     assert source.poll(ctx(home, T0 + 32)) is None
     assert StaleSource(home, backend).poll(ctx(home, T0 + 48)) is None
     assert backend.captured == [target]  # the verdict holds while the signature does
+
+
+def test_a_ring_while_tmux_lists_the_panes_leaves_the_listing_to_the_next_poll(
+        home: Home, tmp_path: Path) -> None:
+    # The fake tmux lists one pane once the test lets it go.
+    log, gate, fake = tmp_path / "tmux.log", tmp_path / "gate", tmp_path / "gated-tmux"
+    os.mkfifo(gate)
+    fake.write_text(f'#!/bin/sh\necho "$1 $$" >> {log}\nread line < {gate}\n'
+                    "printf '%%1\\tfleet\\t0\\tw\\t0\\t1\\tSIG\\n'\n")
+    fake.chmod(0o755)
+    crew.add(home, "w1", "%1")
+    source = StaleSource(home, TmuxBackend(tmux=str(fake), timeout=600))
+    rung = PollContext(home=home, env=WHOLE_FLEET, now=T0, poll=1, triage=[].append,
+                       rung=lambda: True)
+
+    def calls() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []  # "list-panes <pid>"
+
+    try:
+        assert source.poll(rung) is None
+        assert source.next_due(rung) == T0  # due again at once
+        assert source.poll(rung) is None  # still under way: no second listing
+        wait_for(lambda: len(calls()) == 1, "the listing to start")
+        assert calls()[0].startswith("list-panes ")
+        assert not (home.crew_dir / "w1.pane-state").exists()
+        wait_for(lambda: let_one_go(gate), "the listing to wait")
+        assert source.poll(ctx(home, T0 + 1)) is None
+        state = PaneState.decode((home.crew_dir / "w1.pane-state").read_text())
+        assert state is not None and state.signature == "SIG" and state.digest == UNREAD
+        assert len(calls()) == 1  # the listing the ring left, taken up: no other tmux call
+        # A listing left under way ends when the watcher closes the source.
+        assert source.poll(attrs.evolve(rung, now=T0 + 2)) is None
+        wait_for(lambda: len(calls()) == 2, "the second listing to start")
+        source.close()
+        listing = int(calls()[1].split()[1])
+        wait_for(lambda: not alive(listing), "the listing to be ended")
+    finally:
+        for _ in range(2):
+            let_one_go(gate)
 
 
 def test_a_fleet_going_quiet_at_once_is_read_a_slice_per_poll(server: Server, home: Home) -> None:

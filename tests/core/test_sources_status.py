@@ -309,6 +309,37 @@ def test_a_symlinked_status_log_is_skipped_with_a_note_not_a_crash(home: Home, t
 
 
 
+def test_marks_rewritten_under_the_source_are_read_again(home: Home) -> None:
+    # The source keeps each crew's cursor and turn-seen mark from its last read and answers an
+    # unchanged crew from one directory scan: a mark rewritten under it is read again.
+    source = StatusSource(home, Panes())
+    crew.append_status(home, "w1", "done: parser", now=T0)
+    assert fire(source, home, T0 + 31) == Wake("signal", "w1.status", "signal: w1.status: done: parser")
+    assert fire(source, home, T0 + 40) is None
+    cursor = home.crew_dir / "w1.signal-cursor"
+    stored = crew.read_cursor(cursor)
+    assert stored is not None and stored.offset > 0
+    crew.write_cursor(cursor, crew.Cursor(stored.inode, 0))
+    assert fire(source, home, T0 + 50) == Wake("signal", "w1.status", "signal: w1.status: done: parser")
+    assert fire(source, home, T0 + 60) is None
+
+    crew.mark_turn_ended(home, "w2")
+    now = time.time() + 100
+    assert fire(source, home, now) == Wake("signal", "w2.turn-ended", "signal: w2.turn-ended")
+    assert fire(source, home, now + 1) is None
+    (home.crew_dir / "w2.turn-seen").write_text("0 0 0\n")
+    assert fire(source, home, now + 2) == Wake("signal", "w2.turn-ended", "signal: w2.turn-ended")
+
+
+def test_a_line_appended_after_a_quiet_poll_is_seen(home: Home) -> None:
+    source = StatusSource(home, Panes())
+    crew.append_status(home, "w1", "done: one", now=T0)
+    assert fire(source, home, T0 + 31) is not None
+    assert fire(source, home, T0 + 32) is None
+    crew.append_status(home, "w1", "done: two", now=T0 + 40)
+    assert fire(source, home, T0 + 71) == Wake("signal", "w1.status", "signal: w1.status: done: two")
+
+
 def test_a_turn_end_recorded_before_the_pane_redrew_is_looked_at_again(home: Home) -> None:
     panes = Panes(busy_panes={"p1"})
     source = StatusSource(home, panes)

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,17 @@ from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
 from firstmate.watch.sources.queued import WATERMARK_KEY, reason_line
 from firstmate.watch.watcher import disposable_checkout, missing_ground, predecessor_arm_pid
-from watch_support import CORE, Rig, alive, make_rig, rig, started_pid, wait_for
+from watch_support import (
+    CORE,
+    Proc,
+    Rig,
+    alive,
+    let_one_go,
+    make_rig,
+    rig,
+    started_pid,
+    wait_for,
+)
 
 __all__ = ["rig"]
 
@@ -171,6 +182,63 @@ def test_a_ring_polls_only_what_rings_it_never_the_slow_pane_reads(rig: Rig) -> 
     assert arm.line() == "check: build finished"
     assert arm.wait() == 0
     assert calls() == made  # the ring ran no pane read
+
+
+def _gated_arm(rig: Rig) -> tuple[Proc, Path, Callable[[], list[str]]]:
+    """An arm over three crews whose every tmux call waits until the test lets it go
+    (:func:`_let_one_go`); also the gate and the calls made so far (``list-panes``, …)."""
+    log = rig.tmp / "tmux.log"
+    gate = rig.tmp / "gate"
+    os.mkfifo(gate)
+    fake = rig.tmp / "gated-tmux"
+    fake.write_text(f'#!/bin/sh\necho "$1 $$" >> {log}\nread line < {gate}\n')
+    fake.chmod(0o755)
+    for n in (1, 2, 3):
+        assert rig.fm("crew", "add", f"c{n}", "--pane", f"%{n}").returncode == 0
+    arm = rig.spawn("arm", env={"FM_TMUX": str(fake), "FM_TMUX_TIMEOUT": "600", "FM_POLL": "3600",
+                                "FM_STALE_SLICE_MS": "600000"})
+
+    def calls() -> list[str]:
+        return log.read_text().split()[::2] if log.exists() else []
+
+    return arm, gate, calls
+
+
+def test_a_row_appended_while_tmux_lists_the_panes_wakes_without_waiting_for_it(rig: Rig) -> None:
+    # The pane listing never returns here: the row still closes the cycle, and the watcher's
+    # close ends the listing (no tmux call outlives it).
+    arm, gate, calls = _gated_arm(rig)
+    try:
+        started_pid(arm.line())
+        wait_for(lambda: calls() == ["list-panes"], "the pane listing to start")
+        listing = int((rig.tmp / "tmux.log").read_text().split()[1])
+        rig.append("check", "build", "check: build finished")
+        assert arm.line() == "check: build finished"
+        assert arm.wait() == 0
+        wait_for(lambda: not alive(listing), "the pane listing to be ended")
+        assert calls() == ["list-panes"]
+    finally:
+        for _ in range(3):  # (a failing run may leave a call waiting)
+            let_one_go(gate)
+
+
+def test_a_row_appended_during_a_pass_over_the_panes_wakes_before_the_rest_is_read(rig: Rig) -> None:
+    # A row appended while the first poll is reading the panes closes the cycle as soon as the
+    # read under way returns: the rest of the fleet is not read first, though the slice would
+    # allow it.
+    arm, gate, calls = _gated_arm(rig)
+    try:
+        started_pid(arm.line())
+        wait_for(lambda: let_one_go(gate), "the pane listing")
+        wait_for(lambda: calls() == ["list-panes", "capture-pane"], "the first pane read")
+        rig.append("check", "build", "check: build finished")
+        wait_for(lambda: let_one_go(gate), "the first pane read to wait")
+        assert arm.line() == "check: build finished"
+        assert arm.wait() == 0
+        assert calls() == ["list-panes", "capture-pane"]
+    finally:
+        for _ in range(3):  # (a failing run may leave a call waiting)
+            let_one_go(gate)
 
 
 def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig: Rig) -> None:

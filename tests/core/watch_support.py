@@ -8,6 +8,7 @@ identity at teardown, and every spawned arm is killed and reaped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -40,6 +41,22 @@ def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADL
         assert time.monotonic() < end, f"timed out after {deadline}s waiting for {what}"
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def let_one_go(gate: Path) -> bool:
+    """Let one process waiting to read a line from the FIFO *gate* go; False while none waits
+    (a fake tmux that waits on it stands for a tmux call that takes as long as the test says)."""
+    try:
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no reader yet
+            return False
+        raise
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+    return True
 
 
 @attrs.define(eq=False)

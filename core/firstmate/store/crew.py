@@ -179,7 +179,7 @@ def cut(text: str, max_bytes: int) -> str:
 # --- low-level file access ---------------------------------------------------------------------
 
 
-def _open_read(p: Path) -> int | None:
+def _open_read(p: str | Path) -> int | None:
     """A read-only descriptor for *p*, None when it does not exist; a symlink is refused."""
     try:
         return os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -255,15 +255,20 @@ def read_span(p: Path, start: int = 0, *, inode: int | None = None,
     return Span(st.st_ino, start, start + complete, tuple(lines))
 
 
-def read_cursor(p: Path) -> Cursor | None:
+def read_cursor(p: str | Path) -> Cursor | None:
     fd = _open_read(p)
     if fd is None:
         return None
     try:
-        raw = os.read(fd, 256).decode("ascii", "replace").split()
+        return parse_cursor(os.read(fd, 256).decode("ascii", "replace"))
     finally:
         os.close(fd)
-    if len(raw) == 2 and raw[0].isdigit() and raw[1].isdigit():
+
+
+def parse_cursor(text: str | None) -> Cursor | None:
+    """A cursor file's text as a :class:`Cursor`; None when it is not one."""
+    raw = (text or "").split()
+    if len(raw) == 2 and all(part.isascii() and part.isdigit() for part in raw):
         return Cursor(int(raw[0]), int(raw[1]))
     return None
 
@@ -291,7 +296,7 @@ def turn_signature(home: Home, name: str) -> tuple[str, float] | None:
     return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}", st.st_mtime
 
 
-def read_text(p: Path, limit: int = 4096) -> str | None:
+def read_text(p: str | Path, limit: int = 4096) -> str | None:
     fd = _open_read(p)
     if fd is None:
         return None

@@ -61,6 +61,20 @@ class Doorbell:
             except OSError:
                 return True
 
+    def pending(self) -> bool:
+        """True when a ring waits to be answered; drains nothing (cheap: one ``select``)."""
+        if self._sock is None:
+            return False
+        try:
+            ready, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
+
+    def fileno(self) -> int | None:
+        """The bound socket (readable while a ring waits), for a wait on something else too."""
+        return None if self._sock is None else self._sock.fileno()
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()

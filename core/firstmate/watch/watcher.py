@@ -333,13 +333,28 @@ class Watcher:
                 return self._finish(ExitCode.STATE, publish=False)
             ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
                               triage=self._log, handling_successor=successor,
-                              beat=self._touch_beacon, startup_seq=self.startup_seq)
+                              beat=self._touch_beacon, startup_seq=self.startup_seq,
+                              rung=self.bell.pending, bell_fd=self.bell.fileno())
             if ctx.now >= full_at:
                 chosen, full_at = self.sources, ctx.now + poll_every
             else:
                 chosen = [s for s in self.sources if (rang and s in on_bell)
                           or due.get(id(s), math.inf) <= ctx.now]
-            for source in chosen:
+            for index, source in enumerate(chosen):
+                if index and self.bell.pending():
+                    # A ring during this pass (a queued row, a crew line) is answered before the
+                    # next source: the doorbell sources already polled look again, in order,
+                    # so a row never waits for a slow pass over the fleet, and a doorbell source
+                    # still comes before the later ones, as in any poll.
+                    self.bell.wait(0)
+                    again = attrs.evolve(ctx, now=time.time())
+                    for early in chosen[:index]:
+                        if early in on_bell:
+                            wake = self._poll(early, again)
+                            if isinstance(wake, int):
+                                return wake
+                            if wake is not None:
+                                return self._close(early, wake, again)
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):
                     return wake
@@ -499,6 +514,11 @@ class Watcher:
                 "the next watcher publishes the downtime")
 
     def _release(self) -> None:
+        for source in self.sources:  # (a tmux call under way, a store connection)
+            closer = getattr(source, "close", None)
+            if callable(closer):
+                with contextlib.suppress(Exception):
+                    closer()
         if self.home is not None and self.lock is not None and self.lock.held:
             with contextlib.suppress(OSError):
                 os.unlink(self.home.beacon)

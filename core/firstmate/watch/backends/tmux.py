@@ -16,9 +16,12 @@ cannot be read is never busy: absence of evidence is not work.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -67,6 +70,88 @@ def _compile(pattern: str) -> re.Pattern[str]:
         return re.compile(pattern, re.IGNORECASE)
     except re.error:
         return re.compile(DEFAULT_BUSY_RE, re.IGNORECASE)
+
+
+def parse_signatures(out: str) -> dict[str, str]:
+    """``list-panes`` output in :data:`SIGNATURE_FORMAT` as {pane name: signature}."""
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 7:
+            continue  # a name with a TAB in it: that pane is captured every time
+        pane_id, session, index, window, pane, active, signature = parts
+        names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
+        if active == "1":
+            names += [f"{session}:{index}", f"{session}:{window}"]
+        for name in names:
+            found[name] = signature
+    return found
+
+
+@attrs.define(eq=False)
+class Listing:
+    """A ``list-panes`` call under way (:meth:`TmuxBackend.start_signatures`): :meth:`step`
+    reads what tmux wrote so far without blocking; wait on :meth:`fileno` between steps. A call
+    past its deadline is killed and gives no signatures, as :meth:`TmuxBackend.run` would."""
+
+    proc: subprocess.Popen[bytes]
+    deadline: float
+    _out: bytearray = attrs.field(factory=bytearray, init=False)
+    _over: bool = attrs.field(default=False, init=False)
+    _ok: bool = attrs.field(default=False, init=False)
+
+    def fileno(self) -> int:
+        """Readable when tmux wrote more or finished (-1 once the call is over)."""
+        stdout = self.proc.stdout
+        return -1 if self._over or stdout is None else stdout.fileno()
+
+    def step(self) -> bool:
+        """Read what is there; True once the call is over (done, failed or killed)."""
+        if self._over:
+            return True
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                if time.monotonic() >= self.deadline:
+                    self.kill()
+                    return True
+                return False
+            if not chunk:
+                break
+            self._out += chunk
+        try:  # stdout closed: tmux is exiting
+            code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return True
+        self._end()
+        self._ok = code == 0
+        return True
+
+    def result(self) -> dict[str, str] | None:
+        """The signatures, once :meth:`step` said the call is over; None when it failed."""
+        if not (self._over and self._ok):
+            return None
+        return parse_signatures(self._out.decode("utf-8", "replace"))
+
+    def kill(self) -> None:
+        """End the call now (the watcher stopping, or closing with the call under way)."""
+        if self._over:
+            return
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            self.proc.wait(timeout=5)
+        self._end()
+
+    def _end(self) -> None:
+        self._over = True
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
 
 
 @attrs.define(eq=False)
@@ -146,20 +231,23 @@ class TmuxBackend:
         looks mean the visible text has most likely not changed: a caller that acts on "it
         did not change" confirms with :meth:`capture` first."""
         out = self.run("list-panes", "-a", "-F", SIGNATURE_FORMAT)
-        if out is None:
+        return None if out is None else parse_signatures(out)
+
+    def start_signatures(self) -> Listing | None:
+        """:meth:`signatures` as a call under way, so the caller can answer something else while
+        tmux works (at 500 panes the listing takes tens of milliseconds); None when tmux cannot
+        be started."""
+        try:
+            proc = subprocess.Popen(
+                self.command("list-panes", "-a", "-F", SIGNATURE_FORMAT),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self.last_error = f"tmux could not run: {exc.strerror}"
             return None
-        found: dict[str, str] = {}
-        for line in out.splitlines():
-            parts = line.split("\t")
-            if len(parts) != 7:
-                continue  # a name with a TAB in it: that pane is captured every time
-            pane_id, session, index, window, pane, active, signature = parts
-            names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
-            if active == "1":
-                names += [f"{session}:{index}", f"{session}:{window}"]
-            for name in names:
-                found[name] = signature
-        return found
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        return Listing(proc, time.monotonic() + self.timeout)
 
     def busy(self, target: str) -> bool:
         content = self.capture(target)

@@ -51,6 +51,13 @@ class PollContext:
     #: The newest queue sequence when this watcher claimed the singleton (its startup safe
     #: point); None when unknown. Rows above it arrived while this watcher was live.
     startup_seq: int | None = None
+    #: True while a doorbell ring is waiting to be answered (a queued row, a crew line): a
+    #: source working through the fleet in slices ends its slice early, so the watcher answers
+    #: the ring before the rest of the pass.
+    rung: Callable[[], bool] = lambda: False
+    #: The doorbell's socket (readable while a ring waits), for a source that waits on
+    #: something else (a tmux call) and stops waiting when it rings; None without a doorbell.
+    bell_fd: int | None = None
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ def default_sources(home: Home, env: Mapping[str, str], backend: CrewBackend | N
     *backend* reads crew panes (the plugin-chosen ``firstmate_crew_backend``); None means the
     tmux backend configured from *env*.
     """
+    from firstmate.store.crewscan import FleetScan
     from firstmate.watch.sources.checks import ChecksSource
     from firstmate.watch.sources.heartbeat import HeartbeatSource
     from firstmate.watch.sources.queued import QueuedSource
@@ -26,11 +27,12 @@ def default_sources(home: Home, env: Mapping[str, str], backend: CrewBackend | N
         from firstmate.watch.backends.tmux import TmuxBackend
 
         backend = TmuxBackend.from_env(env)
+    fleet = FleetScan(home)
     return [
         resurface(home, env),
         QueuedSource(home),
         ChecksSource(home),
-        StatusSource(home, backend),
-        StaleSource(home, backend),
+        StatusSource(home, backend, fleet=fleet),
+        StaleSource(home, backend, fleet=fleet),
         HeartbeatSource(home),
     ]

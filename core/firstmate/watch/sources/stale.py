@@ -4,7 +4,9 @@ Each poll looks at every registered crew's pane through the crew backend. A back
 list every pane's change signature in one call (tmux: ``list-panes -a``) is asked once per poll:
 a pane whose signature changed is not stale (its quiet clock restarts) and is not read; one
 whose signature held for ``FM_POLL`` is captured once, to confirm, before it is called stale —
-a signature saves work but never raises a wake. Other panes (a backend without signatures, a
+a signature saves work but never raises a wake. The listing runs while the doorbell is
+watched: when it rings first, the poll ends at once (due again at once) and the next one takes
+the call up where it is. Other panes (a backend without signatures, a
 target the listing does not name) are captured and hashed (trailing blanks ignored) at every
 poll. A pane is **stale** when the same text (hash, or signature) was seen by at least two polls
 spanning at least ``FM_POLL`` seconds (default 15: event-driven polls can come milliseconds
@@ -22,13 +24,17 @@ re-armed watcher's first poll reads no pane whose signature held.
 from __future__ import annotations
 
 import hashlib
+import select
 import time
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
+from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
@@ -43,6 +49,8 @@ _MORE = "\x00more"
 _FRESH = 1.0
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
+#: What :meth:`StaleSource._signatures` gives while the listing is still under way.
+_PENDING = object()
 
 
 @attrs.frozen
@@ -97,6 +105,12 @@ class StaleSource:
     #: Each crew's pane state as last read or written by this process (the only writer while
     #: it holds the watcher singleton): a poll reads ``NAME.pane-state`` once per watcher.
     _states: dict[str, PaneState | None] = attrs.field(factory=dict, init=False)
+    #: One listing of state/crew per full pass (registrations re-read only on change).
+    #: (The sources of one watcher share one, so each registration is read once.)
+    fleet: FleetScan = attrs.field(
+        default=attrs.Factory(lambda self: FleetScan(self.home), takes_self=True), kw_only=True)
+    #: A pane listing under way (a backend with ``start_signatures``), kept across polls.
+    _call: Any = attrs.field(default=None, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -110,13 +124,21 @@ class StaleSource:
             signatures, members = listing[1], listing[2]
         else:
             self._resume = 0
-            signatures, members = self._signatures(), crewmod.list(self.home)
+            found = self._signatures(ctx)
+            if found is _PENDING:
+                # The doorbell rang while tmux lists the panes: it is answered first, and the
+                # next poll, due at once, takes the listing up where it is.
+                self._due[_MORE] = ctx.now
+                return None
+            signatures = found if isinstance(found, dict) else None
+            members = self.fleet.scan()
         started = time.monotonic()
         first = self._resume % len(members) if members else 0
         self._resume = 0
         for step, member in enumerate(members[first:] + members[:first]):
-            if step and time.monotonic() - started > budget:
-                # The rest waits for the next poll, due now: the doorbell is answered first.
+            if step and (time.monotonic() - started > budget or ctx.rung()):
+                # The rest waits for the next poll, due now: the doorbell is answered first
+                # (at once when it rang during this slice).
                 self._resume = first + step
                 self._listing = (started, signatures, members)
                 self._due[_MORE] = ctx.now
@@ -140,14 +162,51 @@ class StaleSource:
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _signatures(self) -> dict[str, str] | None:
-        """Every pane's change signature from one backend call, when the backend has one."""
+    def close(self) -> None:
+        """End a pane listing still under way (the watcher is closing)."""
+        call, self._call = self._call, None
+        if call is not None:
+            call.kill()
+
+    def _signatures(self, ctx: PollContext) -> object:
+        """Every pane's change signature from one backend call, when the backend has one;
+        :data:`_PENDING` when the doorbell rang before a listing under way finished."""
+        start = getattr(self.backend, "start_signatures", None)
+        if callable(start):
+            return self._listing_of(ctx, start)
         ask = getattr(self.backend, "signatures", None)
         if not callable(ask):
             return None
         try:
             found = ask()
         except Exception:  # a broken backend is "no signatures": every pane is captured
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _listing_of(self, ctx: PollContext, start: Callable[[], Any]) -> object:
+        call = self._call
+        if call is None:
+            try:
+                call = start()
+            except Exception:  # a broken backend is "no signatures": every pane is captured
+                return None
+            if call is None:
+                return None
+            self._call = call
+        try:
+            while not call.step():
+                if ctx.rung():
+                    return _PENDING
+                watch = [call.fileno()] + ([ctx.bell_fd] if ctx.bell_fd is not None else [])
+                # (without a doorbell to wait on, the ring is looked for every 10 ms)
+                select.select(watch, [], [], 0.25 if ctx.bell_fd is not None else 0.01)
+        except BaseException:
+            self.close()  # a stop signal while waiting: no tmux call outlives the watcher
+            raise
+        self._call = None
+        try:
+            found = call.result()
+        except Exception:
             return None
         return found if isinstance(found, dict) else None
 
@@ -168,8 +227,7 @@ class StaleSource:
         if name in self._states:
             state = self._states[name]
         else:
-            state = PaneState.decode(crewmod.read_text(crewmod.path(self.home, name,
-                                                                    crewmod.PANE_STATE)))
+            state = PaneState.decode(crewmod.read_text(self.fleet.path(name, crewmod.PANE_STATE)))
             self._states[name] = state
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None

@@ -35,6 +35,7 @@ advance only in :meth:`StatusSource.commit`, after the watcher made the row dura
 from __future__ import annotations
 
 import re
+import stat
 from typing import ClassVar
 
 import attrs
@@ -43,6 +44,7 @@ from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
 from firstmate.store.captain import captain_pattern
+from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.sources.base import PollContext, Wake
@@ -101,6 +103,10 @@ class StatusSource:
     #: The other crews the last wake covers: their cursors advance with its commit.
     _covered: list[_Pending] = attrs.field(factory=list, init=False)
     _noted: set[str] = attrs.field(factory=set, init=False)
+    #: One listing of state/crew per poll; cursors and turn-seen marks re-read only on change.
+    #: (The sources of one watcher share one, so each registration is read once.)
+    fleet: FleetScan = attrs.field(
+        default=attrs.Factory(lambda self: FleetScan(self.home), takes_self=True), kw_only=True)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._held.clear()
@@ -109,8 +115,12 @@ class StatusSource:
         if not usable:
             self._note_once(ctx, "FM_CAPTAIN_RE", "status: FM_CAPTAIN_RE is not a valid regex; using the default")
         found: list[_Candidate] = []
-        for member in crewmod.list(self.home):
+        for member in self.fleet.scan():
             try:
+                if self._nothing_new(member.name):
+                    self._first_seen.pop(member.name, None)
+                    self._since.pop(member.name, None)
+                    continue
                 candidate = self._look(ctx, member, captain)
             except FirstmateError as exc:
                 self._note_once(ctx, member.name, f"status: {member.name}: skipped: {exc.message}")
@@ -162,6 +172,27 @@ class StatusSource:
                  env_float(ctx.env, "FM_SIGNAL_QUIET", DEFAULT_SIGNAL_QUIET, allow_zero=True))
         return min(max(c.latest for c in found) + min(quiet, grace),
                    min(c.earliest for c in found) + grace)
+
+    def _nothing_new(self, name: str) -> bool:
+        """True when the scan alone shows crew *name* has nothing past its marks: its status log
+        ends at its cursor and its turn-end marker is the one seen (what :meth:`_look` would
+        find, without opening a file that did not change). Anything else — a new byte, a file
+        that is not a plain file — is left to :meth:`_look`."""
+        scan = self.fleet
+        turn = scan.stat(name, crewmod.TURN_ENDED)
+        if turn is not None:
+            if stat.S_ISLNK(turn.st_mode):
+                return False
+            signature = f"{turn.st_ino} {turn.st_size} {turn.st_mtime_ns}"
+            if (scan.text(name, crewmod.TURN_SEEN) or "").strip() != signature:
+                return False
+        log = scan.stat(name, crewmod.STATUS)
+        if log is None:
+            return True
+        if not stat.S_ISREG(log.st_mode):
+            return False
+        cursor = crewmod.parse_cursor(scan.text(name, crewmod.SIGNAL_CURSOR, 256))
+        return cursor is not None and cursor == crewmod.Cursor(log.st_ino, log.st_size)
 
     def _look(self, ctx: PollContext, member: crewmod.Crew,
               captain: re.Pattern[str]) -> _Candidate | None:
@@ -218,6 +249,8 @@ class StatusSource:
         return _Candidate(wake, pending, rank, latest, earliest)
 
     def _advance(self, pending: _Pending) -> None:
+        self.fleet.forget(pending.crew, crewmod.SIGNAL_CURSOR)
+        self.fleet.forget(pending.crew, crewmod.TURN_SEEN)
         if pending.cursor is not None:
             crewmod.write_cursor(crewmod.path(self.home, pending.crew, crewmod.SIGNAL_CURSOR), pending.cursor)
         if pending.turn_seen is not None:
