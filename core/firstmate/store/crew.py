@@ -293,7 +293,12 @@ def turn_signature(home: Home, name: str) -> tuple[str, float] | None:
         st = os.lstat(p)
     except FileNotFoundError:
         return None
-    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}", st.st_mtime
+    return marker_signature(st), st.st_mtime
+
+
+def marker_signature(st: os.stat_result) -> str:
+    """The turn-end marker's signature from its ``lstat``: any append or touch changes it."""
+    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}"
 
 
 def read_text(p: str | Path, limit: int = 4096) -> str | None:

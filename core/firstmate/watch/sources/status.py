@@ -183,7 +183,7 @@ class StatusSource:
         if turn is not None:
             if stat.S_ISLNK(turn.st_mode):
                 return False
-            signature = f"{turn.st_ino} {turn.st_size} {turn.st_mtime_ns}"
+            signature = crewmod.marker_signature(turn)
             if (scan.text(name, crewmod.TURN_SEEN) or "").strip() != signature:
                 return False
         log = scan.stat(name, crewmod.STATUS)
