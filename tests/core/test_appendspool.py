@@ -3,6 +3,7 @@ rows committed by whoever holds it next, exactly once, whoever dies when."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -52,13 +53,14 @@ def queue_lock(fm_home: Home) -> Iterator[FileLock]:
             lock.release()
 
 
-def commit_as_holder(home: Home, key: str) -> int:
-    """Be the committing producer: the caller holds the queue lock."""
+def commit_as_holder(home: Home, key: str, served: list[tuple[str, int]] | None = None) -> int:
+    """Commit every spooled row and one of our own, as a leader does (the caller holds the
+    locks it wants held); *served* gets what the announcement would list."""
     db = open_store(home)
     try:
-        with appendspool.committing(home.state):
-            return appendpath.commit_locked(db.connection(), db.path, home.state,
-                                            (time.time(), "check", key, f"check: {key}"))
+        return appendpath.commit_locked(db.connection(), db.path, home.state,
+                                        (time.time(), "check", key, f"check: {key}"),
+                                        served=served)
     finally:
         db.close()
 
@@ -66,20 +68,17 @@ def commit_as_holder(home: Home, key: str) -> int:
 def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
-    # The gate is held as a committing producer holds it: the waiters sleep on it.
+    # We lead as a producer leads: the gate, and an announcement the followers sleep on.
     gate = appendspool.committing(fm_home.state)
     gate.__enter__()
     procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
     try:
         wait_for(lambda: len(spooled(fm_home)) == 3)
-        db = open_store(fm_home)
-        try:
-            own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
-                                           (time.time(), "check", "holder", "check: holder"))
-        finally:
-            db.close()
+        served: list[tuple[str, int]] = []
+        own = commit_as_holder(fm_home, "holder", served)
+        appendspool.publish(gate.note, served)
         gate.__exit__(None, None, None)
-        # The queue lock is still ours: each waiter learns its number from its marker alone.
+        # The queue lock is still ours: each waiter learns its number from the announcement.
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outs
         assert queue_lock.held
@@ -90,26 +89,65 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {**got, "holder": own}  # every row once, at the number its producer was told
     assert own == max(table.values())  # the spooled rows went in first, oldest first
+    # The announcement named each spooled row (its id carries its producer's pid) once.
+    assert sorted((int(ident.split("-")[1]), seq) for ident, seq in served) == sorted(
+        (p.pid, got[f"waiter-{i}"]) for i, p in enumerate(procs))
     assert spooled(fm_home) == []  # each waiter removed its own request
 
 
-def test_a_waiter_whose_row_was_committed_does_not_commit_it_again(
+def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_next(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
+    gate = appendspool.committing(fm_home.state)
+    gate.__enter__()
+    proc = producer(fm_home, "sleepy")
+    try:
+        wait_for(lambda: len(spooled(fm_home)) == 1)
+        first = gate.note
+        took: list[tuple[str, int]] = []
+        commit_as_holder(fm_home, "first", took)  # takes the row; its list is never written
+        # The next commit is announced before the first one ends, and the gate stays ours: the
+        # follower can only learn its number from the second announcement, which repeats it.
+        gate.note = appendspool.announce(fm_home.state)
+        served: list[tuple[str, int]] = []
+        commit_as_holder(fm_home, "second", served)
+        os.close(first)
+        appendspool.publish(gate.note, served)
+        os.close(gate.note)
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+        assert served == took  # the second commit inserted nothing twice and named the row
+        assert int(out) == took[0][1]
+    finally:
+        os.close(gate.fd)
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"sleepy": int(out), "first": int(out) + 1, "second": int(out) + 2}
+    assert spooled(fm_home) == []
+
+
+def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_again(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    # The gate taken and nothing announced, as by a leader killed after its commit and before
+    # its announcement's list: the follower gets the gate, and must find its row's marker.
+    gate = appendspool.open_gate(fm_home.state)
+    fcntl.flock(gate, fcntl.LOCK_EX)
     proc = producer(fm_home, "late")
     try:
         wait_for(lambda: len(spooled(fm_home)) == 1)
-        # A commit that does not hold the gate while the waiter waits for the queue lock itself.
         holder = commit_as_holder(fm_home, "holder")
-        queue_lock.release()
+        os.close(gate)
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
+        assert queue_lock.held  # it returned without committing (that needs the queue lock)
     finally:
         finish(proc)
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {"late": int(out), "holder": holder}
     # The marker outlives the file only until the next commit, which deletes it.
     assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
+    queue_lock.release()
     done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "next",
                            "check: next"], capture_output=True, text=True, env=child_env(fm_home),
                           timeout=DEADLINE, check=True)
