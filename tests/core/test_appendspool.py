@@ -3,7 +3,6 @@ rows committed by whoever holds it next, exactly once, whoever dies when."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -101,26 +100,29 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
     gate = appendspool.committing(fm_home.state)
     gate.__enter__()
     proc = producer(fm_home, "sleepy")
+    second = -1
     try:
         wait_for(lambda: len(spooled(fm_home)) == 1)
         first = gate.note
         took: list[tuple[str, int]] = []
         commit_as_holder(fm_home, "first", took)  # takes the row; its list is never written
-        # The next commit is announced before the first one ends, and the gate stays ours: the
-        # follower can only learn its number from the second announcement, which repeats it.
-        gate.note = appendspool.announce(fm_home.state)
+        # The next commit is announced before the first one ends: the follower can learn its
+        # number only from the second announcement, which repeats it.
+        second = appendspool.announce(fm_home.state)
         served: list[tuple[str, int]] = []
         commit_as_holder(fm_home, "second", served)
         os.close(first)
-        appendspool.publish(gate.note, served)
-        os.close(gate.note)
+        appendspool.publish(second, served)
+        announced = os.fstat(second).st_ino
+        os.close(second)
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
-        assert served == took  # the second commit inserted nothing twice and named the row
-        assert int(out) == took[0][1]
     finally:
-        os.close(gate.fd)
         finish(proc)
+    assert served == took  # the second commit inserted nothing twice and named the row
+    assert int(out) == took[0][1]
+    # The follower never led (a leader announces itself in a file of its own).
+    assert (Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE).stat().st_ino == announced
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {"sleepy": int(out), "first": int(out) + 1, "second": int(out) + 2}
     assert spooled(fm_home) == []
@@ -129,15 +131,15 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
 def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_again(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
-    # The gate taken and nothing announced, as by a leader killed after its commit and before
-    # its announcement's list: the follower gets the gate, and must find its row's marker.
-    gate = appendspool.open_gate(fm_home.state)
-    fcntl.flock(gate, fcntl.LOCK_EX)
+    # A leader killed after its commit and before writing its list: the follower wakes without
+    # its number, leads, and must find its row's marker.
+    gate = appendspool.committing(fm_home.state)
+    gate.__enter__()
     proc = producer(fm_home, "late")
     try:
         wait_for(lambda: len(spooled(fm_home)) == 1)
         holder = commit_as_holder(fm_home, "holder")
-        os.close(gate)
+        gate.__exit__(None, None, None)
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
         assert queue_lock.held  # it returned without committing (that needs the queue lock)
@@ -168,6 +170,51 @@ def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_hom
     commit_as_holder(fm_home, "third")
     assert spooled(fm_home) == [] and markers(fm_home) == {}
     assert [k for _s, _k, k, _p, _c in rows(fm_home)].count("orphan") == 1
+
+
+def test_temporary_files_of_killed_writers_are_removed_once_abandoned(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    old = time.time() - appendspool.ABANDONED_SECONDS - 5
+    for name in (".commit-1-dead.tmp", ".0001-1-dead.tmp", ".commit-2-young.tmp"):
+        (folder / name).write_bytes(b"x")
+    for name in (".commit-1-dead.tmp", ".0001-1-dead.tmp"):
+        os.utime(folder / name, (old, old))
+    commit_as_holder(fm_home, "tidy")
+    assert sorted(p.name for p in folder.glob(".*.tmp")) == [".commit-2-young.tmp"]
+
+
+LEADER = """
+import sys
+from firstmate.base import appendspool
+with appendspool.committing(sys.argv[1]):
+    print("leading", flush=True)
+    sys.stdin.readline()  # killed here, in the middle of its commit
+"""
+
+
+def test_followers_of_a_leader_killed_mid_commit_commit_their_rows_once(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    leader = subprocess.Popen([sys.executable, "-c", LEADER, str(fm_home.state)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=child_env(fm_home))
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
+        procs = [producer(fm_home, f"orphaned-{i}") for i in range(4)]
+        wait_for(lambda: len(spooled(fm_home)) == 4)  # each follows the leader's commit
+        leader.kill()
+        leader.wait(timeout=DEADLINE)
+        outs = [p.communicate(timeout=DEADLINE) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, outs
+    finally:
+        finish(leader)
+        for p in procs:
+            finish(p)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {f"orphaned-{i}": int(out) for i, (out, _) in enumerate(outs)}
+    assert len(rows(fm_home)) == 4 and spooled(fm_home) == []
 
 
 @pytest.mark.parametrize("content", [b"garbage", b"1.0\x00nosuchkind\x00k\x00p",

@@ -64,10 +64,10 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
     not given). Waits for both locks as long as it must. Does not ring the doorbell (the caller
     does, after this returns).
 
-    Producers meet at the spool's gate before the queue lock (:mod:`firstmate.base.appendspool`).
-    The one that takes the gate leads: it takes the queue lock and commits, in one transaction,
-    its row and every spooled one. A producer that finds the gate taken spools its row and
-    sleeps until that commit ends; its row rode along, or it leads the next commit: concurrent
+    Producers take turns before the queue lock (:mod:`firstmate.base.appendspool`). One that
+    finds no commit in progress leads: it takes the queue lock and commits, in one transaction,
+    its row and every spooled one. One that finds a commit in progress spools its row and
+    sleeps until that commit ends; its row rode along, or it takes its turn again: concurrent
     producers share fsyncs instead of queueing for one each.
     """
     seq = _commit(_Given(conn), db_path, lock_path, root, (kind, key, payload), at, token)
@@ -120,75 +120,81 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     kind, key, payload = row
     state = os.path.dirname(os.fspath(lock_path))
     at = time.time() if at is None else float(at)
+    ident: str | None = None
     try:
         gate = appendspool.open_gate(state)
+        try:
+            while True:
+                note, theirs, seq = appendspool.take_turn(state, gate, ident)
+                if seq is None and theirs >= 0:  # a commit is in progress: follow it
+                    try:
+                        if ident is None:
+                            ident = appendspool.write(state, at, kind, key, payload)
+                    except BaseException:
+                        os.close(theirs)
+                        raise
+                    seq = appendspool.await_commit(theirs, ident)
+                if seq is not None:
+                    if ident is not None:
+                        appendspool.discard(state, ident)
+                    return seq
+                if note >= 0:
+                    break
+        finally:
+            os.close(gate)
     except OSError as exc:
         raise ownerlock.lock_failed(lock_path, exc) from exc
+    # We lead: our announcement is up, and our row (spooled as *ident*, or not) is not known
+    # to be committed.
     try:
-        ident: str | None = None
-        try:
-            if not appendspool.lead(gate):
-                ident = appendspool.write(state, at, kind, key, payload)
-                seq = appendspool.follow(state, ident, gate)
-                if seq is not None:
-                    return seq
-        except OSError as exc:
-            raise ownerlock.lock_failed(lock_path, exc) from exc
-        # We lead: the gate is ours and our row (spooled as *ident*, or not) is not committed.
-        try:
-            note = appendspool.announce(state)  # at once: followers wait for it, not the gate
-        except OSError as exc:
-            raise ownerlock.lock_failed(lock_path, exc) from exc
-        try:
-            conn()  # opened now if it was not: its schema decides whether this path may write
-            if ident is not None:
-                try:
-                    seq = appendspool.committed(conn(), ident)
-                except sqlite3.Error:
-                    if conn.current:
-                        raise
-                    seq = None  # a database not yet migrated has no markers
-                if seq is not None:  # a leader took it after all
-                    appendspool.discard(state, ident)
-                    return seq
-            if not conn.current:
-                if ident is not None:  # not ours to insert into this database: the store will
-                    appendspool.discard(state, ident)
-                return None
+        conn()  # opened now if it was not: its schema decides whether this path may write
+        if ident is not None:
             try:
-                fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except BaseException:
-                    os.close(fd)
+                seq = appendspool.committed(conn(), ident)
+            except sqlite3.Error:
+                if conn.current:
                     raise
-            except OSError as exc:
-                raise ownerlock.lock_failed(lock_path, exc) from exc
-            served: list[tuple[str, int]] = []
+                seq = None  # a database not yet migrated has no markers
+            if seq is not None:  # a leader whose list we missed took it
+                appendspool.discard(state, ident)
+                return seq
+        if not conn.current:
+            if ident is not None:  # not ours to insert into this database: the store will
+                appendspool.discard(state, ident)
+            return None
+        try:
+            fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
             try:
-                ownerlock.write_record(fd, lock_path, "queue", root, token)
-                seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served)
-            finally:
-                ownerlock.release(fd)
-            appendspool.publish(note, served)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            raise ownerlock.lock_failed(lock_path, exc) from exc
+        served: list[tuple[str, int]] = []
+        try:
+            ownerlock.write_record(fd, lock_path, "queue", root, token)
+            seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served)
         finally:
-            # Closing the last descriptor releases a flock: the gate first, so that a follower
-            # woken by the end of the announcement can lead the next commit at once.
-            os.close(gate)
-            gate = -1
-            os.close(note)
+            ownerlock.release(fd)
+        appendspool.publish(note, served)
+    except BaseException:
+        # We lead, so no commit is reading our request now: withdrawn, it cannot land after
+        # we reported a failure (if an earlier commit took it, that row stays, as it should).
         if ident is not None:
             appendspool.discard(state, ident)
-        return seq
+        raise
     finally:
-        if gate >= 0:
-            os.close(gate)
+        os.close(note)  # closing the last descriptor releases it: our followers wake
+    if ident is not None:
+        appendspool.discard(state, ident)
+    return seq
 
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                   own: tuple[float, str, str, str], ident: str | None = None,
                   served: list[tuple[str, int]] | None = None) -> int:
-    """For the holder of the spool's gate and the queue lock: one transaction with downtime
+    """For the leader of a commit, holding the queue lock: one transaction with downtime
     evidence, every spooled row and *own* ``(at, kind, key, payload)`` (spooled as *ident*, or
     not spooled); returns *own*'s sequence number. Once committed, *served* gets ``(id, seq)``
     for each spooled row it took and each one an earlier commit took (for the announcement)."""

@@ -2,18 +2,19 @@
 
 Every durable append is one ``COMMIT`` with an fsync, serialised by the queue lock. When more
 producers append at once than there are cores, each waits behind every other's fsync in turn
-and throughput falls. So producers meet first at the spool's gate, ``state/spool/.gate``:
+and throughput falls. So each producer first takes its turn (:func:`take_turn`, under the
+spool's gate ``state/spool/.gate``, held for a few system calls):
 
-1. the producer that takes the gate (without waiting) *leads*: it announces its commit (a fresh
+1. with no commit in progress, it *leads*: it announces its commit (a fresh
    ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and
    commits its row and *every* spooled row in one transaction, with beside each spooled row a
    marker ``kv['spool:<id>'] = seq``; after the ``COMMIT`` it writes ``<id> <seq>`` lines for
-   them into the announcement, then lets go of the gate and the announcement;
-2. a producer that finds the gate taken *follows*: it writes its already-validated row to
+   them into the announcement, then lets go of it;
+2. with a commit in progress, it *follows*: it writes its already-validated row to
    ``state/spool/<id>`` (a private file, renamed into place so it is never seen half-written; no
-   fsync: until committed it is only a request) and sleeps on the announcement (shared). Woken
-   by the end of the commit, it reads its number there; if its row came too late for that
-   commit it tries to lead the next one, or sleeps on the next announcement.
+   fsync: until committed it is only a request) and sleeps on that commit's announcement
+   (shared). Woken by the end of the commit, it reads its number there; if its row came too
+   late for that commit it takes its turn again: it leads the next commit or follows it.
 
 Followers never wait for the queue lock, nor for a lock a next leader could take again before
 they run: each announcement is a new file, locked once. An announcement also repeats the
@@ -28,7 +29,7 @@ next commit deletes it. A spool file whose producer died after its row was commi
 after :data:`ABANDONED_SECONDS`. A spool file that cannot be read as a row (damaged, or planted)
 is set aside in the database, never inserted.
 
-An uncontended append (the gate taken at once) writes no spool file; its extra cost is the gate,
+An uncontended append (no commit in progress) writes no spool file; its extra cost is the gate,
 the announcement (a create and a rename) and one ``listdir``. Standard library only, like the
 rest of the append path.
 """
@@ -47,13 +48,11 @@ if TYPE_CHECKING:
 
 SPOOL_DIR = "spool"
 MARKER = "spool:"
-#: Held exclusively by the producer that leads a commit (it is taken without waiting).
+#: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"
 #: The commit in progress, renamed into place fresh by each leader and held exclusively until
 #: its commit ends; followers sleep on it shared.
 NOTE = ".commit"
-#: How often a follower yields its CPU to a leader that took the gate but has not announced.
-EARLY_YIELDS = 50
 #: A committed row's spool file older than this has lost its producer (killed while waiting).
 ABANDONED_SECONDS = 600.0
 _SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
@@ -94,20 +93,9 @@ def open_gate(state: StrPath) -> int:
     return open_private(os.path.join(folder, GATE), os.O_RDWR | os.O_CREAT)
 
 
-def lead(gate: int) -> bool:
-    """Try to become the committing producer: the gate exclusively, without waiting."""
-    import fcntl
-
-    try:
-        fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
 def announce(state: StrPath) -> int:
-    """For a leader (it holds the gate): a fresh ``state/spool/.commit`` held exclusively until
-    the caller closes the returned descriptor, after its commit. Followers sleep on it shared.
+    """Under the gate: a fresh ``state/spool/.commit``, held exclusively until the caller closes
+    the returned descriptor after its commit (and :func:`publish`). Followers sleep on it shared.
 
     A fresh file each commit, never locked again once released: followers woken by its release
     always get it, however soon the next leader starts (on one shared lock file they could be
@@ -133,98 +121,110 @@ def announce(state: StrPath) -> int:
     return fd
 
 
-class committing:  # (lower case: used like a function, ``with committing(state):``)
-    """Lead a commit as a producer does: the gate exclusively (waiting for it) and a fresh
-    announcement; followers wake together when it ends. A plain class: contextlib costs the
-    append path an import."""
-
-    def __init__(self, state: StrPath) -> None:
-        self.state = state
-        self.fd = self.note = -1
-
-    def __enter__(self) -> None:
-        import fcntl
-
-        self.fd = open_gate(self.state)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        self.note = announce(self.state)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # the gate first: a woken follower may lead at once
-        os.close(self.note)
-
-
 def publish(note: int, served: list[tuple[str, int]]) -> None:
     """After the commit: write ``<id> <seq>`` lines for the rows it took into the announcement,
     so that followers woken by its release read their numbers without opening the database.
     One write; losing it (a leader killed first) costs followers only a look at their markers."""
     if served:
-        os.write(note, "".join(f"{ident} {seq}\n" for ident, seq in served).encode())
+        try:  # noqa: SIM105 - contextlib costs the append path an import
+            os.write(note, "".join(f"{ident} {seq}\n" for ident, seq in served).encode())
+        except OSError:  # (a full disk): the rows are committed all the same
+            pass
 
 
-def _sleep_on_commit(state: StrPath, ident: str) -> tuple[bool, int | None]:
-    """Sleep until the announced commit ends: (whether one was in progress, the sequence number
-    it gave *ident* if it says so)."""
-    import fcntl
-
-    try:
-        fd = os.open(os.path.join(spool_dir(state), NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False, None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            slept = False
-        except BlockingIOError:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            slept = True
-        # Shared: no leader writes it any more (each announces in a file of its own).
-        size = os.fstat(fd).st_size
-        data = b"\n" + os.read(fd, size) if size else b""
-    finally:
-        os.close(fd)
+def _named(note: int, ident: str | None) -> int | None:
+    """The sequence number the (finished) announcement *note* gives *ident*, if it names it."""
+    if ident is None:
+        return None
+    size = os.fstat(note).st_size
+    if not size:
+        return None
+    data = b"\n" + os.pread(note, size, 0)
     at = data.find(f"\n{ident} ".encode())
     if at < 0:
-        return slept, None
+        return None
     end = data.find(b"\n", at + 1)
     try:
-        return slept, int(data[at + len(ident) + 2:end if end >= 0 else len(data)])
+        return int(data[at + len(ident) + 2:end if end >= 0 else len(data)])
     except ValueError:
-        return slept, None
+        return None
 
 
-def follow(state: StrPath, ident: str, gate: int) -> int | None:
-    """After spooling *ident* (the gate was taken): its sequence number once a leader committed
-    it, or None once the caller holds *gate* exclusively: it then leads (announces, reads its
-    row's marker: a leader may have taken the row since it looked, or been killed between its
-    commit and its announcement's list; then takes the queue lock and commits every spooled
-    row).
+def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, int | None]:
+    """Lead the next commit or follow the one in progress: ``(mine, theirs, seq)``.
 
-    Each round sleeps in the kernel on the announcement of the commit in progress, then reads
-    which rows it took. Nobody waits for the queue lock here: a follower whose row was committed
-    learns it from the end of the commit that took it, not from a turn at a lock. The only
-    other wait is the instant between a leader taking the gate and announcing its commit: a
-    follower yields its CPU a few times, then waits for the gate itself.
+    Under the gate, held for a few system calls only: if a commit is announced and still in
+    progress, *theirs* is its announcement (the caller sleeps on it with :func:`await_commit`);
+    else, if the last announcement names *ident*, *seq* is its number; else we lead: *mine* is
+    our own fresh announcement. The unused descriptors are -1.
     """
     import fcntl
 
-    early = 0
-    while True:
-        slept, seq = _sleep_on_commit(state, ident)
-        if seq is not None:
-            discard(state, ident)
-            return seq
-        if lead(gate):
-            return None
-        if slept:
-            early = 0
-            continue  # another leader took over: its commit takes our row
-        early += 1
-        if early <= EARLY_YIELDS:
-            os.sched_yield()  # a leader that has not announced yet: let it run
-            continue
-        fcntl.flock(gate, fcntl.LOCK_EX)  # it stays unannounced (stopped?): queue for the gate
-        return None
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    try:
+        try:
+            note = os.open(os.path.join(spool_dir(state), NOTE),
+                           os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            note = -1
+        if note >= 0:
+            try:
+                fcntl.flock(note, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return -1, note, None  # its leader holds it: a commit is in progress
+            except BaseException:
+                os.close(note)
+                raise
+            try:
+                seq = _named(note, ident)
+            finally:
+                os.close(note)
+            if seq is not None:
+                return -1, -1, seq
+        return announce(state), -1, None
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def await_commit(note: int, ident: str) -> int | None:
+    """Sleep until the commit announced by *note* ends (then close it): the number it gave
+    *ident*, or None when it did not take our row (it came too late, or the leader was killed
+    before listing it: the caller takes its turn again)."""
+    import fcntl
+
+    try:
+        fcntl.flock(note, fcntl.LOCK_SH)  # granted once its leader lets go: nobody locks it again
+        return _named(note, ident)
+    finally:
+        os.close(note)
+
+
+class committing:  # (lower case: used like a function, ``with committing(state):``)
+    """Lead a commit as a producer does, announced (the caller holds the queue lock if it wants
+    it held); producers that come meanwhile follow it and wake together when it ends. A plain
+    class: contextlib costs the append path an import."""
+
+    def __init__(self, state: StrPath) -> None:
+        self.state = state
+        self.note = -1
+
+    def __enter__(self) -> None:
+        gate = open_gate(self.state)
+        try:
+            while True:
+                mine, theirs, _seq = take_turn(self.state, gate, None)
+                if mine >= 0:
+                    self.note = mine
+                    return
+                import fcntl
+
+                fcntl.flock(theirs, fcntl.LOCK_SH)
+                os.close(theirs)
+        finally:
+            os.close(gate)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.note)  # closing the last descriptor releases the flock
 
 
 def discard(state: StrPath, ident: str) -> None:
@@ -263,25 +263,34 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     added to *already* as ``(id, seq)``: the leader's announcement repeats it, so a follower
     that slept through the commit which took its row learns its number from the next one.
 
-    Also tidies up: markers whose spool file is gone are deleted, abandoned files removed, and
-    files that are not rows set aside.
+    Also tidies up: markers whose spool file is gone are deleted, abandoned files (and the
+    temporary files of writers killed before their rename) removed, and files that are not rows
+    set aside.
     """
     from firstmate.base.safepaths import refuse_symlink
 
     folder = spool_dir(state)
     refuse_symlink(folder)  # a planted link would feed another directory's files in as rows
     try:
-        names = [n for n in os.listdir(folder) if not n.startswith(".")]
+        listed = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    names = [n for n in listed if not n.startswith(".")]
     names.sort()
+    now = time.time()
+    for name in listed:
+        if name.startswith(".") and name.endswith(".tmp"):  # a writer killed before its rename
+            try:
+                if now - os.lstat(os.path.join(folder, name)).st_mtime > ABANDONED_SECONDS:
+                    os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
     present = set(names)
     marked = {str(k)[len(MARKER):]: v for (k, v) in conn.execute(
         "SELECT key, value FROM kv WHERE key >= ? AND key < ?", (MARKER, "spool;"))}
     gone = marked.keys() - present
     if gone:
         conn.executemany("DELETE FROM kv WHERE key = ?", [(MARKER + g,) for g in gone])
-    now = time.time()
     out: list[Entry] = []
     for name in names:
         path = os.path.join(folder, name)
@@ -328,5 +337,5 @@ def mark(conn: sqlite3.Connection, done: list[tuple[str, int]]) -> None:
                      "value = excluded.value", [(MARKER + ident, str(seq)) for ident, seq in done])
 
 
-__all__ = ["ABANDONED_SECONDS", "Entry", "announce", "collect", "committed", "committing", "discard",
-           "follow", "lead", "mark", "open_gate", "publish", "write"]
+__all__ = ["ABANDONED_SECONDS", "Entry", "announce", "await_commit", "collect", "committed",
+           "committing", "discard", "mark", "open_gate", "publish", "take_turn", "write"]
