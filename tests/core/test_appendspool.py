@@ -27,6 +27,12 @@ def spooled(home: Home) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
 
 
+def whole(home: Home) -> int:
+    """How many spooled rows are completely written (a file appears before its row is in it)."""
+    folder = Path(appendspool.spool_dir(home.state))
+    return sum(1 for name in spooled(home) if (folder / name).read_bytes().endswith(b"\x00\x00"))
+
+
 def markers(home: Home) -> dict[str, int]:
     with raw(home) as conn:
         return {str(k)[len(appendspool.MARKER):]: int(v) for k, v in conn.execute(
@@ -72,7 +78,7 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     gate.__enter__()
     procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
     try:
-        wait_for(lambda: len(spooled(fm_home)) == 3)
+        wait_for(lambda: whole(fm_home) == 3)
         served: list[tuple[str, int]] = []
         own = commit_as_holder(fm_home, "holder", served)
         appendspool.publish(gate.note, served)
@@ -102,7 +108,7 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
     proc = producer(fm_home, "sleepy")
     second = -1
     try:
-        wait_for(lambda: len(spooled(fm_home)) == 1)
+        wait_for(lambda: whole(fm_home) == 1)
         first = gate.note
         took: list[tuple[str, int]] = []
         commit_as_holder(fm_home, "first", took)  # takes the row; its list is never written
@@ -137,7 +143,7 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
     gate.__enter__()
     proc = producer(fm_home, "late")
     try:
-        wait_for(lambda: len(spooled(fm_home)) == 1)
+        wait_for(lambda: whole(fm_home) == 1)
         holder = commit_as_holder(fm_home, "holder")
         gate.__exit__(None, None, None)
         out, err = proc.communicate(timeout=DEADLINE)
@@ -203,7 +209,7 @@ def test_followers_of_a_leader_killed_mid_commit_commit_their_rows_once(fm_home:
     try:
         assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
         procs = [producer(fm_home, f"orphaned-{i}") for i in range(4)]
-        wait_for(lambda: len(spooled(fm_home)) == 4)  # each follows the leader's commit
+        wait_for(lambda: whole(fm_home) == 4)  # each follows the leader's commit
         leader.kill()
         leader.wait(timeout=DEADLINE)
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
@@ -226,13 +232,34 @@ def test_a_spool_file_that_is_not_a_row_is_set_aside_never_inserted(
     open_store(fm_home).close()
     folder = Path(appendspool.spool_dir(fm_home.state))
     folder.mkdir(mode=0o700, exist_ok=True)
-    (folder / "00000000000000000001-1-planted").write_bytes(content)
+    (folder / "00000000000000000001-1-planted").write_bytes(content + b"\x00\x00")  # ended
     commit_as_holder(fm_home, "real")
     assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real"]
     assert spooled(fm_home) == []
     with raw(fm_home) as conn:
         kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
     assert len(kept) == 1 and kept[0].startswith("00000000000000000001-1-planted\t")
+
+
+def test_a_spool_file_without_its_end_mark_waits_until_abandoned_then_is_set_aside(
+    fm_home: Home
+) -> None:
+    # A row still being written, or whose writer was killed mid-write (here: cut short).
+    open_store(fm_home).close()
+    whole = appendspool.write(fm_home.state, time.time(), "check", "cut", "check: cut short")
+    path = Path(appendspool.spool_dir(fm_home.state)) / whole
+    path.write_bytes(path.read_bytes()[:-3])
+    commit_as_holder(fm_home, "first")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first"]
+    assert spooled(fm_home) == [whole] and markers(fm_home) == {}  # left for a later commit
+    old = time.time() - appendspool.ABANDONED_SECONDS - 5
+    os.utime(path, (old, old))
+    commit_as_holder(fm_home, "second")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first", "second"]
+    assert spooled(fm_home) == []
+    with raw(fm_home) as conn:
+        kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
+    assert len(kept) == 1 and kept[0].startswith(f"{whole}\t")
 
 
 def test_a_symlink_in_the_spool_is_never_followed(fm_home: Home, tmp_path: Path) -> None:

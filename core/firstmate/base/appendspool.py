@@ -11,8 +11,8 @@ spool's gate ``state/spool/.gate``, held for a few system calls):
    marker ``kv['spool:<id>'] = seq``; after the ``COMMIT`` it writes ``<id> <seq>`` lines for
    them into the announcement, then lets go of it;
 2. with a commit in progress, it *follows*: it writes its already-validated row to
-   ``state/spool/<id>`` (a private file, renamed into place so it is never seen half-written; no
-   fsync: until committed it is only a request) and sleeps on that commit's announcement
+   ``state/spool/<id>`` (a private file ending in a mark, so a row still being written is
+   never taken; no fsync: until committed it is only a request) and sleeps on that commit's announcement
    (shared). Woken by the end of the commit, it reads its number there; if its row came too
    late for that commit it takes its turn again: it leads the next commit or follows it.
 
@@ -27,7 +27,8 @@ its ``COMMIT`` can never lead a later one to insert the same spooled row twice (
 with a marker is never inserted again). A marker whose spool file is gone has been read; the
 next commit deletes it. A spool file whose producer died after its row was committed is removed
 after :data:`ABANDONED_SECONDS`. A spool file that cannot be read as a row (damaged, or planted)
-is set aside in the database, never inserted.
+is set aside in the database, never inserted; one without its end mark is left for a later
+commit until it is as old, then set aside.
 
 An uncontended append (no commit in progress) writes no spool file; its extra cost is the gate,
 the announcement (a create and a rename) and one ``listdir``. Standard library only, like the
@@ -56,6 +57,7 @@ NOTE = ".commit"
 #: A committed row's spool file older than this has lost its producer (killed while waiting).
 ABANDONED_SECONDS = 600.0
 _SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
+_END = "\x00\x00"  # after the last field: the row is whole
 
 #: One spooled row: (id, at, kind, key, payload).
 Entry = tuple[str, float, str, str, str]
@@ -73,13 +75,16 @@ def write(state: StrPath, at: float, kind: str, key: str, payload: str) -> str:
     if not os.path.isdir(folder) or os.path.islink(folder):
         make_private_dir(folder)
     ident = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
-    tmp = os.path.join(folder, f".{ident}.tmp")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    # Created under its own name, not renamed into place: every change to the directory takes
+    # its lock, which all producers share. A reader tells a row still being written (or whose
+    # writer was killed) by its missing end mark.
+    fd = open_private(os.path.join(folder, ident), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        os.write(fd, _SEP.join((repr(float(at)), kind, key, payload)).encode("utf-8"))
+        data = memoryview((_SEP.join((repr(float(at)), kind, key, payload)) + _END).encode())
+        while data:
+            data = data[os.write(fd, data):]
     finally:
         os.close(fd)
-    os.rename(tmp, os.path.join(folder, ident))
     return ident
 
 
@@ -88,9 +93,18 @@ def open_gate(state: StrPath) -> int:
     from firstmate.base.safepaths import make_private_dir, open_private
 
     folder = spool_dir(state)
+    path = os.path.join(folder, GATE)
+    try:
+        # Without O_CREAT when it exists: an open that may create takes the directory's lock
+        # exclusively, and every producer's opens would queue on it.
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return open_private(path, os.O_RDWR | os.O_CREAT)  # (raises its one-line error)
     if not os.path.isdir(folder) or os.path.islink(folder):
         make_private_dir(folder)
-    return open_private(os.path.join(folder, GATE), os.O_RDWR | os.O_CREAT)
+    return open_private(path, os.O_RDWR | os.O_CREAT)
 
 
 def announce(state: StrPath) -> int:
@@ -313,12 +327,15 @@ def collect(conn: sqlite3.Connection, state: StrPath,
             data = b""
         else:
             try:
+                st = os.fstat(fd)
                 # As much as is there (a row is a few kilobytes at most): a fixed large buffer
                 # would cost an allocation the size of it for every row.
-                data = os.read(fd, min(os.fstat(fd).st_size + 1, 1 << 20))
+                data = os.read(fd, min(st.st_size + 1, 1 << 20))
             finally:
                 os.close(fd)
-            fields = _parse(data)
+            if not data.endswith(_END.encode()) and now - st.st_mtime <= ABANDONED_SECONDS:
+                continue  # still being written: a later commit takes it
+            fields = _parse(data[:-len(_END)]) if data.endswith(_END.encode()) else None
         if fields is None:
             dbconn.set_aside(conn, "spooled row",
                              f"{name}\t{data[:500].decode('utf-8', 'replace')}")
