@@ -3,6 +3,7 @@ rows committed by whoever holds it next, exactly once, whoever dies when."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -98,6 +99,28 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     assert sorted((int(ident.split("-")[1]), seq) for ident, seq in served) == sorted(
         (p.pid, got[f"waiter-{i}"]) for i, p in enumerate(procs))
     assert spooled(fm_home) == []  # each waiter removed its own request
+
+
+def test_following_a_commit_in_progress_needs_no_gate(fm_home: Home, queue_lock: FileLock) -> None:
+    leading = appendspool.committing(fm_home.state)
+    leading.__enter__()
+    # The gate only decides who leads next: held here all along, it must not stop a follower.
+    gate = appendspool.open_gate(fm_home.state)
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    proc = producer(fm_home, "follower")
+    try:
+        wait_for(lambda: whole(fm_home) == 1)
+        served: list[tuple[str, int]] = []
+        own = commit_as_holder(fm_home, "leader", served)
+        appendspool.publish(leading.note, served)
+        leading.__exit__(None, None, None)
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        os.close(gate)
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"follower": int(out), "leader": own}
 
 
 def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_next(

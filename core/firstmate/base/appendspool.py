@@ -2,8 +2,8 @@
 
 Every durable append is one ``COMMIT`` with an fsync, serialised by the queue lock. When more
 producers append at once than there are cores, each waits behind every other's fsync in turn
-and throughput falls. So each producer first takes its turn (:func:`take_turn`, under the
-spool's gate ``state/spool/.gate``, held for a few system calls):
+and throughput falls. So each producer first takes its turn (:func:`take_turn`; who leads next
+is decided under the spool's gate ``state/spool/.gate``, held for a few system calls):
 
 1. with no commit in progress, it *leads*: it announces its commit (a fresh
    ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and
@@ -164,37 +164,48 @@ def _named(note: int, ident: str | None) -> int | None:
         return None
 
 
+def _in_progress(state: StrPath, ident: str | None) -> tuple[int, int | None]:
+    """``(note, seq)``: the announcement of the commit in progress (open; -1 when none is), and
+    when none is, the number the last announcement gives *ident* if it names it."""
+    import fcntl
+
+    try:
+        note = os.open(os.path.join(spool_dir(state), NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -1, None
+    try:
+        fcntl.flock(note, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return note, None  # its leader holds it: a commit is in progress
+    except BaseException:
+        os.close(note)
+        raise
+    try:
+        return -1, _named(note, ident)
+    finally:
+        os.close(note)
+
+
 def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, int | None]:
     """Lead the next commit or follow the one in progress: ``(mine, theirs, seq)``.
 
-    Under the gate, held for a few system calls only: if a commit is announced and still in
-    progress, *theirs* is its announcement (the caller sleeps on it with :func:`await_commit`);
-    else, if the last announcement names *ident*, *seq* is its number; else we lead: *mine* is
-    our own fresh announcement. The unused descriptors are -1.
+    If a commit is announced and still in progress, *theirs* is its announcement (the caller
+    sleeps on it with :func:`await_commit`); else, if the last announcement names *ident*,
+    *seq* is its number; else we lead: *mine* is our own fresh announcement. The unused
+    descriptors are -1. Following needs no lock (a held announcement is a commit to wait for,
+    whatever replaced it since); becoming the leader is decided under the gate, held for a few
+    system calls.
     """
     import fcntl
 
+    theirs, seq = _in_progress(state, ident)
+    if theirs >= 0 or seq is not None:
+        return -1, theirs, seq
     fcntl.flock(gate, fcntl.LOCK_EX)
     try:
-        try:
-            note = os.open(os.path.join(spool_dir(state), NOTE),
-                           os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            note = -1
-        if note >= 0:
-            try:
-                fcntl.flock(note, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return -1, note, None  # its leader holds it: a commit is in progress
-            except BaseException:
-                os.close(note)
-                raise
-            try:
-                seq = _named(note, ident)
-            finally:
-                os.close(note)
-            if seq is not None:
-                return -1, -1, seq
+        theirs, seq = _in_progress(state, ident)  # again: another may have led meanwhile
+        if theirs >= 0 or seq is not None:
+            return -1, theirs, seq
         return announce(state), -1, None
     finally:
         fcntl.flock(gate, fcntl.LOCK_UN)
