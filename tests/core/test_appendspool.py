@@ -169,20 +169,83 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
         wait_for(lambda: whole(fm_home) == 1)
         holder = commit_as_holder(fm_home, "holder")
         gate.__exit__(None, None, None)
+        # It now leads, and reads its marker once no commit can be in flight: with the queue lock.
+        queue_lock.release()
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
-        assert queue_lock.held  # it returned without committing (that needs the queue lock)
     finally:
         finish(proc)
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
-    assert table == {"late": int(out), "holder": holder}
+    assert table == {"late": int(out), "holder": holder}  # not inserted a second time
     # The marker outlives the file only until the next commit, which deletes it.
     assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
-    queue_lock.release()
     done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "next",
                            "check: next"], capture_output=True, text=True, env=child_env(fm_home),
                           timeout=DEADLINE, check=True)
     assert int(done.stdout) == int(out) + 2 and markers(fm_home) == {}
+
+
+def leading(home: Home) -> bool:
+    """Some producer holds the current announcement: it leads a commit."""
+    try:
+        fd = os.open(Path(appendspool.spool_dir(home.state)) / appendspool.NOTE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_leader_reads_its_marker_only_once_the_commit_before_it_has_ended(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    # The next leader gets ready while the commit before it runs; that commit may be taking
+    # the next leader's own spooled row right then.
+    ending = appendspool.committing(fm_home.state)
+    ending.__enter__()
+    proc = producer(fm_home, "early")
+    try:
+        wait_for(lambda: whole(fm_home) == 1)
+        ending.__exit__(None, None, None)  # (nothing listed: the follower leads next)
+        wait_for(lambda: leading(fm_home))
+        holder = commit_as_holder(fm_home, "holder")  # takes the row, under the queue lock
+        queue_lock.release()
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"early": int(out), "holder": holder}  # once, at the number it was told
+    assert len(rows(fm_home)) == 2 and spooled(fm_home) == []
+
+
+def test_a_commit_withdraws_its_announcement_once_it_has_read_the_spool(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    note = Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE
+    lead = appendspool.committing(fm_home.state)
+    lead.__enter__()
+    seen: list[bool] = []
+
+    def collected() -> None:
+        seen.append(leading(fm_home))
+        appendspool.withdraw(fm_home.state, lead.note)
+        seen.append(note.exists())
+
+    db = open_store(fm_home)
+    try:
+        own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
+                                       (time.time(), "check", "k", "check: k"),
+                                       collected=collected)
+    finally:
+        db.close()
+        lead.__exit__(None, None, None)
+    # Announced until the spool was read, then off the name: the next producer leads.
+    assert seen == [True, False] and own == rows(fm_home)[-1][0]
+    assert not leading(fm_home)
 
 
 def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_home: Home) -> None:

@@ -145,23 +145,11 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     except OSError as exc:
         raise ownerlock.lock_failed(lock_path, exc) from exc
     # We lead: our announcement is up, and our row (spooled as *ident*, or not) is not known
-    # to be committed.
+    # to be committed. The commit before ours may still be running (it withdrew its
+    # announcement once it had collected its rows): the queue lock waits for it, and only
+    # then are markers final.
     try:
-        conn()  # opened now if it was not: its schema decides whether this path may write
-        if ident is not None:
-            try:
-                seq = appendspool.committed(conn(), ident)
-            except sqlite3.Error:
-                if conn.current:
-                    raise
-                seq = None  # a database not yet migrated has no markers
-            if seq is not None:  # a leader whose list we missed took it
-                appendspool.discard(state, ident)
-                return seq
-        if not conn.current:
-            if ident is not None:  # not ours to insert into this database: the store will
-                appendspool.discard(state, ident)
-            return None
+        conn()  # opened now if it was not, while the commit before ours finishes
         try:
             fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
             try:
@@ -173,17 +161,32 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
             raise ownerlock.lock_failed(lock_path, exc) from exc
         served: list[tuple[str, int]] = []
         try:
+            if ident is not None:
+                try:
+                    seq = appendspool.committed(conn(), ident)
+                except sqlite3.Error:
+                    if conn.current:
+                        raise
+                    seq = None  # a database not yet migrated has no markers
+                if seq is not None:  # a commit whose list we missed took it
+                    appendspool.discard(state, ident)
+                    return seq
+            if not conn.current:
+                if ident is not None:  # not ours to insert into this database: the store will
+                    appendspool.discard(state, ident)
+                return None
             ownerlock.write_record(fd, lock_path, "queue", root, token)
-            seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served)
+            seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
+                                lambda: appendspool.withdraw(state, note))
+        except BaseException:
+            # We hold the queue lock, so no commit is reading our request now: withdrawn, it
+            # cannot land after we reported a failure (a row an earlier commit took stays).
+            if ident is not None:
+                appendspool.discard(state, ident)
+            raise
         finally:
             ownerlock.release(fd)
         appendspool.publish(note, served)
-    except BaseException:
-        # We lead, so no commit is reading our request now: withdrawn, it cannot land after
-        # we reported a failure (if an earlier commit took it, that row stays, as it should).
-        if ident is not None:
-            appendspool.discard(state, ident)
-        raise
     finally:
         os.close(note)  # closing the last descriptor releases it: our followers wake
     if ident is not None:
@@ -193,11 +196,14 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                   own: tuple[float, str, str, str], ident: str | None = None,
-                  served: list[tuple[str, int]] | None = None) -> int:
+                  served: list[tuple[str, int]] | None = None,
+                  collected: Callable[[], None] | None = None) -> int:
     """For the leader of a commit, holding the queue lock: one transaction with downtime
     evidence, every spooled row and *own* ``(at, kind, key, payload)`` (spooled as *ident*, or
     not spooled); returns *own*'s sequence number. Once committed, *served* gets ``(id, seq)``
-    for each spooled row it took and each one an earlier commit took (for the announcement)."""
+    for each spooled row it took and each one an earlier commit took (for the announcement).
+    *collected* is called once the spooled rows are read (the leader withdraws its
+    announcement then: rows spooled from now on are the next commit's)."""
     from firstmate.base import appendspool
 
     dbconn.start(conn, db_path)
@@ -205,7 +211,10 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
         episoderow.publish_downtime(conn, append=True)  # once: the batch is one append
         already: list[tuple[str, int]] = []
         entries = appendspool.collect(conn, state, already)
+        if collected is not None:
+            collected()
         # Our own spool file may have been removed by hand: then the row goes in unspooled.
+        # (Already committed, it is in no commit again: callers check its marker first.)
         spooled = ident is not None and any(entry[0] == ident for entry in entries)
         first = dbconn.next_seqs(conn, len(entries) + (0 if spooled else 1))
         rows = [(first + i, at, kind, key, payload)

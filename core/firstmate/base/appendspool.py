@@ -8,8 +8,10 @@ is decided under the spool's gate ``state/spool/.gate``, held for a few system c
 1. with no commit in progress, it *leads*: it announces its commit (a fresh
    ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and
    commits its row and *every* spooled row in one transaction, with beside each spooled row a
-   marker ``kv['spool:<id>'] = seq``; after the ``COMMIT`` it writes ``<id> <seq>`` lines for
-   them into the announcement, then lets go of it;
+   marker ``kv['spool:<id>'] = seq``; once it has read the spool it takes its announcement off
+   the name (:func:`withdraw`: producers coming now lead or follow the next commit, which gets
+   ready while this one commits); after the ``COMMIT`` it writes ``<id> <seq>`` lines for the
+   rows it took into the announcement, then lets go of it;
 2. with a commit in progress, it *follows*: it writes its already-validated row to
    ``state/spool/<id>`` (a private file ending in a mark, so a row still being written is
    never taken; no fsync: until committed it is only a request) and sleeps on that commit's announcement
@@ -20,7 +22,8 @@ Followers never wait for the queue lock, nor for a lock a next leader could take
 they run: each announcement is a new file, locked once. An announcement also repeats the
 numbers of rows an earlier commit took whose producers have not read them yet, so a follower
 that slept through the commit of its row learns its number from the next. A follower that
-comes to lead checks its marker first (a leader killed between its ``COMMIT`` and its list).
+comes to lead checks its marker first (a leader killed between its ``COMMIT`` and its list), and
+only once it holds the queue lock: the commit before its own may be taking its row right then.
 
 Why markers in the database: they commit atomically with the rows, so a leader that dies after
 its ``COMMIT`` can never lead a later one to insert the same spooled row twice (a spool file
@@ -133,6 +136,21 @@ def announce(state: StrPath) -> int:
             pass
         raise
     return fd
+
+
+def withdraw(state: StrPath, note: int) -> None:
+    """For a leader that has read the spool: take its announcement *note* (still held) off the
+    name ``.commit``, so that producers coming now lead or follow the next commit, which can
+    get ready (announce, open its database) while this one commits, instead of sleeping
+    through this one first. Its followers keep the descriptor they sleep on."""
+    path = os.path.join(spool_dir(state), NOTE)
+    try:
+        named, held = os.lstat(path), os.fstat(note)
+        # Nobody replaces a held announcement, so the name is still ours; checked all the same.
+        if (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev):
+            os.unlink(path)
+    except OSError:
+        pass  # best effort: producers then follow this commit, as before
 
 
 def publish(note: int, served: list[tuple[str, int]]) -> None:
@@ -366,4 +384,5 @@ def mark(conn: sqlite3.Connection, done: list[tuple[str, int]]) -> None:
 
 
 __all__ = ["ABANDONED_SECONDS", "Entry", "announce", "await_commit", "collect", "committed",
-           "committing", "discard", "mark", "open_gate", "publish", "take_turn", "write"]
+           "committing", "discard", "mark", "open_gate", "publish", "take_turn", "withdraw",
+           "write"]
