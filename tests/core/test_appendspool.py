@@ -373,6 +373,12 @@ def test_a_symlinked_spool_directory_is_refused_with_one_line(fm_home: Home, tmp
                           timeout=DEADLINE, check=False)
     assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
     assert rows(fm_home) == []
+    (elsewhere / ".gate").write_bytes(b"")  # even a gate found there is never used
+    again = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "k",
+                            "check: k"], capture_output=True, text=True, env=child_env(fm_home),
+                           timeout=DEADLINE, check=False)
+    assert again.returncode == 4 and "refusing symlinked state path" in again.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == [".gate", "00000000000000000001-1-x"]
 
 
 WORKER = """

@@ -93,21 +93,24 @@ def write(state: StrPath, at: float, kind: str, key: str, payload: str) -> str:
 
 def open_gate(state: StrPath) -> int:
     """A descriptor on ``state/spool/.gate`` (the spool directory is created 0700 if missing)."""
+    import stat
+
     from firstmate.base.safepaths import make_private_dir, open_private
 
     folder = spool_dir(state)
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(folder).st_mode)  # (a symlink is not: refused below)
+    except FileNotFoundError:
+        is_dir = False
+    if not is_dir:
+        make_private_dir(folder)
     path = os.path.join(folder, GATE)
     try:
         # Without O_CREAT when it exists: an open that may create takes the directory's lock
         # exclusively, and every producer's opens would queue on it.
         return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        pass
     except OSError:
-        return open_private(path, os.O_RDWR | os.O_CREAT)  # (raises its one-line error)
-    if not os.path.isdir(folder) or os.path.islink(folder):
-        make_private_dir(folder)
-    return open_private(path, os.O_RDWR | os.O_CREAT)
+        return open_private(path, os.O_RDWR | os.O_CREAT)  # (or its one-line error)
 
 
 def announce(state: StrPath) -> int:
