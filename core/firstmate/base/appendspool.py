@@ -14,9 +14,9 @@ is decided under the spool's gate ``state/spool/.gate``, held for a few system c
    rows it took into the announcement, then lets go of it;
 2. with a commit in progress, it *follows*: it writes its already-validated row to
    ``state/spool/<id>`` (a private file ending in a mark, so a row still being written is
-   never taken; no fsync: until committed it is only a request) and sleeps on that commit's announcement
-   (shared). Woken by the end of the commit, it reads its number there; if its row came too
-   late for that commit it takes its turn again: it leads the next commit or follows it.
+   never taken; no fsync: until committed it is only a request) and sleeps on that commit's
+   announcement (shared). Woken by the end of the commit, it reads its number there; if its
+   row came too late for that commit it takes its turn again: it leads or follows the next.
 
 Followers never wait for the queue lock, nor for a lock a next leader could take again before
 they run: each announcement is a new file, locked once. An announcement also repeats the
@@ -255,6 +255,8 @@ class committing:  # (lower case: used like a function, ``with committing(state)
         self.note = -1
 
     def __enter__(self) -> None:
+        import fcntl
+
         gate = open_gate(self.state)
         try:
             while True:
@@ -262,9 +264,7 @@ class committing:  # (lower case: used like a function, ``with committing(state)
                 if mine >= 0:
                     self.note = mine
                     return
-                import fcntl
-
-                fcntl.flock(theirs, fcntl.LOCK_SH)
+                fcntl.flock(theirs, fcntl.LOCK_SH)  # a commit in progress: after it
                 os.close(theirs)
         finally:
             os.close(gate)
@@ -310,8 +310,8 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     that slept through the commit which took its row learns its number from the next one.
 
     Also tidies up: markers whose spool file is gone are deleted, abandoned files (and the
-    temporary files of writers killed before their rename) removed, and files that are not rows
-    set aside.
+    temporary files of leaders killed before renaming their announcement) removed, and files
+    that are not rows set aside.
     """
     from firstmate.base.safepaths import refuse_symlink
 
@@ -325,7 +325,7 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     names.sort()
     now = time.time()
     for name in listed:
-        if name.startswith(".") and name.endswith(".tmp"):  # a writer killed before its rename
+        if name.startswith(".") and name.endswith(".tmp"):  # a leader killed before its rename
             try:
                 if now - os.lstat(os.path.join(folder, name)).st_mtime > ABANDONED_SECONDS:
                     os.unlink(os.path.join(folder, name))
