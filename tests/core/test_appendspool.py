@@ -3,6 +3,7 @@ rows committed by whoever holds it next, exactly once, whoever dies when."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -25,6 +26,12 @@ pytestmark = pytest.mark.slow
 def spooled(home: Home) -> list[str]:
     folder = Path(appendspool.spool_dir(home.state))
     return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def whole(home: Home) -> int:
+    """How many spooled rows are completely written (a file appears before its row is in it)."""
+    folder = Path(appendspool.spool_dir(home.state))
+    return sum(1 for name in spooled(home) if (folder / name).read_bytes().endswith(b"\x00\x00"))
 
 
 def markers(home: Home) -> dict[str, int]:
@@ -52,13 +59,14 @@ def queue_lock(fm_home: Home) -> Iterator[FileLock]:
             lock.release()
 
 
-def commit_as_holder(home: Home, key: str) -> int:
-    """Be the committing producer: the caller holds the queue lock."""
+def commit_as_holder(home: Home, key: str, served: list[tuple[str, int]] | None = None) -> int:
+    """Commit every spooled row and one of our own, as a leader does (the caller holds the
+    locks it wants held); *served* gets what the announcement would list."""
     db = open_store(home)
     try:
-        with appendspool.committing(home.state):
-            return appendpath.commit_locked(db.connection(), db.path, home.state,
-                                            (time.time(), "check", key, f"check: {key}"))
+        return appendpath.commit_locked(db.connection(), db.path, home.state,
+                                        (time.time(), "check", key, f"check: {key}"),
+                                        served=served)
     finally:
         db.close()
 
@@ -66,20 +74,17 @@ def commit_as_holder(home: Home, key: str) -> int:
 def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
-    # The gate is held as a committing producer holds it: the waiters sleep on it.
+    # We lead as a producer leads: the gate, and an announcement the followers sleep on.
     gate = appendspool.committing(fm_home.state)
     gate.__enter__()
     procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
     try:
-        wait_for(lambda: len(spooled(fm_home)) == 3)
-        db = open_store(fm_home)
-        try:
-            own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
-                                           (time.time(), "check", "holder", "check: holder"))
-        finally:
-            db.close()
+        wait_for(lambda: whole(fm_home) == 3)
+        served: list[tuple[str, int]] = []
+        own = commit_as_holder(fm_home, "holder", served)
+        appendspool.publish(gate.note, served)
         gate.__exit__(None, None, None)
-        # The queue lock is still ours: each waiter learns its number from its marker alone.
+        # The queue lock is still ours: each waiter learns its number from the announcement.
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outs
         assert queue_lock.held
@@ -90,30 +95,157 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {**got, "holder": own}  # every row once, at the number its producer was told
     assert own == max(table.values())  # the spooled rows went in first, oldest first
+    # The announcement named each spooled row (its id carries its producer's pid) once.
+    assert sorted((int(ident.split("-")[1]), seq) for ident, seq in served) == sorted(
+        (p.pid, got[f"waiter-{i}"]) for i, p in enumerate(procs))
     assert spooled(fm_home) == []  # each waiter removed its own request
 
 
-def test_a_waiter_whose_row_was_committed_does_not_commit_it_again(
+def test_following_a_commit_in_progress_needs_no_gate(fm_home: Home, queue_lock: FileLock) -> None:
+    leading = appendspool.committing(fm_home.state)
+    leading.__enter__()
+    # The gate only decides who leads next: held here all along, it must not stop a follower.
+    gate = appendspool.open_gate(fm_home.state)
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    proc = producer(fm_home, "follower")
+    try:
+        wait_for(lambda: whole(fm_home) == 1)
+        served: list[tuple[str, int]] = []
+        own = commit_as_holder(fm_home, "leader", served)
+        appendspool.publish(leading.note, served)
+        leading.__exit__(None, None, None)
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        os.close(gate)
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"follower": int(out), "leader": own}
+
+
+def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_next(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
+    gate = appendspool.committing(fm_home.state)
+    gate.__enter__()
+    proc = producer(fm_home, "sleepy")
+    second = -1
+    try:
+        wait_for(lambda: whole(fm_home) == 1)
+        first = gate.note
+        took: list[tuple[str, int]] = []
+        commit_as_holder(fm_home, "first", took)  # takes the row; its list is never written
+        # The next commit is announced before the first one ends: the follower can learn its
+        # number only from the second announcement, which repeats it.
+        second = appendspool.announce(fm_home.state)
+        served: list[tuple[str, int]] = []
+        commit_as_holder(fm_home, "second", served)
+        os.close(first)
+        appendspool.publish(second, served)
+        announced = os.fstat(second).st_ino
+        os.close(second)
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        finish(proc)
+    assert served == took  # the second commit inserted nothing twice and named the row
+    assert int(out) == took[0][1]
+    # The follower never led (a leader announces itself in a file of its own).
+    assert (Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE).stat().st_ino == announced
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"sleepy": int(out), "first": int(out) + 1, "second": int(out) + 2}
+    assert spooled(fm_home) == []
+
+
+def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_again(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    # A leader killed after its commit and before writing its list: the follower wakes without
+    # its number, leads, and must find its row's marker.
+    gate = appendspool.committing(fm_home.state)
+    gate.__enter__()
     proc = producer(fm_home, "late")
     try:
-        wait_for(lambda: len(spooled(fm_home)) == 1)
-        # A commit that does not hold the gate while the waiter waits for the queue lock itself.
+        wait_for(lambda: whole(fm_home) == 1)
         holder = commit_as_holder(fm_home, "holder")
+        gate.__exit__(None, None, None)
+        # It now leads, and reads its marker once no commit can be in flight: with the queue lock.
         queue_lock.release()
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
     finally:
         finish(proc)
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
-    assert table == {"late": int(out), "holder": holder}
+    assert table == {"late": int(out), "holder": holder}  # not inserted a second time
     # The marker outlives the file only until the next commit, which deletes it.
     assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
     done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "next",
                            "check: next"], capture_output=True, text=True, env=child_env(fm_home),
                           timeout=DEADLINE, check=True)
     assert int(done.stdout) == int(out) + 2 and markers(fm_home) == {}
+
+
+def leading(home: Home) -> bool:
+    """Some producer holds the current announcement: it leads a commit."""
+    try:
+        fd = os.open(Path(appendspool.spool_dir(home.state)) / appendspool.NOTE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_leader_reads_its_marker_only_once_the_commit_before_it_has_ended(
+    fm_home: Home, queue_lock: FileLock
+) -> None:
+    # The next leader gets ready while the commit before it runs; that commit may be taking
+    # the next leader's own spooled row right then.
+    ending = appendspool.committing(fm_home.state)
+    ending.__enter__()
+    proc = producer(fm_home, "early")
+    try:
+        wait_for(lambda: whole(fm_home) == 1)
+        ending.__exit__(None, None, None)  # (nothing listed: the follower leads next)
+        wait_for(lambda: leading(fm_home))
+        holder = commit_as_holder(fm_home, "holder")  # takes the row, under the queue lock
+        queue_lock.release()
+        out, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+    finally:
+        finish(proc)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"early": int(out), "holder": holder}  # once, at the number it was told
+    assert len(rows(fm_home)) == 2 and spooled(fm_home) == []
+
+
+def test_a_commit_withdraws_its_announcement_once_it_has_read_the_spool(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    note = Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE
+    lead = appendspool.committing(fm_home.state)
+    lead.__enter__()
+    seen: list[bool] = []
+
+    def collected() -> None:
+        seen.append(leading(fm_home))
+        appendspool.withdraw(fm_home.state, lead.note)
+        seen.append(note.exists())
+
+    db = open_store(fm_home)
+    try:
+        own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
+                                       (time.time(), "check", "k", "check: k"),
+                                       collected=collected)
+    finally:
+        db.close()
+        lead.__exit__(None, None, None)
+    # Announced until the spool was read, then off the name: the next producer leads.
+    assert seen == [True, False] and own == rows(fm_home)[-1][0]
+    assert not leading(fm_home)
 
 
 def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_home: Home) -> None:
@@ -132,6 +264,51 @@ def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_hom
     assert [k for _s, _k, k, _p, _c in rows(fm_home)].count("orphan") == 1
 
 
+def test_temporary_files_of_killed_writers_are_removed_once_abandoned(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    old = time.time() - appendspool.ABANDONED_SECONDS - 5
+    for name in (".commit-1-dead.tmp", ".0001-1-dead.tmp", ".commit-2-young.tmp"):
+        (folder / name).write_bytes(b"x")
+    for name in (".commit-1-dead.tmp", ".0001-1-dead.tmp"):
+        os.utime(folder / name, (old, old))
+    commit_as_holder(fm_home, "tidy")
+    assert sorted(p.name for p in folder.glob(".*.tmp")) == [".commit-2-young.tmp"]
+
+
+LEADER = """
+import sys
+from firstmate.base import appendspool
+with appendspool.committing(sys.argv[1]):
+    print("leading", flush=True)
+    sys.stdin.readline()  # killed here, in the middle of its commit
+"""
+
+
+def test_followers_of_a_leader_killed_mid_commit_commit_their_rows_once(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    leader = subprocess.Popen([sys.executable, "-c", LEADER, str(fm_home.state)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=child_env(fm_home))
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
+        procs = [producer(fm_home, f"orphaned-{i}") for i in range(4)]
+        wait_for(lambda: whole(fm_home) == 4)  # each follows the leader's commit
+        leader.kill()
+        leader.wait(timeout=DEADLINE)
+        outs = [p.communicate(timeout=DEADLINE) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, outs
+    finally:
+        finish(leader)
+        for p in procs:
+            finish(p)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {f"orphaned-{i}": int(out) for i, (out, _) in enumerate(outs)}
+    assert len(rows(fm_home)) == 4 and spooled(fm_home) == []
+
+
 @pytest.mark.parametrize("content", [b"garbage", b"1.0\x00nosuchkind\x00k\x00p",
                                      b"1.0\x00check\x00\x00p", b"\xff\xfe\x00check\x00k\x00p",
                                      b"1.0\x00check\x00k\x1b[31m\x00p"])
@@ -141,13 +318,34 @@ def test_a_spool_file_that_is_not_a_row_is_set_aside_never_inserted(
     open_store(fm_home).close()
     folder = Path(appendspool.spool_dir(fm_home.state))
     folder.mkdir(mode=0o700, exist_ok=True)
-    (folder / "00000000000000000001-1-planted").write_bytes(content)
+    (folder / "00000000000000000001-1-planted").write_bytes(content + b"\x00\x00")  # ended
     commit_as_holder(fm_home, "real")
     assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real"]
     assert spooled(fm_home) == []
     with raw(fm_home) as conn:
         kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
     assert len(kept) == 1 and kept[0].startswith("00000000000000000001-1-planted\t")
+
+
+def test_a_spool_file_without_its_end_mark_waits_until_abandoned_then_is_set_aside(
+    fm_home: Home
+) -> None:
+    # A row still being written, or whose writer was killed mid-write (here: cut short).
+    open_store(fm_home).close()
+    whole = appendspool.write(fm_home.state, time.time(), "check", "cut", "check: cut short")
+    path = Path(appendspool.spool_dir(fm_home.state)) / whole
+    path.write_bytes(path.read_bytes()[:-3])
+    commit_as_holder(fm_home, "first")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first"]
+    assert spooled(fm_home) == [whole] and markers(fm_home) == {}  # left for a later commit
+    old = time.time() - appendspool.ABANDONED_SECONDS - 5
+    os.utime(path, (old, old))
+    commit_as_holder(fm_home, "second")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first", "second"]
+    assert spooled(fm_home) == []
+    with raw(fm_home) as conn:
+        kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
+    assert len(kept) == 1 and kept[0].startswith(f"{whole}\t")
 
 
 def test_a_symlink_in_the_spool_is_never_followed(fm_home: Home, tmp_path: Path) -> None:
@@ -175,6 +373,12 @@ def test_a_symlinked_spool_directory_is_refused_with_one_line(fm_home: Home, tmp
                           timeout=DEADLINE, check=False)
     assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
     assert rows(fm_home) == []
+    (elsewhere / ".gate").write_bytes(b"")  # even a gate found there is never used
+    again = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "k",
+                            "check: k"], capture_output=True, text=True, env=child_env(fm_home),
+                           timeout=DEADLINE, check=False)
+    assert again.returncode == 4 and "refusing symlinked state path" in again.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == [".gate", "00000000000000000001-1-x"]
 
 
 WORKER = """

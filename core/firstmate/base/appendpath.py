@@ -5,15 +5,19 @@ values and nothing imports attrs (nor psutil, pluggy, argparse, hashlib or socke
 always the same, whoever calls them:
 
 1. validate and clean the arguments (:mod:`firstmate.base.wakeinput`), before touching the home;
-2. take the queue lock ``state/queue.lock`` (a kernel ``flock`` with the usual owner record, so
-   ``FileLock.holder()`` names us) and wait for it as long as it takes;
-3. ``BEGIN IMMEDIATE``; publish downtime evidence for the append
-   (:func:`firstmate.base.episoderow.publish_downtime`), allocate the sequence number and insert the
-   row; ``COMMIT`` (so a queued row never exists without its episode); release the lock;
+2. lead the commit, or follow one (:mod:`firstmate.base.appendspool`: a producer that finds
+   another committing spools its row, and that commit or the next takes it);
+3. the leader takes the queue lock ``state/queue.lock`` (a kernel ``flock`` with the usual owner
+   record, so ``FileLock.holder()`` names us) and waits for it as long as it takes;
+   ``BEGIN IMMEDIATE``; publishes downtime evidence for the append
+   (:func:`firstmate.base.episoderow.publish_downtime`), allocates the sequence numbers and
+   inserts its row and the spooled ones; ``COMMIT`` (so a queued row never exists without its
+   episode); releases the lock;
 4. ring the watcher's doorbell.
 
-The command-line entry :func:`append` opens the database itself when it exists with the current
-schema; anything else (a new home, an older schema that needs migrating, a platform without
+The command-line entry :func:`append` opens the database itself, when it exists, only when it
+needs it (a follower told its number by the commit that took its row never does), and writes
+only at the current schema; anything else (a new home, an older schema that needs migrating, a platform without
 ``/proc/self`` or POSIX ``flock``) goes through the caller's *fallback*: the full
 :func:`firstmate.store.queue.append`, which creates or migrates the store. This module stays inside the
 standard-library layer: it never imports the store itself.
@@ -60,95 +64,190 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
     not given). Waits for both locks as long as it must. Does not ring the doorbell (the caller
     does, after this returns).
 
-    When the lock is taken, the row is spooled first and may be committed by whoever holds the
-    lock next, in one transaction with every other waiting row
-    (:mod:`firstmate.base.appendspool`): concurrent producers share fsyncs instead of queueing
-    for one each.
+    Producers take turns before the queue lock (:mod:`firstmate.base.appendspool`). One that
+    finds no commit in progress leads: it takes the queue lock and commits, in one transaction,
+    its row and every spooled one. One that finds a commit in progress spools its row and
+    sleeps until that commit ends; its row rode along, or it takes its turn again: concurrent
+    producers share fsyncs instead of queueing for one each.
     """
+    seq = _commit(_Given(conn), db_path, lock_path, root, (kind, key, payload), at, token)
+    assert seq is not None  # a given connection is the current schema's (the store migrated it)
+    return seq
+
+
+class _Given:
+    """A connection the caller opened (the store's), at the current schema."""
+
+    current = True
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __call__(self) -> sqlite3.Connection:
+        return self.conn
+
+
+class _Lazy:
+    """The database connection of ``fm wake append``, opened when first needed: a follower
+    that learns its sequence number from the commit that took its row never opens it."""
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection | None = None
+        self.current = False
+
+    def __call__(self) -> sqlite3.Connection:
+        if self.conn is None:
+            conn = dbconn.open_connection(self.db)
+            try:
+                self.current = dbconn.schema_version(conn) == dbconn.SCHEMA_VERSION
+            except sqlite3.Error as exc:
+                conn.close()
+                raise dbconn.translate(self.db, exc) from exc
+            self.conn = conn
+        return self.conn
+
+
+def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: StrPath,
+            row: tuple[str, str, str], at: float | None, token: str | None) -> int | None:
+    """:func:`commit` over a connection opened on demand; None when the database turns out not
+    to be at the current schema (nothing was written: the caller appends through the store)."""
     import fcntl
 
     from firstmate.base import appendspool, ownerlock
     from firstmate.base.safepaths import open_private
 
+    kind, key, payload = row
     state = os.path.dirname(os.fspath(lock_path))
     at = time.time() if at is None else float(at)
-    fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
     ident: str | None = None
     try:
+        gate = appendspool.open_gate(state)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            ident = appendspool.write(state, at, kind, key, payload)
-            seq = appendspool.wait(conn, state, ident, fd)
-            if seq is not None:
-                os.close(fd)
-                return seq
+            while True:
+                note, theirs, seq = appendspool.take_turn(state, gate, ident)
+                if seq is None and theirs >= 0:  # a commit is in progress: follow it
+                    try:
+                        if ident is None:
+                            ident = appendspool.write(state, at, kind, key, payload)
+                    except BaseException:
+                        os.close(theirs)
+                        raise
+                    seq = appendspool.await_commit(theirs, ident)
+                if seq is not None:
+                    if ident is not None:
+                        appendspool.discard(state, ident)
+                    return seq
+                if note >= 0:
+                    break
+        finally:
+            os.close(gate)
     except OSError as exc:
-        os.close(fd)
         raise ownerlock.lock_failed(lock_path, exc) from exc
-    except BaseException:
-        os.close(fd)
-        raise
+    # We lead: our announcement is up, and our row (spooled as *ident*, or not) is not known
+    # to be committed. The commit before ours may still be running (it withdrew its
+    # announcement once it had collected its rows): the queue lock waits for it, and only
+    # then are markers final.
     try:
-        ownerlock.write_record(fd, lock_path, "queue", root, token)
-        if ident is not None:
-            seq = appendspool.committed(conn, ident)
-            if seq is not None:  # a committer before us took our row
+        conn()  # opened now if it was not, while the commit before ours finishes
+        try:
+            fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            raise ownerlock.lock_failed(lock_path, exc) from exc
+        served: list[tuple[str, int]] = []
+        try:
+            if ident is not None:
+                try:
+                    seq = appendspool.committed(conn(), ident)
+                except sqlite3.Error:
+                    if conn.current:
+                        raise
+                    seq = None  # a database not yet migrated has no markers
+                if seq is not None:  # a commit whose list we missed took it
+                    appendspool.discard(state, ident)
+                    return seq
+            if not conn.current:
+                if ident is not None:  # not ours to insert into this database: the store will
+                    appendspool.discard(state, ident)
+                return None
+            ownerlock.write_record(fd, lock_path, "queue", root, token)
+            seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
+                                lambda: appendspool.withdraw(state, note))
+        except BaseException:
+            # We hold the queue lock, so no commit is reading our request now: withdrawn, it
+            # cannot land after we reported a failure (a row an earlier commit took stays).
+            if ident is not None:
                 appendspool.discard(state, ident)
-                return seq
-        with appendspool.committing(state):
-            seq = commit_locked(conn, db_path, state, (at, kind, key, payload), ident)
-        if ident is not None:
-            appendspool.discard(state, ident)
-        return seq
+            raise
+        finally:
+            ownerlock.release(fd)
+        appendspool.publish(note, served)
     finally:
-        ownerlock.release(fd)
+        os.close(note)  # closing the last descriptor releases it: our followers wake
+    if ident is not None:
+        appendspool.discard(state, ident)
+    return seq
 
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
-                  own: tuple[float, str, str, str], ident: str | None = None) -> int:
-    """For the holder of the queue lock and the spool's gate: one transaction with downtime
+                  own: tuple[float, str, str, str], ident: str | None = None,
+                  served: list[tuple[str, int]] | None = None,
+                  collected: Callable[[], None] | None = None) -> int:
+    """For the leader of a commit, holding the queue lock: one transaction with downtime
     evidence, every spooled row and *own* ``(at, kind, key, payload)`` (spooled as *ident*, or
-    not spooled); returns *own*'s sequence number."""
+    not spooled); returns *own*'s sequence number. Once committed, *served* gets ``(id, seq)``
+    for each spooled row it took and each one an earlier commit took (for the announcement).
+    *collected* is called once the spooled rows are read (the leader withdraws its
+    announcement then: rows spooled from now on are the next commit's)."""
     from firstmate.base import appendspool
 
     dbconn.start(conn, db_path)
     try:
         episoderow.publish_downtime(conn, append=True)  # once: the batch is one append
-        seq = 0
-        for entry, at, kind, key, payload in appendspool.collect(conn, state):
-            got = _row(conn, kind, key, payload, at)
-            appendspool.mark(conn, entry, got)
-            if entry == ident:
-                seq = got
-        if not seq:  # not spooled (the lock was free), or our spool file was removed by hand
-            seq = _row(conn, own[1], own[2], own[3], own[0])
+        already: list[tuple[str, int]] = []
+        entries = appendspool.collect(conn, state, already)
+        if collected is not None:
+            collected()
+        # Our own spool file may have been removed by hand: then the row goes in unspooled.
+        # (Already committed, it is in no commit again: callers check its marker first.)
+        spooled = ident is not None and any(entry[0] == ident for entry in entries)
+        first = dbconn.next_seqs(conn, len(entries) + (0 if spooled else 1))
+        rows = [(first + i, at, kind, key, payload)
+                for i, (_entry, at, kind, key, payload) in enumerate(entries)]
+        seq = first + len(entries)  # (own, when not spooled: after every spooled row)
+        if not spooled:
+            rows.append((seq, own[0], own[1], own[2], own[3]))
+        conn.executemany("INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)",
+                         rows)
+        done = [(entry[0], first + i) for i, entry in enumerate(entries)]
+        appendspool.mark(conn, done)
+        if spooled:
+            seq = next(got for entry, got in done if entry == ident)
     except BaseException as exc:
         dbconn.abort(conn, db_path, exc)
         raise
     dbconn.commit(conn, db_path)
+    if served is not None:
+        served += done
+        served += already
     return seq
 
 
-def _open(state: str, db: str) -> sqlite3.Connection | None:
-    """The database connection when the file exists at the current schema, else None (the
-    caller's full path creates or migrates it)."""
+def _usable(state: str, db: str) -> bool:
+    """The database file exists and may be opened (the schema is checked when it is opened);
+    False: the caller's full path creates it."""
     dbconn.check_paths(state, db)
     try:
         os.lstat(db)
     except FileNotFoundError:
-        return None
+        return False
     dbconn.prepare_file(db)
-    conn = dbconn.open_connection(db)
-    try:
-        current = dbconn.schema_version(conn) == dbconn.SCHEMA_VERSION
-    except sqlite3.Error as exc:
-        conn.close()
-        raise dbconn.translate(db, exc) from exc
-    if current:
-        return conn
-    conn.close()
-    return None
+    return True
 
 
 def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = None, *,
@@ -173,10 +272,14 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
         announce_created(root, env)  # rows appended where nobody watches must not go unnoticed
     state = os.path.join(root, "state")
     db = os.path.join(state, "firstmate.db")
-    conn = _open(state, db) if os.name == "posix" and current_fields() is not None else None
-    if conn is None:
+    if not (os.name == "posix" and current_fields() is not None and _usable(state, db)):
         return fallback(root, kind, key, payload)
-    seq = commit(conn, db, os.path.join(state, "queue.lock"), root, kind, key, payload)
+    # The connection is never closed explicitly, as before: closing the last one checkpoints
+    # and deletes the write-ahead log, work the next append would pay for again.
+    seq = _commit(_Lazy(db), db, os.path.join(state, "queue.lock"), root, (kind, key, payload),
+                  None, None)
+    if seq is None:
+        return fallback(root, kind, key, payload)
     bell.ring_address(bell.address_of(state))
     return seq
 

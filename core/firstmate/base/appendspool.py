@@ -1,26 +1,41 @@
-"""Group commit for concurrent appends: rows that wait for the queue lock ride one transaction.
+"""Group commit for concurrent appends: rows appended at once ride one transaction.
 
 Every durable append is one ``COMMIT`` with an fsync, serialised by the queue lock. When more
 producers append at once than there are cores, each waits behind every other's fsync in turn
-and throughput falls. So a producer that finds the queue lock taken does not simply queue up:
+and throughput falls. So each producer first takes its turn (:func:`take_turn`; who leads next
+is decided under the spool's gate ``state/spool/.gate``, held for a few system calls):
 
-1. it writes its already-validated row to ``state/spool/<id>`` (a private file, renamed into
-   place so it is never seen half-written; no fsync: until committed it is only a request);
-2. it waits for the lock. Whoever holds the lock next commits *every* spooled row in its one
-   transaction and, beside each, a marker ``kv['spool:<id>'] = seq``;
-3. on getting the lock, a producer whose marker exists has nothing left to do: it removes its
-   spool file and returns the sequence number. Otherwise it commits the spool itself.
+1. with no commit in progress, it *leads*: it announces its commit (a fresh
+   ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and
+   commits its row and *every* spooled row in one transaction, with beside each spooled row a
+   marker ``kv['spool:<id>'] = seq``; once it has read the spool it takes its announcement off
+   the name (:func:`withdraw`: producers coming now lead or follow the next commit, which gets
+   ready while this one commits); after the ``COMMIT`` it writes ``<id> <seq>`` lines for the
+   rows it took into the announcement, then lets go of it;
+2. with a commit in progress, it *follows*: it writes its already-validated row to
+   ``state/spool/<id>`` (a private file ending in a mark, so a row still being written is
+   never taken; no fsync: until committed it is only a request) and sleeps on that commit's
+   announcement (shared). Woken by the end of the commit, it reads its number there; if its
+   row came too late for that commit it takes its turn again: it leads or follows the next.
 
-Why markers in the database: they commit atomically with the rows, so a committer that dies
-after its ``COMMIT`` can never lead a later one to insert the same spooled row twice (a spool
-file with a marker is never inserted again). A marker whose spool file is gone has been read;
-the next commit deletes it. A spool file whose producer died after its row was committed is
-removed after :data:`ABANDONED_SECONDS`. A spool file that cannot be read as a row (damaged, or
-planted) is set aside in the database, never inserted.
+Followers never wait for the queue lock, nor for a lock a next leader could take again before
+they run: each announcement is a new file, locked once. An announcement also repeats the
+numbers of rows an earlier commit took whose producers have not read them yet, so a follower
+that slept through the commit of its row learns its number from the next. A follower that
+comes to lead checks its marker first (a leader killed between its ``COMMIT`` and its list), and
+only once it holds the queue lock: the commit before its own may be taking its row right then.
 
-An uncontended append (the lock taken at once) writes no spool file; its only extra cost is one
-``listdir`` that finds the spool empty or absent. Standard library only, like the rest of the
-append path.
+Why markers in the database: they commit atomically with the rows, so a leader that dies after
+its ``COMMIT`` can never lead a later one to insert the same spooled row twice (a spool file
+with a marker is never inserted again). A marker whose spool file is gone has been read; the
+next commit deletes it. A spool file whose producer died after its row was committed is removed
+after :data:`ABANDONED_SECONDS`. A spool file that cannot be read as a row (damaged, or planted)
+is set aside in the database, never inserted; one without its end mark is left for a later
+commit until it is as old, then set aside.
+
+An uncontended append (no commit in progress) writes no spool file; its extra cost is the gate,
+the announcement (a create and a rename) and one ``listdir``. Standard library only, like the
+rest of the append path.
 """
 
 from __future__ import annotations
@@ -37,11 +52,15 @@ if TYPE_CHECKING:
 
 SPOOL_DIR = "spool"
 MARKER = "spool:"
-#: Held exclusively by a producer while it commits; waiting producers wait on it shared.
+#: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"
+#: The commit in progress, renamed into place fresh by each leader and held exclusively until
+#: its commit ends; followers sleep on it shared.
+NOTE = ".commit"
 #: A committed row's spool file older than this has lost its producer (killed while waiting).
 ABANDONED_SECONDS = 600.0
 _SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
+_END = "\x00\x00"  # after the last field: the row is whole
 
 #: One spooled row: (id, at, kind, key, payload).
 Entry = tuple[str, float, str, str, str]
@@ -59,79 +78,199 @@ def write(state: StrPath, at: float, kind: str, key: str, payload: str) -> str:
     if not os.path.isdir(folder) or os.path.islink(folder):
         make_private_dir(folder)
     ident = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
-    tmp = os.path.join(folder, f".{ident}.tmp")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    # Created under its own name, not renamed into place: every change to the directory takes
+    # its lock, which all producers share. A reader tells a row still being written (or whose
+    # writer was killed) by its missing end mark.
+    fd = open_private(os.path.join(folder, ident), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        os.write(fd, _SEP.join((repr(float(at)), kind, key, payload)).encode("utf-8"))
+        data = memoryview((_SEP.join((repr(float(at)), kind, key, payload)) + _END).encode())
+        while data:
+            data = data[os.write(fd, data):]
     finally:
         os.close(fd)
-    os.rename(tmp, os.path.join(folder, ident))
     return ident
 
 
-def _gate(state: StrPath) -> int:
+def open_gate(state: StrPath) -> int:
+    """A descriptor on ``state/spool/.gate`` (the spool directory is created 0700 if missing)."""
+    import stat
+
+    from firstmate.base.safepaths import make_private_dir, open_private
+
+    folder = spool_dir(state)
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(folder).st_mode)  # (a symlink is not: refused below)
+    except FileNotFoundError:
+        is_dir = False
+    if not is_dir:
+        make_private_dir(folder)
+    path = os.path.join(folder, GATE)
+    try:
+        # Without O_CREAT when it exists: an open that may create takes the directory's lock
+        # exclusively, and every producer's opens would queue on it.
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return open_private(path, os.O_RDWR | os.O_CREAT)  # (or its one-line error)
+
+
+def announce(state: StrPath) -> int:
+    """Under the gate: a fresh ``state/spool/.commit``, held exclusively until the caller closes
+    the returned descriptor after its commit (and :func:`publish`). Followers sleep on it shared.
+
+    A fresh file each commit, never locked again once released: followers woken by its release
+    always get it, however soon the next leader starts (on one shared lock file they could be
+    shut out again by each next commit while waiting for a CPU, for seconds under load).
+    """
+    import fcntl
+
     from firstmate.base.safepaths import open_private
 
-    return open_private(os.path.join(spool_dir(state), GATE), os.O_RDWR | os.O_CREAT)
+    folder = spool_dir(state)
+    tmp = os.path.join(folder, f"{NOTE}-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    fd = open_private(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(tmp, os.path.join(folder, NOTE))
+    except BaseException:
+        os.close(fd)
+        try:  # noqa: SIM105 - contextlib costs the append path an import
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return fd
+
+
+def withdraw(state: StrPath, note: int) -> None:
+    """For a leader that has read the spool: take its announcement *note* (still held) off the
+    name ``.commit``, so that producers coming now lead or follow the next commit, which can
+    get ready (announce, open its database) while this one commits, instead of sleeping
+    through this one first. Its followers keep the descriptor they sleep on."""
+    path = os.path.join(spool_dir(state), NOTE)
+    try:
+        named, held = os.lstat(path), os.fstat(note)
+        # Nobody replaces a held announcement, so the name is still ours; checked all the same.
+        if (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev):
+            os.unlink(path)
+    except OSError:
+        pass  # best effort: producers then follow this commit, as before
+
+
+def publish(note: int, served: list[tuple[str, int]]) -> None:
+    """After the commit: write ``<id> <seq>`` lines for the rows it took into the announcement,
+    so that followers woken by its release read their numbers without opening the database.
+    One write; losing it (a leader killed first) costs followers only a look at their markers."""
+    if served:
+        try:  # noqa: SIM105 - contextlib costs the append path an import
+            os.write(note, "".join(f"{ident} {seq}\n" for ident, seq in served).encode())
+        except OSError:  # (a full disk): the rows are committed all the same
+            pass
+
+
+def _named(note: int, ident: str | None) -> int | None:
+    """The sequence number the (finished) announcement *note* gives *ident*, if it names it."""
+    if ident is None:
+        return None
+    size = os.fstat(note).st_size
+    if not size:
+        return None
+    data = b"\n" + os.pread(note, size, 0)
+    at = data.find(f"\n{ident} ".encode())
+    if at < 0:
+        return None
+    end = data.find(b"\n", at + 1)
+    try:
+        return int(data[at + len(ident) + 2:end if end >= 0 else len(data)])
+    except ValueError:
+        return None
+
+
+def _in_progress(state: StrPath, ident: str | None) -> tuple[int, int | None]:
+    """``(note, seq)``: the announcement of the commit in progress (open; -1 when none is), and
+    when none is, the number the last announcement gives *ident* if it names it."""
+    import fcntl
+
+    try:
+        note = os.open(os.path.join(spool_dir(state), NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -1, None
+    try:
+        fcntl.flock(note, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return note, None  # its leader holds it: a commit is in progress
+    except BaseException:
+        os.close(note)
+        raise
+    try:
+        return -1, _named(note, ident)
+    finally:
+        os.close(note)
+
+
+def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, int | None]:
+    """Lead the next commit or follow the one in progress: ``(mine, theirs, seq)``.
+
+    If a commit is announced and still in progress, *theirs* is its announcement (the caller
+    sleeps on it with :func:`await_commit`); else, if the last announcement names *ident*,
+    *seq* is its number; else we lead: *mine* is our own fresh announcement. The unused
+    descriptors are -1. Following needs no lock (a held announcement is a commit to wait for,
+    whatever replaced it since); becoming the leader is decided under the gate, held for a few
+    system calls.
+    """
+    import fcntl
+
+    theirs, seq = _in_progress(state, ident)
+    if theirs >= 0 or seq is not None:
+        return -1, theirs, seq
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    try:
+        theirs, seq = _in_progress(state, ident)  # again: another may have led meanwhile
+        if theirs >= 0 or seq is not None:
+            return -1, theirs, seq
+        return announce(state), -1, None
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def await_commit(note: int, ident: str) -> int | None:
+    """Sleep until the commit announced by *note* ends (then close it): the number it gave
+    *ident*, or None when it did not take our row (it came too late, or the leader was killed
+    before listing it: the caller takes its turn again)."""
+    import fcntl
+
+    try:
+        fcntl.flock(note, fcntl.LOCK_SH)  # granted once its leader lets go: nobody locks it again
+        return _named(note, ident)
+    finally:
+        os.close(note)
 
 
 class committing:  # (lower case: used like a function, ``with committing(state):``)
-    """Hold the gate exclusively around a commit (the caller holds the queue lock), so that
-    producers waiting on the gate wake together when it is done. A plain class: contextlib
-    costs the append path an import."""
+    """Lead a commit as a producer does, announced (the caller holds the queue lock if it wants
+    it held); producers that come meanwhile follow it and wake together when it ends. A plain
+    class: contextlib costs the append path an import."""
 
     def __init__(self, state: StrPath) -> None:
         self.state = state
-        self.fd = -1
+        self.note = -1
 
     def __enter__(self) -> None:
         import fcntl
 
-        folder = spool_dir(self.state)
-        if not os.path.isdir(folder) or os.path.islink(folder):
-            from firstmate.base.safepaths import make_private_dir
-
-            make_private_dir(folder)
-        self.fd = _gate(self.state)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        gate = open_gate(self.state)
+        try:
+            while True:
+                mine, theirs, _seq = take_turn(self.state, gate, None)
+                if mine >= 0:
+                    self.note = mine
+                    return
+                fcntl.flock(theirs, fcntl.LOCK_SH)  # a commit in progress: after it
+                os.close(theirs)
+        finally:
+            os.close(gate)
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # closing the last descriptor releases the flock
-
-
-def wait(conn: sqlite3.Connection, state: StrPath, ident: str, queue_fd: int) -> int | None:
-    """After spooling *ident*: its sequence number once a committer took it (None: the caller
-    now holds the queue lock *queue_fd* exclusively and commits itself).
-
-    Never spins: each round either sleeps in the kernel on the gate of a commit in progress (and
-    then reads whether that commit took our row), or, with no producer committing (the queue
-    is held by a drain, the watcher, …), waits for the queue lock itself.
-    """
-    import fcntl
-
-    gate = _gate(state)
-    try:
-        while True:
-            try:
-                fcntl.flock(queue_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return None
-            except BlockingIOError:
-                pass
-            try:
-                fcntl.flock(gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:  # a producer is committing: wake with the others after it
-                fcntl.flock(gate, fcntl.LOCK_SH)
-                seq = committed(conn, ident)
-                fcntl.flock(gate, fcntl.LOCK_UN)  # never held while waiting for the queue
-                if seq is not None:
-                    discard(state, ident)
-                    return seq
-                continue
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            fcntl.flock(queue_fd, fcntl.LOCK_EX)
-            return None
-    finally:
-        os.close(gate)
+        os.close(self.note)  # closing the last descriptor releases the flock
 
 
 def discard(state: StrPath, ident: str) -> None:
@@ -163,28 +302,41 @@ def _parse(data: bytes) -> tuple[float, str, str, str] | None:
         return None
 
 
-def collect(conn: sqlite3.Connection, state: StrPath) -> list[Entry]:
-    """Inside the write transaction: the spooled rows still to insert, oldest first.
+def collect(conn: sqlite3.Connection, state: StrPath,
+            already: list[tuple[str, int]] | None = None) -> list[Entry]:
+    """Inside the write transaction: the spooled rows still to insert, oldest first. Each
+    spooled row a commit already took, still waiting for its producer to read its number, is
+    added to *already* as ``(id, seq)``: the leader's announcement repeats it, so a follower
+    that slept through the commit which took its row learns its number from the next one.
 
-    Also tidies up: markers whose spool file is gone are deleted, abandoned files removed, and
-    files that are not rows set aside.
+    Also tidies up: markers whose spool file is gone are deleted, abandoned files (and the
+    temporary files of leaders killed before renaming their announcement) removed, and files
+    that are not rows set aside.
     """
     from firstmate.base.safepaths import refuse_symlink
 
     folder = spool_dir(state)
     refuse_symlink(folder)  # a planted link would feed another directory's files in as rows
     try:
-        names = [n for n in os.listdir(folder) if not n.startswith(".")]
+        listed = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    names = [n for n in listed if not n.startswith(".")]
     names.sort()
+    now = time.time()
+    for name in listed:
+        if name.startswith(".") and name.endswith(".tmp"):  # a leader killed before its rename
+            try:
+                if now - os.lstat(os.path.join(folder, name)).st_mtime > ABANDONED_SECONDS:
+                    os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
     present = set(names)
-    marked = {str(k)[len(MARKER):] for (k,) in conn.execute(
-        "SELECT key FROM kv WHERE key >= ? AND key < ?", (MARKER, "spool;"))}
-    gone = marked - present
+    marked = {str(k)[len(MARKER):]: v for (k, v) in conn.execute(
+        "SELECT key, value FROM kv WHERE key >= ? AND key < ?", (MARKER, "spool;"))}
+    gone = marked.keys() - present
     if gone:
         conn.executemany("DELETE FROM kv WHERE key = ?", [(MARKER + g,) for g in gone])
-    now = time.time()
     out: list[Entry] = []
     for name in names:
         path = os.path.join(folder, name)
@@ -193,7 +345,9 @@ def collect(conn: sqlite3.Connection, state: StrPath) -> list[Entry]:
                 if now - os.lstat(path).st_mtime > ABANDONED_SECONDS:
                     os.unlink(path)
                     conn.execute("DELETE FROM kv WHERE key = ?", (MARKER + name,))
-            except FileNotFoundError:
+                elif already is not None:
+                    already.append((name, int(marked[name])))
+            except (FileNotFoundError, TypeError, ValueError):
                 pass
             continue
         try:
@@ -205,10 +359,15 @@ def collect(conn: sqlite3.Connection, state: StrPath) -> list[Entry]:
             data = b""
         else:
             try:
-                data = os.read(fd, 1 << 20)
+                st = os.fstat(fd)
+                # As much as is there (a row is a few kilobytes at most): a fixed large buffer
+                # would cost an allocation the size of it for every row.
+                data = os.read(fd, min(st.st_size + 1, 1 << 20))
             finally:
                 os.close(fd)
-            fields = _parse(data)
+            if not data.endswith(_END.encode()) and now - st.st_mtime <= ABANDONED_SECONDS:
+                continue  # still being written: a later commit takes it
+            fields = _parse(data[:-len(_END)]) if data.endswith(_END.encode()) else None
         if fields is None:
             dbconn.set_aside(conn, "spooled row",
                              f"{name}\t{data[:500].decode('utf-8', 'replace')}")
@@ -221,10 +380,12 @@ def collect(conn: sqlite3.Connection, state: StrPath) -> list[Entry]:
     return out
 
 
-def mark(conn: sqlite3.Connection, ident: str, seq: int) -> None:
-    conn.execute("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
-                 "value = excluded.value", (MARKER + ident, str(seq)))
+def mark(conn: sqlite3.Connection, done: list[tuple[str, int]]) -> None:
+    """Inside the write transaction: ``kv['spool:<id>'] = seq`` for each committed spooled row."""
+    conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                     "value = excluded.value", [(MARKER + ident, str(seq)) for ident, seq in done])
 
 
-__all__ = ["ABANDONED_SECONDS", "Entry", "collect", "committed", "committing", "discard", "mark",
-           "wait", "write"]
+__all__ = ["ABANDONED_SECONDS", "Entry", "announce", "await_commit", "collect", "committed",
+           "committing", "discard", "mark", "open_gate", "publish", "take_turn", "withdraw",
+           "write"]

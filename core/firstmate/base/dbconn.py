@@ -248,6 +248,11 @@ def next_seq(conn: sqlite3.Connection) -> int:
     outstanding acknowledgement already covers; the counter means numbers are never reused after
     rows are deleted.
     """
+    return next_seqs(conn, 1)
+
+
+def next_seqs(conn: sqlite3.Connection, count: int) -> int:
+    """Allocate *count* consecutive sequence numbers (as :func:`next_seq`); returns the first."""
     row = conn.execute(
         "SELECT (SELECT CASE WHEN typeof(value) = 'integer' THEN value ELSE 0 END "
         "        FROM counters WHERE name = 'wake_seq'), "
@@ -255,12 +260,12 @@ def next_seq(conn: sqlite3.Connection) -> int:
     ).fetchone()
     counter, top = (int(row[0]) if row and row[0] is not None else 0), int(row[1] if row else 0)
     seq = max(counter, top) + 1
-    if seq > 2**63 - 1:  # SQLite's INTEGER: a sequence is never reused, so none is left
+    if seq + count - 1 > 2**63 - 1:  # SQLite's INTEGER: a sequence is never reused, so none is left
         from firstmate.base.errors import StateError
 
         raise StateError("the wake sequence is exhausted (every number up to 2^63-1 is used); "
                          "move this home's state aside and start a new one")
-    set_seq(conn, seq)
+    set_seq(conn, seq + count - 1)
     return seq
 
 
@@ -307,6 +312,7 @@ __all__ = [
     "is_busy",
     "last_seq",
     "next_seq",
+    "next_seqs",
     "not_ours",
     "open_connection",
     "prepare_file",

@@ -52,6 +52,14 @@ def refuse_non_directory(path: StrPath) -> None:
 
 def make_private_dir(path: StrPath, mode: int = STATE_DIR_MODE) -> bool:
     """Create the directory *path* (or accept the one there); True when this call created it."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        pass
+    else:  # already as wanted (every command passes here: one system call, not six)
+        if stat.S_ISDIR(st.st_mode) and (mode != STATE_DIR_MODE
+                                         or stat.S_IMODE(st.st_mode) == mode):
+            return False
     refuse_symlink(path)
     created = False
     try:
