@@ -381,6 +381,52 @@ def test_a_symlinked_spool_directory_is_refused_with_one_line(fm_home: Home, tmp
     assert sorted(p.name for p in elsewhere.iterdir()) == [".gate", "00000000000000000001-1-x"]
 
 
+def _append(home: Home, key: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", key,
+                           f"check: {key}"], capture_output=True, text=True, env=child_env(home),
+                          timeout=DEADLINE, check=False)
+
+
+@pytest.mark.parametrize("name", [appendspool.GATE, appendspool.NOTE])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_planted_gate_or_announcement_is_refused_with_one_line_never_waited_on(
+    fm_home: Home, name: str, kind: str
+) -> None:
+    open_store(fm_home).close()
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    planted = folder / name
+    if kind == "fifo":
+        os.mkfifo(planted)  # an open that waits for a writer would hang every append
+    else:
+        planted.mkdir()
+    done = _append(fm_home, "k")  # (the timeout is the hang check)
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert f"{planted} " in done.stderr and "remove it and let fm recreate it" in done.stderr
+    assert rows(fm_home) == []
+    if kind == "fifo":
+        planted.unlink()
+    else:
+        planted.rmdir()
+    assert _append(fm_home, "k").returncode == 0  # the fix the line names works
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["k"]
+
+
+def test_a_fifo_in_the_spool_is_set_aside_never_waited_on_and_a_directory_passed_over(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.mkfifo(folder / "00000000000000000001-1-fifo")
+    (folder / "00000000000000000002-1-dir").mkdir()
+    commit_as_holder(fm_home, "real")
+    commit_as_holder(fm_home, "again")
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real", "again"]
+    assert spooled(fm_home) == ["00000000000000000002-1-dir"]  # a directory is passed over
+    with raw(fm_home) as conn:
+        kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'spooled row'")]
+    assert kept == ["00000000000000000001-1-fifo\t"]  # once, then gone
+
+
 WORKER = """
 import json, sys
 from firstmate.base import appendpath

@@ -41,6 +41,7 @@ rest of the append path.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from firstmate.base import dbconn
@@ -93,8 +94,6 @@ def write(state: StrPath, at: float, kind: str, key: str, payload: str) -> str:
 
 def open_gate(state: StrPath) -> int:
     """A descriptor on ``state/spool/.gate`` (the spool directory is created 0700 if missing)."""
-    import stat
-
     from firstmate.base.safepaths import make_private_dir, open_private
 
     folder = spool_dir(state)
@@ -107,10 +106,24 @@ def open_gate(state: StrPath) -> int:
     path = os.path.join(folder, GATE)
     try:
         # Without O_CREAT when it exists: an open that may create takes the directory's lock
-        # exclusively, and every producer's opens would queue on it.
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # exclusively, and every producer's opens would queue on it. (O_NONBLOCK: a FIFO planted
+        # there must not hang the append; it is refused below.)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return open_private(path, os.O_RDWR | os.O_CREAT)  # (or its one-line error)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _unusable(GATE, state, None)
+    return fd
+
+
+def _unusable(name: str, state: StrPath, exc: OSError | None) -> Exception:
+    """The one-line error for a spool control file that is not a plain file of ours."""
+    from firstmate.base.safepaths import state_error
+
+    what = "is not a regular file" if exc is None else f"cannot be opened ({exc.strerror})"
+    return state_error(f"{os.path.join(spool_dir(state), name)} {what}; remove it and let fm "
+                       "recreate it")
 
 
 def announce(state: StrPath) -> int:
@@ -191,9 +204,15 @@ def _in_progress(state: StrPath, ident: str | None) -> tuple[int, int | None]:
     import fcntl
 
     try:
-        note = os.open(os.path.join(spool_dir(state), NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        note = os.open(os.path.join(spool_dir(state), NOTE),
+                       os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return -1, None
+    except OSError as exc:
+        raise _unusable(NOTE, state, exc) from exc
+    if not stat.S_ISREG(os.fstat(note).st_mode):
+        os.close(note)
+        raise _unusable(NOTE, state, None)
     try:
         fcntl.flock(note, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -351,7 +370,8 @@ def collect(conn: sqlite3.Connection, state: StrPath,
                 pass
             continue
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # (O_NONBLOCK: opening a FIFO planted in the spool must not wait for a writer.)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except FileNotFoundError:
             continue
         except OSError:  # a symlink or worse: never followed, never inserted
@@ -361,11 +381,15 @@ def collect(conn: sqlite3.Connection, state: StrPath,
             try:
                 st = os.fstat(fd)
                 # As much as is there (a row is a few kilobytes at most): a fixed large buffer
-                # would cost an allocation the size of it for every row.
-                data = os.read(fd, min(st.st_size + 1, 1 << 20))
+                # would cost an allocation the size of it for every row. Only a plain file can
+                # be a row (a FIFO, a directory: set aside at once).
+                data = os.read(fd, min(st.st_size + 1, 1 << 20)) if stat.S_ISREG(st.st_mode) else b""
             finally:
                 os.close(fd)
-            if not data.endswith(_END.encode()) and now - st.st_mtime <= ABANDONED_SECONDS:
+            if stat.S_ISDIR(st.st_mode):
+                continue  # never a row, and not ours to remove: passed over
+            if (stat.S_ISREG(st.st_mode) and not data.endswith(_END.encode())
+                    and now - st.st_mtime <= ABANDONED_SECONDS):
                 continue  # still being written: a later commit takes it
             fields = _parse(data[:-len(_END)]) if data.endswith(_END.encode()) else None
         if fields is None:
