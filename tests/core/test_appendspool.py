@@ -40,6 +40,12 @@ def markers(home: Home) -> dict[str, int]:
             "SELECT key, value FROM kv WHERE key LIKE 'spool:%'")}
 
 
+def append_cli(home: Home, key: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", key,
+                           f"check: {key}"], capture_output=True, text=True, env=child_env(home),
+                          timeout=DEADLINE, check=False)
+
+
 def producer(home: Home, key: str) -> subprocess.Popen[str]:
     """``fm wake append`` exactly as a crew or a hook runs it."""
     return subprocess.Popen([sys.executable, "-m", "firstmate", "wake", "append", "check", key,
@@ -179,9 +185,8 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
     assert table == {"late": int(out), "holder": holder}  # not inserted a second time
     # The marker outlives the file only until the next commit, which deletes it.
     assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
-    done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "next",
-                           "check: next"], capture_output=True, text=True, env=child_env(fm_home),
-                          timeout=DEADLINE, check=True)
+    done = append_cli(fm_home, "next")
+    assert done.returncode == 0, done.stderr
     assert int(done.stdout) == int(out) + 2 and markers(fm_home) == {}
 
 
@@ -368,23 +373,13 @@ def test_a_symlinked_spool_directory_is_refused_with_one_line(fm_home: Home, tmp
     Path(appendspool.spool_dir(fm_home.state)).symlink_to(elsewhere)
     with pytest.raises(StateError, match="refusing symlinked state path"):
         commit_as_holder(fm_home, "real")
-    done = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "k",
-                           "check: k"], capture_output=True, text=True, env=child_env(fm_home),
-                          timeout=DEADLINE, check=False)
+    done = append_cli(fm_home, "k")
     assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
     assert rows(fm_home) == []
     (elsewhere / ".gate").write_bytes(b"")  # even a gate found there is never used
-    again = subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", "k",
-                            "check: k"], capture_output=True, text=True, env=child_env(fm_home),
-                           timeout=DEADLINE, check=False)
+    again = append_cli(fm_home, "k")
     assert again.returncode == 4 and "refusing symlinked state path" in again.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == [".gate", "00000000000000000001-1-x"]
-
-
-def _append(home: Home, key: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "firstmate", "wake", "append", "check", key,
-                           f"check: {key}"], capture_output=True, text=True, env=child_env(home),
-                          timeout=DEADLINE, check=False)
 
 
 @pytest.mark.parametrize("name", [appendspool.GATE, appendspool.NOTE])
@@ -400,7 +395,7 @@ def test_a_planted_gate_or_announcement_is_refused_with_one_line_never_waited_on
         os.mkfifo(planted)  # an open that waits for a writer would hang every append
     else:
         planted.mkdir()
-    done = _append(fm_home, "k")  # (the timeout is the hang check)
+    done = append_cli(fm_home, "k")  # (the timeout is the hang check)
     assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
     assert f"{planted} " in done.stderr and "remove it and let fm recreate it" in done.stderr
     assert rows(fm_home) == []
@@ -408,7 +403,7 @@ def test_a_planted_gate_or_announcement_is_refused_with_one_line_never_waited_on
         planted.unlink()
     else:
         planted.rmdir()
-    assert _append(fm_home, "k").returncode == 0  # the fix the line names works
+    assert append_cli(fm_home, "k").returncode == 0  # the fix the line names works
     assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["k"]
 
 
