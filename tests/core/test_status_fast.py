@@ -319,7 +319,7 @@ def test_the_fast_snapshot_equals_the_full_one(tmp_path: Path, name: str,
         assert queue["pending"] == ({"main": 2, "branch": 2} if name == "live grant"
                                     else {"main": 4, "branch": 0})
     if name == "killed watcher with an open cycle":
-        assert published == [str(home.root)]
+        assert published == []  # proven gone from /proc: published without the store
         assert fast[1]["episode"] is not None and str(fast[1]["episode"]).startswith(
             "pending:downtime:")
         assert after_fast != before
@@ -396,3 +396,34 @@ def test_the_fast_snapshot_holds_plain_values(fm_home: Home) -> None:
         "seq": 1, "at": 1000.0, "kind": "signal", "key": "k0", "payload": "p0"},
         "pending": {"main": 2, "branch": 0}, "unusable": 0, "episode_state": "valid",
         "grant": None}
+
+
+QUEUE_HOLDER = """
+import sys
+from pathlib import Path
+from firstmate.store.locks import FileLock
+root = Path(sys.argv[1])
+lock = FileLock(root / "state" / "queue.lock", "queue", root)
+lock.acquire(0)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_busy_queue_lock_leaves_the_publication_to_the_next_reader(
+        tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+    home = Home(tmp_path / "home")
+    _killed_watcher(home.ensure(), procs)
+    env = {"FM_HOME": str(home.root)}
+    before = dump(home)
+    proc = python(QUEUE_HOLDER, home, str(home.root))
+    procs.append(proc)
+    assert read_line(proc) == "ready"
+    data = statusview.snapshot(env, lambda root: None)  # waits out the bound, changes nothing
+    assert data is not None and data["episode"] == "acked:downtime:g0"
+    assert dump(home) == before
+    finish(proc)
+    data = statusview.snapshot(env, lambda root: None)
+    assert data is not None and str(data["episode"]).startswith("pending:downtime:")
+    with raw(home) as conn:
+        assert conn.execute("SELECT value FROM kv WHERE key = 'watch.open'").fetchone() == ("",)

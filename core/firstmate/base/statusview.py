@@ -16,8 +16,9 @@ to take the full path instead:
 
 Refusals (a planted symlink, a non-directory) are the full path's own functions, called in the
 same order, so every error is the same one line. The one write a status read makes, publishing
-the downtime of a watcher proven gone, is left to :func:`firstmate.store.downtime.publish_for`:
-it happens once per lost watcher, and only then does this path import the store.
+the downtime of a watcher proven gone, is :func:`firstmate.base.downtimemark.publish_if_gone`;
+when ``/proc`` cannot tell whether that watcher runs, the caller's *publish* (the store's
+:func:`firstmate.store.downtime.publish_for`, which asks psutil) decides.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     #: Publishes the downtime of the watcher whose cycle is open, if it is gone (given the root).
     Publish = Callable[[str], object]
 
-#: The kv key naming the watcher whose cycle is open (:data:`firstmate.store.downtime.OPEN_KEY`).
-OPEN_KEY = "watch.open"
 #: state/session.lock: the primary session lock's record (continuity.sessionrecord).
 SESSION_RECORD = "session.lock"
 
@@ -173,9 +172,10 @@ def _open(state: str, db: str) -> sqlite3.Connection:
 
 
 def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite3.Connection | None:
-    """*publish*, when the open cycle's watcher may be gone: returns the open connection
-    (None when the store could not be opened: the publication is best effort)."""
-    from firstmate.base import proctoken
+    """:func:`firstmate.store.downtime.publish_for`: publish the downtime of the open cycle's
+    watcher when it is proven gone. Returns the open connection (None when the store could not
+    be opened: the publication is best effort)."""
+    from firstmate.base import downtimemark, proctoken
     from firstmate.base.errors import FirstmateError
 
     try:
@@ -184,16 +184,18 @@ def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite
         return None
     try:
         conn.execute("BEGIN DEFERRED")
-        row = conn.execute("SELECT value FROM kv WHERE key = ?", (OPEN_KEY,)).fetchone()
+        token = downtimemark.open_mark(conn)
     except sqlite3.Error:
         raise _Unsure from None
     finally:
         _end_read(conn)
-    token = "" if row is None else str(row[0]).strip()
     fields = proctoken.parse(token) if token else None
-    if fields is not None and proctoken.running(fields) is not True:
-        # Proven gone, or /proc cannot tell: the store judges and publishes (once per loss).
-        publish(root)
+    if fields is not None:
+        running = proctoken.running(fields)
+        if running is False:
+            downtimemark.publish_if_gone(conn, db, root, token)
+        elif running is None:
+            publish(root)  # /proc cannot tell: the store asks psutil
     return conn
 
 
@@ -233,4 +235,4 @@ def _owner_state(pid: int, identity: str) -> str:
     return "live" if running else "gone"
 
 
-__all__ = ["OPEN_KEY", "SESSION_RECORD", "snapshot"]
+__all__ = ["SESSION_RECORD", "snapshot"]
