@@ -47,6 +47,8 @@ class _Unsure(Exception):
 
 def snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object] | None:
     """What ``fm status --json`` prints, or None when the full path must answer."""
+    if os.name != "posix":
+        return None  # (no flock: the store locks through portalocker there)
     try:
         return _snapshot(env, publish)
     except _Unsure:
