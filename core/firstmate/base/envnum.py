@@ -7,7 +7,12 @@ the default for an empty, non-numeric, negative or otherwise unusable value.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+
+# Not imported at run time: collections costs a status call (firstmate.base.statusview) more
+# than this whole module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:

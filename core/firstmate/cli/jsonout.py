@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
-from typing import Any
+
+# Not typing's: importing typing costs a status call (firstmate.cli.status).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 def _plain(value: object) -> object:
     # Declared mappings are read-only views: shown as the objects they are; paths and the
     # like as their text.
+    from collections.abc import Mapping
+
     return dict(value) if isinstance(value, Mapping) else str(value)
 
 

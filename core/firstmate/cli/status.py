@@ -2,6 +2,10 @@
 
 A home that was never used (no ``state/`` or no database yet) is reported as empty; nothing is
 created. An unsafe or corrupt state is reported with its one-line fix and exit 4.
+
+The common case is read by :mod:`firstmate.base.statusview` without attrs (a status call must
+start about as fast as an interpreter); whenever that path is not sure, :func:`full_snapshot`
+answers, with the store's classes and the harness plugins' probes.
 """
 
 from __future__ import annotations
@@ -22,6 +26,26 @@ if TYPE_CHECKING:
 
 
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
+    """What ``fm status --json`` prints: :mod:`firstmate.base.statusview`'s answer, else
+    :func:`full_snapshot`'s."""
+    from firstmate.base.statusview import snapshot as quick
+
+    env = dict(os.environ) if env is None else env
+    data = quick(env, _publish)
+    return full_snapshot(env) if data is None else data
+
+
+def _publish(root: str) -> None:
+    from pathlib import Path
+
+    from firstmate.store.downtime import publish_for
+    from firstmate.store.home import Home
+
+    publish_for(Home(Path(root)))
+
+
+def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
+    """The snapshot through the store, the session-lock module and the bridge records."""
     from firstmate.base.safepaths import refuse_non_directory
     from firstmate.store import health
     from firstmate.store.home import Home, refuse_symlink, resolve_root

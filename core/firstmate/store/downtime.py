@@ -6,20 +6,18 @@ it closes, publishing downtime itself on any close without a delivery. One kille
 so ``fm status``, the guards and the away brief said "episode: none" while nothing watched.
 :func:`publish_if_gone` closes that gap: any arm, hook or status read that finds the open mark
 naming a process that no longer runs publishes the downtime and clears the mark, under the
-queue lock, exactly as the dead watcher's own close would have.
+queue lock, exactly as the dead watcher's own close would have. The transition itself is
+:func:`firstmate.base.downtimemark.publish_locked`, shared with ``fm status``'s attrs-free path.
 """
 
 from __future__ import annotations
 
 import contextlib
 
+from firstmate.base import downtimemark
+from firstmate.base.downtimemark import LOCK_BOUND, OPEN_KEY
 from firstmate.store.database import Store
 from firstmate.store.home import Home
-
-#: The identity of the watcher whose cycle is open (cleared by its close).
-OPEN_KEY = "watch.open"
-#: How long a reader waits for the queue lock before leaving the publication to someone else.
-LOCK_BOUND = 2.0
 
 
 def proven_gone(token: str) -> bool:
@@ -35,20 +33,16 @@ def publish_if_gone(db: Store, *, bound: float = LOCK_BOUND) -> bool:
     Best effort: a busy queue lock or an unwritable store leaves it to the next reader or to
     the next watcher's start."""
     from firstmate.base.errors import FirstmateError
-    from firstmate.store import episodes, queue
-    from firstmate.store.database import kv_get, kv_set
+    from firstmate.store import queue
 
     with contextlib.suppress(FirstmateError, OSError):
         with db.reading() as conn:
-            token = (kv_get(conn, OPEN_KEY) or "").strip()
+            token = downtimemark.open_mark(conn)
         if not token or not proven_gone(token):
             return False
         with queue.locked(db, timeout=bound) as conn:
-            if (kv_get(conn, OPEN_KEY) or "").strip() != token:
-                return False  # closed, or a new cycle opened, meanwhile
-            episodes.publish_downtime(conn)
-            kv_set(conn, OPEN_KEY, "")
-        return True
+            # False: closed, or a new cycle opened, meanwhile.
+            return downtimemark.publish_locked(conn, token)
     return False
 
 

@@ -175,7 +175,8 @@ def _state(state: episoderow.State) -> EpisodeState:
     return Episode(*state)
 
 
-def _plain(state: EpisodeState) -> episoderow.State:
+def plain(state: EpisodeState) -> episoderow.State:
+    """*state* as :mod:`firstmate.base.episoderow`'s plain value."""
     if isinstance(state, Episode):
         return state.status, state.kind, state.generation
     return state.record if isinstance(state, Invalid) else None
@@ -195,7 +196,7 @@ def _write(conn: sqlite3.Connection, episode: Episode, *, announced_seq: int | N
 
 
 def _fresh(conn: sqlite3.Connection, status: str, kind: str, state: EpisodeState) -> Episode:
-    return Episode(*episoderow.fresh(conn, status, kind, _plain(state)))
+    return Episode(*episoderow.fresh(conn, status, kind, plain(state)))
 
 
 # --- transitions -----------------------------------------------------------------------------
@@ -295,6 +296,7 @@ __all__ = [
     "begin_handling",
     "new_generation",
     "parse_token",
+    "plain",
     "publish_downtime",
     "publish_handling",
     "read",

@@ -24,6 +24,7 @@ from typing import Literal
 
 import attrs
 
+from firstmate.base import queueview
 from firstmate.base.envnum import PID_MAX, decimal
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
 from firstmate.store import episodes
@@ -50,19 +51,13 @@ class Grant:
     published: bool
 
     def to_json(self) -> dict[str, object]:
-        return {"owner_pid": self.owner_pid, "identity": self.identity,
-                "generation": self.generation, "activated_at": self.activated_at,
-                "published": self.published}
+        return queueview.grant_json((self.owner_pid, self.identity, self.generation,
+                                     self.activated_at, self.published))
 
 
 def read(conn: sqlite3.Connection) -> Grant | None:
-    row = conn.execute(
-        "SELECT owner_pid, identity, generation, activated_at, published_at FROM branch_grant "
-        "WHERE id = 1"
-    ).fetchone()
-    if row is None:
-        return None
-    return Grant(int(row[0]), str(row[1]), str(row[2]), float(row[3]), row[4] is not None)
+    row = queueview.grant(conn)
+    return None if row is None else Grant(*row)
 
 
 def owner_state(grant: Grant) -> OwnerState:
@@ -85,8 +80,7 @@ RETURNED = "returned"
 
 def reserved(conn: sqlite3.Connection) -> list[int]:
     """The sequence numbers the grant currently reserves, ascending."""
-    return [int(r[0]) for r in conn.execute(
-        "SELECT seq FROM wakes WHERE claim = 'branch' ORDER BY seq")]
+    return queueview.reserved(conn)
 
 
 def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:

@@ -24,25 +24,17 @@ Nothing here creates, writes or removes a file.
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Mapping
 from typing import Literal
 
 import attrs
 
-from firstmate.base.envnum import env_float
+from firstmate.base import watcherverdict
+from firstmate.base.watcherverdict import DEFAULT_GRACE, LOCK_NAME, ROLE, START_SLACK
 from firstmate.store.home import Home
 
 HealthState = Literal["none", "healthy", "stale-beacon", "unverified"]
-
-#: The lock name and owner-record role of the watcher singleton.
-LOCK_NAME = "watch"
-ROLE = "watcher"
-DEFAULT_GRACE = 300.0
-#: psutil derives a process start time from the boot time, which /proc gives in whole seconds,
-#: so a beacon may look up to a second older than the process that wrote it.
-START_SLACK = 2.0
 
 
 @attrs.frozen
@@ -63,24 +55,23 @@ class WatcherHealth:
     #: The grace the verdict used (``FM_GUARD_GRACE``).
     grace: float = DEFAULT_GRACE
 
+    @classmethod
+    def of(cls, verdict: watcherverdict.Verdict) -> WatcherHealth:
+        healthy, state, verified, pid, identity, age, limit = verdict
+        return cls(healthy, state, verified, pid, identity, age, limit)  # type: ignore[arg-type]
+
     def age_text(self) -> str:
         """The beacon age in whole seconds, as the status lines print it."""
         return "none" if self.beacon_age is None else str(int(max(0.0, self.beacon_age)))
 
 
 def grace(env: Mapping[str, str]) -> float:
-    return env_float(env, "FM_GUARD_GRACE", DEFAULT_GRACE)
+    return watcherverdict.grace(env)
 
 
 def beacon_mtime(home: Home) -> float | None:
     """The beacon's modification time, or None when it is missing (or not a regular file)."""
-    try:
-        st = os.lstat(home.beacon)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return st.st_mtime
+    return watcherverdict.beacon_mtime(home.beacon)
 
 
 def watcher_health(home: Home, env: Mapping[str, str] | None = None, *,
@@ -90,40 +81,21 @@ def watcher_health(home: Home, env: Mapping[str, str] | None = None, *,
     limit = grace(env)
     lock_path = home.lock_path(LOCK_NAME)
     if not home.state.is_dir() or not os.path.lexists(lock_path):
-        return WatcherHealth(False, "none", grace=limit)
+        return WatcherHealth.of(watcherverdict.nobody(limit))
     from firstmate.base.errors import StateError
     from firstmate.store.locks import FileLock
 
     try:
         record = FileLock(lock_path, ROLE, home.root).holder()
     except StateError:
-        return WatcherHealth(False, "unverified", grace=limit)
+        return WatcherHealth.of(watcherverdict.unreadable(limit))
     if record is None:
-        return WatcherHealth(False, "none", grace=limit)
-    pid = record.known_pid
-    identity = record.identity or None
-    if not record.verified or record.role != ROLE or record.home != str(home.root):
-        return WatcherHealth(False, "unverified", pid=pid, identity=identity, grace=limit)
-    mtime = beacon_mtime(home)
-    started = _started(identity)
-    if mtime is None or (started is not None and mtime < started - START_SLACK):
-        # A verified holder without a beacon of its own: starting up, or already closing.
-        return WatcherHealth(False, "unverified", True, pid=pid, identity=identity, grace=limit)
-    age = max(0.0, (time.time() if now is None else now) - mtime)
-    if age >= limit:
-        return WatcherHealth(False, "stale-beacon", True, pid=pid, identity=identity, beacon_age=age,
-                             grace=limit)
-    return WatcherHealth(True, "healthy", True, pid=pid, identity=identity, beacon_age=age, grace=limit)
+        return WatcherHealth.of(watcherverdict.nobody(limit))
+    ours = record.verified and record.role == ROLE and record.home == str(home.root)
+    return WatcherHealth.of(watcherverdict.judge(
+        record.known_pid, record.identity, ours, beacon_mtime(home),
+        time.time() if now is None else now, limit))
 
 
-def _started(token: str | None) -> float | None:
-    if not token:
-        return None
-    from firstmate.store.identity import ProcessIdentity
-
-    ident = ProcessIdentity.parse(token)
-    return None if ident is None else ident.started
-
-
-__all__ = ["LOCK_NAME", "ROLE", "HealthState", "WatcherHealth", "beacon_mtime", "grace",
-           "watcher_health"]
+__all__ = ["LOCK_NAME", "ROLE", "START_SLACK", "HealthState", "WatcherHealth", "beacon_mtime",
+           "grace", "watcher_health"]

@@ -11,21 +11,17 @@ a lock on a hot command path does not pay for importing psutil.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import re
 import signal
 from types import ModuleType
 
 import attrs
 
-from firstmate.base import procself
+from firstmate.base import procself, proctoken
 from firstmate.base.procself import CMD_HASH_LEN, cmd_hash
 
 #: Parent steps :func:`ancestry` takes by default.
 DEFAULT_MAX_HOPS = 16
-
-_TOKEN = re.compile(r"([0-9]{1,10}):([0-9]{1,15}(?:\.[0-9]{1,9})?):([0-9a-f]{8,64})")
 
 
 def _psutil() -> ModuleType:
@@ -50,23 +46,15 @@ class ProcessIdentity:
     @classmethod
     def parse(cls, token: object) -> ProcessIdentity | None:
         """The identity a :meth:`token` string names, or None when it is malformed."""
-        if not isinstance(token, str):
-            return None
-        m = _TOKEN.fullmatch(token.strip())
-        if m is None:
-            return None
-        pid, started = int(m.group(1)), float(m.group(2))
-        if pid <= 0 or not math.isfinite(started):
-            return None
-        return cls(pid=pid, started=started, cmd_hash=m.group(3))
+        fields = proctoken.parse(token)
+        return None if fields is None else cls(*fields)
+
+    def fields(self) -> procself.Fields:
+        return self.pid, self.started, self.cmd_hash
 
     def same_as(self, other: ProcessIdentity) -> bool:
         """True when both name the same process (start times compared as their tokens show them)."""
-        return (
-            self.pid == other.pid
-            and f"{self.started:.2f}" == f"{other.started:.2f}"
-            and self.cmd_hash == other.cmd_hash
-        )
+        return proctoken.same(self.fields(), other.fields())
 
 
 def identity_of(pid: int) -> ProcessIdentity | None:

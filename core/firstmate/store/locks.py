@@ -24,7 +24,6 @@ in :mod:`firstmate.base.ownerlock`, which ``fm wake append`` uses without import
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
@@ -35,6 +34,7 @@ from typing import IO, Literal
 
 import attrs
 
+from firstmate.base import lockprobe, ownerrecord
 from firstmate.base.errors import LockTimeout, StateError, UsageError
 from firstmate.base.ownerlock import acquire_recorded, lock_failed, record_json, write_record
 from firstmate.base.safepaths import open_private
@@ -45,7 +45,7 @@ HolderState = Literal["free", "held", "held-unverified"]
 POLL_START = 0.001
 POLL_MAX = 0.05
 #: An owner record is small; anything longer than this is garbage.
-_RECORD_MAX = 64 * 1024
+_RECORD_MAX = lockprobe.RECORD_MAX
 #: Re-reads of an unverifiable record, riding out a holder that is still writing it.
 _VERIFY_RETRIES = 5
 
@@ -138,22 +138,11 @@ class OwnerRecord:
     @classmethod
     def from_json(cls, data: str | bytes) -> OwnerRecord | None:
         """The record in *data*, or None when it is not a well-formed owner record."""
-        try:
-            obj = json.loads(data)
-        except (ValueError, TypeError, RecursionError):
+        fields = ownerrecord.parse(data)
+        if fields is None:
             return None
-        if not isinstance(obj, dict):
-            return None
-        pid, identity, home, role, at = (
-            obj.get(k) for k in ("pid", "identity", "home", "role", "acquired_at")
-        )
-        if type(pid) is not int or pid <= 0:
-            return None
-        if not (isinstance(identity, str) and isinstance(home, str) and isinstance(role, str)):
-            return None
-        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
-            return None
-        return cls(pid=pid, identity=identity, home=home, role=role, acquired_at=float(at))
+        pid, identity, home, role, at = fields
+        return cls(pid=pid, identity=identity, home=home, role=role, acquired_at=at)
 
 
 def _token() -> str:
@@ -317,6 +306,8 @@ class FileLock:
 
     def _probe(self) -> tuple[bool, bytes] | None:
         """(held, record bytes); None when the lock file does not exist (so nobody holds it)."""
+        if not uses_portalocker():
+            return lockprobe.probe(self.path)
         try:
             fh = self._open(os.O_RDONLY if os.name == "posix" else os.O_RDWR)
         except StateError as exc:

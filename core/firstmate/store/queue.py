@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import attrs
 
 from firstmate.base.errors import UsageError
+from firstmate.base.queueview import VALID_SQL  # the usable-row predicate (re-exported)
 from firstmate.base.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
 from firstmate.store.database import SET_ASIDE_KEEP, Store, advance_seq
 
@@ -43,13 +44,6 @@ DEFAULT_LOCK_TIMEOUT = 10
 #: Unusable rows quoted verbatim in a retirement report before the remainder is only counted.
 REPORT_SHOWN = 20
 
-#: SQL predicate for a row that can be claimed, presented and acknowledged. (Text that is not
-#: valid UTF-8 passes this and is caught when the row is decoded for presentation.)
-VALID_SQL = (
-    "(seq > 0 AND typeof(at) IN ('integer', 'real')"
-    " AND typeof(kind) = 'text' AND kind IN ('signal', 'stale', 'check', 'heartbeat')"
-    " AND typeof(key) = 'text' AND length(trim(key)) > 0 AND typeof(payload) = 'text')"
-)
 UNCLAIMED_SQL = "(claim IS NULL OR claim NOT IN ('main', 'branch'))"
 
 @attrs.frozen

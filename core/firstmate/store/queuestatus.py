@@ -1,6 +1,10 @@
 """The wake queue as each actor sees it: the rows an actor could present or retire (a live
 branch grant reserves its rows), and one consistent read-only snapshot for ``fm status`` and
-``fm wake query``."""
+``fm wake query``.
+
+The counts themselves are plain functions in :mod:`firstmate.base.queueview` (``fm status``
+calls them without attrs); this module wraps them in :class:`QueueStatus`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ import sqlite3
 
 import attrs
 
+from firstmate.base import queueview
 from firstmate.store import episodes
 from firstmate.store.database import Store, last_seq
-from firstmate.store.queue import VALID_SQL, WakeRow, depth, oldest, unusable_count
+from firstmate.store.queue import WakeRow, depth, oldest, unusable_count
 
 
 def pending_count(conn: sqlite3.Connection, actor: str) -> int:
@@ -21,17 +26,7 @@ def pending_count(conn: sqlite3.Connection, actor: str) -> int:
     """
     from firstmate.store import grants
 
-    live = grants.live_grant(conn) is not None
-    if actor == "branch":
-        if not live:
-            return 0
-        return int(conn.execute(
-            f"SELECT count(*) FROM wakes WHERE claim = 'branch' AND {VALID_SQL}").fetchone()[0])
-    if live:
-        return int(conn.execute(
-            f"SELECT count(*) FROM wakes WHERE NOT (coalesce(claim, '') = 'branch' AND {VALID_SQL})"
-        ).fetchone()[0])
-    return depth(conn)
+    return queueview.pending(conn, actor, grants.live_grant(conn) is not None)
 
 
 @attrs.frozen
@@ -46,15 +41,12 @@ class QueueStatus:
     grant: dict[str, object] | None
 
     def to_json(self) -> dict[str, object]:
-        state = self.episode
         return {
             "depth": self.depth, "last_seq": self.last_seq,
             "oldest": None if self.oldest is None else self.oldest.to_json(),
             "pending": {"main": self.pending_main, "branch": self.pending_branch},
             "unusable": self.unusable,
-            "episode": state.token() if isinstance(state, episodes.Episode) else None,
-            "episode_state": ("valid" if isinstance(state, episodes.Episode)
-                              else "invalid" if isinstance(state, episodes.Invalid) else "missing"),
+            **queueview.episode_json(episodes.plain(self.episode)),
             "grant": self.grant,
         }
 
@@ -68,7 +60,7 @@ def query(db: Store) -> QueueStatus:
         info: dict[str, object] | None = None
         if grant is not None:
             info = {**grant.to_json(), "owner": grants.owner_state(grant),
-                    "rows": grants.reserved(conn)}
+                    "rows": queueview.reserved(conn)}
         return QueueStatus(
             depth=depth(conn), last_seq=last_seq(conn), oldest=oldest(conn),
             pending_main=pending_count(conn, "main"), pending_branch=pending_count(conn, "branch"),

@@ -1,0 +1,103 @@
+"""The open-cycle mark (``kv`` ``watch.open``) and the downtime a reader publishes when the
+watcher it names is proven gone, as plain functions over a connection.
+
+:mod:`firstmate.store.downtime` explains why any reader publishes, and holds the queue lock through
+the store; ``fm status`` calls :func:`publish_if_gone` here, which takes the same lock with
+``flock`` (the POSIX short-command primitive, as ``fm wake append`` does). Both run
+:func:`publish_locked` inside the lock and a write transaction, so there is one transition.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from firstmate.base import dbconn, episoderow
+from firstmate.base.dbconn import sqlite3
+
+#: The identity of the watcher whose cycle is open (cleared by its close).
+OPEN_KEY = "watch.open"
+#: How long a reader waits for the queue lock before leaving the publication to someone else.
+LOCK_BOUND = 2.0
+#: The bounded wait polls with a delay that doubles from the first value up to the second
+#: (``firstmate.store.locks.POLL_START`` / ``POLL_MAX``).
+POLL_START, POLL_MAX = 0.001, 0.05
+
+
+def open_mark(conn: sqlite3.Connection) -> str:
+    """The identity token of the watcher whose cycle is open; "" when none is."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (OPEN_KEY,)).fetchone()
+    return "" if row is None else str(row[0]).strip()
+
+
+def publish_locked(conn: sqlite3.Connection, token: str) -> bool:
+    """Holding the queue lock and a write transaction: publish downtime and clear the mark,
+    unless the mark no longer names *token* (closed, or a new cycle opened meanwhile)."""
+    if open_mark(conn) != token:
+        return False
+    episoderow.publish_downtime(conn)
+    conn.execute(
+        "INSERT INTO kv (key, value) VALUES (?, '') "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (OPEN_KEY,))
+    return True
+
+
+def _lock_bounded(path: str, bound: float) -> int | None:
+    """The queue lock's descriptor, taken within *bound* seconds; None when it stayed held."""
+    import fcntl
+
+    from firstmate.base.safepaths import open_private
+
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    deadline = time.monotonic() + bound
+    delay = POLL_START
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                pass
+            now = time.monotonic()
+            if now >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, POLL_MAX)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, token: str, *,
+                    bound: float = LOCK_BOUND) -> bool:
+    """Publish the downtime of the watcher *token* names (the caller proved it gone) under the
+    queue lock, waiting at most *bound* seconds; True when this call did. POSIX only. Best
+    effort: a busy lock or an unwritable store leaves it to the next reader (False)."""
+    from firstmate.base import ownerlock
+    from firstmate.base.errors import FirstmateError
+
+    state = os.path.dirname(db)
+    started = time.monotonic()
+    try:
+        fd = _lock_bounded(os.path.join(state, "queue.lock"), bound)
+        if fd is None:
+            return False
+        try:
+            ownerlock.write_record(fd, os.path.join(state, "queue.lock"), "queue", root)
+            left = max(0.5, bound - (time.monotonic() - started))
+            dbconn.start(conn, db, left)
+            try:
+                done = publish_locked(conn, token)
+            except BaseException as exc:
+                dbconn.abort(conn, db, exc)
+                raise
+            dbconn.commit(conn, db)
+            return done
+        finally:
+            ownerlock.release(fd)
+    except (FirstmateError, OSError):
+        return False
+
+
+__all__ = ["LOCK_BOUND", "OPEN_KEY", "open_mark", "publish_if_gone", "publish_locked"]

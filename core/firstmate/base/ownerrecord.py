@@ -1,0 +1,87 @@
+"""Reading a lock's owner record (the JSON :func:`firstmate.base.ownerlock.record_json` writes) as
+plain values.
+
+:meth:`firstmate.store.locks.OwnerRecord.from_json` is :func:`parse` wrapped in the class. A record
+exactly as fm writes it is read without importing :mod:`json` (whose decoder pulls in ``re``, a
+cost ``fm status`` cannot afford); anything else goes through ``json.loads`` with the same rules.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: (pid, identity, home, role, acquired_at): the fields of an owner record.
+Record = tuple[int, str, str, str, float]
+
+_FIELDS = ('{"acquired_at": ', ', "home": ', ', "identity": ', ', "pid": ', ', "role": ')
+
+
+def parse(data: str | bytes) -> Record | None:
+    """The record in *data*, or None when it is not a well-formed owner record."""
+    fast = _canonical(data)
+    if fast is not None:
+        return fast
+    import json
+
+    try:
+        obj = json.loads(data)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    pid, identity, home, role, at = (
+        obj.get(k) for k in ("pid", "identity", "home", "role", "acquired_at")
+    )
+    if type(pid) is not int or pid <= 0:
+        return None
+    if not (isinstance(identity, str) and isinstance(home, str) and isinstance(role, str)):
+        return None
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        return None
+    return pid, identity, home, role, float(at)
+
+
+def _string(text: str) -> str | None:
+    # A JSON string with no escapes: printable ASCII between quotes, no quote or backslash inside.
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return None
+    inner = text[1:-1]
+    if not inner.isprintable() or '"' in inner or "\\" in inner:
+        return None
+    return inner
+
+
+def _canonical(data: str | bytes) -> Record | None:
+    """The record when *data* is exactly what :func:`record_json` writes for printable ASCII
+    values (then ``json.loads`` would read the same); None means "ask json"."""
+    if isinstance(data, bytes):
+        if not data.isascii():
+            return None
+        data = data.decode("ascii")
+    if not (data.isascii() and data.startswith(_FIELDS[0]) and data.endswith("}")):
+        return None
+    values: list[str] = []
+    rest = data[len(_FIELDS[0]):-1]
+    for label in _FIELDS[1:]:
+        # No value holds a quote, so the first ', "<name>": ' after a value's opening ends it.
+        value, found, rest = rest.partition(label)
+        if not found:
+            return None
+        values.append(value)
+    values.append(rest)
+    at_text, home_text, identity_text, pid_text, role_text = values
+    home, identity, role = _string(home_text), _string(identity_text), _string(role_text)
+    if home is None or identity is None or role is None:
+        return None
+    if not (pid_text.isdigit() and str(int(pid_text)) == pid_text and int(pid_text) > 0):
+        return None
+    try:
+        at = float(at_text)
+    except ValueError:
+        return None
+    if not math.isfinite(at) or repr(at) != at_text:
+        return None
+    return int(pid_text), identity, home, role, at
+
+
+__all__ = ["Record", "parse"]

@@ -1,0 +1,240 @@
+"""``fm status``'s snapshot read without attrs, psutil or the store: the common case, fast.
+
+``fm status`` must start about as fast as an interpreter (SPEC §10: at most 3x ``python -c
+pass`` at 10,000 queued rows), and importing attrs alone costs more than that. So the snapshot is
+read here with plain functions over plain values (:mod:`firstmate.base.lockprobe`,
+:mod:`firstmate.base.ownerrecord`, :mod:`firstmate.base.proctoken`,
+:mod:`firstmate.base.watcherverdict`, :mod:`firstmate.base.queueview`), and
+:func:`snapshot` returns None whenever it is not sure, for :func:`firstmate.cli.status.snapshot`
+to take the full path instead:
+
+* a session-lock record or a bridge record is present (judging them probes harness plugins);
+* the database is not at the current schema (the store migrates it);
+* the watcher singleton is held but its holder cannot be verified from ``/proc`` at once (the
+  full path re-reads a record still being written), or a grant's owner cannot be read;
+* an SQLite error or an undecodable row while reading (the store reports or scans it).
+
+Refusals (a planted symlink, a non-directory) are the full path's own functions, called in the
+same order, so every error is the same one line. The one write a status read makes, publishing
+the downtime of a watcher proven gone, is :func:`firstmate.base.downtimemark.publish_if_gone`;
+when ``/proc`` cannot tell whether that watcher runs, the caller's *publish* (the store's
+:func:`firstmate.store.downtime.publish_for`, which asks psutil) decides.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from firstmate.base import dbconn, watcherverdict
+from firstmate.base.dbconn import sqlite3
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    #: Publishes the downtime of the watcher whose cycle is open, if it is gone (given the root).
+    Publish = Callable[[str], object]
+
+#: state/session.lock: the primary session lock's record (continuity.sessionrecord).
+SESSION_RECORD = "session.lock"
+
+
+class _Unsure(Exception):
+    """This path cannot answer for certain: the caller takes the full path."""
+
+
+def snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object] | None:
+    """What ``fm status --json`` prints, or None when the full path must answer."""
+    if os.name != "posix":
+        return None  # (no flock: the store locks through portalocker there)
+    try:
+        return _snapshot(env, publish)
+    except _Unsure:
+        return None
+
+
+def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
+    from firstmate.base.homeroot import find_root
+    from firstmate.base.safepaths import refuse_non_directory, refuse_symlink
+
+    root = find_root(env)
+    state = os.path.join(root, "state")
+    refuse_non_directory(root)
+    refuse_non_directory(state)
+    lock = os.path.join(state, f"{watcherverdict.LOCK_NAME}.lock")
+    beacon = os.path.join(state, "watcher.beat")
+    state_dir = _real_dir(state)
+    if state_dir:
+        # A planted link at the singleton's lock or the beacon is unsafe state, not "no watcher".
+        refuse_symlink(lock)
+        refuse_symlink(beacon)
+        if os.path.lexists(os.path.join(state, SESSION_RECORD)) or _bridge_records(state):
+            raise _Unsure
+    verdict = _watcher(root, state_dir, lock, beacon, watcherverdict.grace(env))
+    db = os.path.join(state, "firstmate.db")
+    conn = None
+    if not verdict[0] and os.path.isfile(db):
+        conn = _publish_if_gone(root, state, db, publish)
+    queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
+                                "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
+    episode: object = None
+    if os.path.lexists(db):
+        status = _queue(conn if conn is not None else _open(state, db))
+        episode = status.pop("episode", None)
+        queue.update(status)
+    healthy, state_name, _verified, pid, _identity, age, limit = verdict
+    return {
+        "home": root,
+        "watcher": {
+            "healthy": healthy,
+            "state": state_name,
+            "pid": pid,
+            "beacon_age": None if age is None else round(age, 3),
+            "grace": limit,
+        },
+        "queue": queue,
+        "episode": episode,
+        "session_lock": {"state": "free", "pid": None},
+        "away": _exists(os.path.join(state, "away")),
+        "bridges": [],
+    }
+
+
+def _real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _bridge_records(state: str) -> bool:
+    # Records are state/bridge-<harness>.json; an unreadable directory is the full path's error.
+    try:
+        return any(name.startswith("bridge-") for name in os.listdir(state))
+    except OSError:
+        raise _Unsure from None
+
+
+def _exists(path: str) -> bool:
+    """``Path.exists``: a missing path (or one through a non-directory or a link loop) is
+    False; any other failure is not this path's to report."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in (2, 9, 20, 40):  # ENOENT, EBADF, ENOTDIR, ELOOP (pathlib's list)
+            return False
+        raise _Unsure from None
+    return True
+
+
+def _watcher(root: str, state_dir: bool, lock: str, beacon: str,
+             limit: float) -> watcherverdict.Verdict:
+    from firstmate.base import lockprobe, ownerrecord, proctoken
+
+    if not state_dir or not os.path.lexists(lock):
+        return watcherverdict.nobody(limit)
+    try:
+        probed = lockprobe.probe(lock)
+    except Exception as exc:
+        from firstmate.base.errors import StateError
+
+        if isinstance(exc, StateError):
+            return watcherverdict.unreadable(limit)
+        raise
+    if probed is None or not probed[0]:
+        return watcherverdict.nobody(limit)
+    record = ownerrecord.parse(probed[1])
+    if record is None:
+        raise _Unsure  # (being written, or garbled: the full path re-reads and salvages)
+    pid, identity, home, role, _at = record
+    fields = proctoken.parse(identity)
+    if fields is None or fields[0] != pid or proctoken.running(fields) is not True:
+        raise _Unsure
+    ours = role == watcherverdict.ROLE and home == root
+    return watcherverdict.judge(pid, identity, ours, watcherverdict.beacon_mtime(beacon),
+                                time.time(), limit)
+
+
+def _open(state: str, db: str) -> sqlite3.Connection:
+    """The store's connection checks, in its order; a database not at the current schema is
+    the store's to migrate or refuse."""
+    dbconn.check_paths(state, db)
+    dbconn.prepare_file(db)
+    conn = dbconn.open_connection(db)
+    try:
+        current = dbconn.schema_version(conn) == dbconn.SCHEMA_VERSION
+    except sqlite3.Error:
+        current = False
+    if not current:
+        conn.close()
+        raise _Unsure
+    return conn
+
+
+def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite3.Connection | None:
+    """:func:`firstmate.store.downtime.publish_for`: publish the downtime of the open cycle's
+    watcher when it is proven gone. Returns the open connection (None when the store could not
+    be opened: the publication is best effort)."""
+    from firstmate.base import downtimemark, proctoken
+    from firstmate.base.errors import FirstmateError
+
+    try:
+        conn = _open(state, db)
+    except (FirstmateError, OSError):
+        return None
+    try:
+        conn.execute("BEGIN DEFERRED")
+        token = downtimemark.open_mark(conn)
+    except sqlite3.Error:
+        raise _Unsure from None
+    finally:
+        _end_read(conn)
+    fields = proctoken.parse(token) if token else None
+    if fields is not None:
+        running = proctoken.running(fields)
+        if running is False:
+            downtimemark.publish_if_gone(conn, db, root, token)
+        elif running is None:
+            publish(root)  # /proc cannot tell: the store asks psutil
+    return conn
+
+
+def _end_read(conn: sqlite3.Connection) -> None:
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+def _queue(conn: sqlite3.Connection) -> dict[str, object]:
+    from firstmate.base import episoderow, queueview
+
+    try:
+        conn.execute("BEGIN DEFERRED")
+        grant = queueview.grant(conn)
+        owner = None if grant is None else _owner_state(grant[0], grant[1])
+        return queueview.status_json(conn, owner, oldest_row=queueview.oldest(conn),
+                                     episode=episoderow.read(conn), grant_row=grant)
+    except (sqlite3.Error, ValueError, TypeError):
+        raise _Unsure from None
+    finally:
+        _end_read(conn)
+
+
+def _owner_state(pid: int, identity: str) -> str:
+    """``grants.owner_state`` from ``/proc``: live, gone, or unsure (the store asks psutil)."""
+    from firstmate.base import proctoken
+
+    recorded = proctoken.parse(identity)
+    if recorded is None or recorded[0] != pid:
+        return "gone"
+    running = proctoken.running(recorded)
+    if running is None:
+        raise _Unsure
+    return "live" if running else "gone"
+
+
+__all__ = ["SESSION_RECORD", "snapshot"]

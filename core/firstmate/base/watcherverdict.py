@@ -1,0 +1,80 @@
+"""The watcher-health verdict as plain values: what the singleton's holder and the beacon add up to.
+
+:mod:`firstmate.store.health` documents the states and wraps :func:`judge` in its
+``WatcherHealth`` class; ``fm status`` calls it directly. Nothing here reads the lock: the
+caller names the holder, and says whether it is a verified watcher of this home.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from firstmate.base import proctoken
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from firstmate.base.safepaths import StrPath
+
+#: The lock name and owner-record role of the watcher singleton.
+LOCK_NAME = "watch"
+ROLE = "watcher"
+DEFAULT_GRACE = 300.0
+#: psutil derives a process start time from the boot time, which /proc gives in whole seconds,
+#: so a beacon may look up to a second older than the process that wrote it.
+START_SLACK = 2.0
+
+#: (healthy, state, verified, pid, identity, beacon_age, grace): ``WatcherHealth``'s fields.
+Verdict = tuple[bool, str, bool, "int | None", "str | None", "float | None", float]
+
+
+def grace(env: Mapping[str, str]) -> float:
+    """``FM_GUARD_GRACE``: seconds a beacon may age before the watcher counts as stale."""
+    from firstmate.base.envnum import env_float
+
+    return env_float(env, "FM_GUARD_GRACE", DEFAULT_GRACE)
+
+
+def beacon_mtime(path: StrPath) -> float | None:
+    """The beacon's modification time, or None when it is missing (or not a regular file)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_mtime
+
+
+def nobody(limit: float) -> Verdict:
+    """Nobody holds the singleton."""
+    return False, "none", False, None, None, None, limit
+
+
+def unreadable(limit: float) -> Verdict:
+    """The singleton is held (or its lock file cannot be probed), and its holder is unknown."""
+    return False, "unverified", False, None, None, None, limit
+
+
+def judge(pid: int | None, identity: str, ours: bool, mtime: float | None, now: float,
+          limit: float) -> Verdict:
+    """The verdict on a held singleton: *pid* and *identity* from its owner record, *ours*
+    when the record is verified live and names a watcher of this home, *mtime* the beacon's."""
+    token = identity or None
+    if not ours:
+        return False, "unverified", False, pid, token, None, limit
+    fields = proctoken.parse(token) if token else None
+    started = None if fields is None else fields[1]
+    if mtime is None or (started is not None and mtime < started - START_SLACK):
+        # A verified holder without a beacon of its own: starting up, or already closing.
+        return False, "unverified", True, pid, token, None, limit
+    age = max(0.0, now - mtime)
+    if age >= limit:
+        return False, "stale-beacon", True, pid, token, age, limit
+    return True, "healthy", True, pid, token, age, limit
+
+
+__all__ = ["DEFAULT_GRACE", "LOCK_NAME", "ROLE", "START_SLACK", "Verdict", "beacon_mtime", "grace",
+           "judge", "nobody", "unreadable"]
