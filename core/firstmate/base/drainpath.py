@@ -36,11 +36,6 @@ PRESENTATION_LOCK = "status-presentation"
 #: A registered crew's pane file (:data:`firstmate.store.crew.PANE`).
 CREW_PANE = ".pane"
 
-#: Refuse the fast path: another row, claim, grant or episode needs the full path.
-_ODD_SQL = (
-    "SELECT (SELECT count(*) FROM branch_grant), "
-    f"(SELECT count(*) FROM wakes WHERE NOT {VALID_SQL} OR claim = 'branch')"
-)
 
 
 class _Fallback(Exception):
@@ -116,11 +111,10 @@ def _crews(state: str) -> bool:
     return any(name.endswith(CREW_PANE) for name in names)
 
 
-def _common(conn: sqlite3.Connection) -> None:
-    """Inside the transaction: refuse a grant, an unusable or branch-claimed row, an invalid
-    episode."""
-    grants, odd = conn.execute(_ODD_SQL).fetchone()
-    if grants or odd or isinstance(episoderow.read(conn), str):
+def _no_grant(conn: sqlite3.Connection) -> None:
+    """Inside the transaction: refuse a grant (main may reclaim it) or an invalid episode."""
+    if (conn.execute("SELECT count(*) FROM branch_grant").fetchone()[0]
+            or isinstance(episoderow.read(conn), str)):
         raise _Fallback
 
 
@@ -198,24 +192,35 @@ def _drain_locked(conn: sqlite3.Connection, lines: list[str]) -> str | None:
     """Claim and present main's rows into *lines*; the acknowledgement command, if one is
     owed."""
     from firstmate.base import wakedrain
+    from firstmate.base.wakeinput import KINDS
 
-    _common(conn)
+    _no_grant(conn)
     # (undecodable text raises here: an SQLite error, so the full path retires the row)
-    rows = conn.execute("SELECT seq, kind, key, payload, claim FROM wakes ORDER BY seq").fetchall()
+    rows = conn.execute("SELECT seq, at, kind, key, payload, claim FROM wakes ORDER BY seq").fetchall()
     if not rows:
         presented = wakedrain.episode_only(conn, "main", "")
         return None if presented is None else presented[2]
+    # One pass checks each row as the full path's scan does (anything it would retire, or a row
+    # reserved for the branch, hands over) and dedupes as wakedrain.dedupe does: first-seen
+    # order, the last row shown, heartbeats collapsed. (Inlined: it runs over every queued row.)
+    view: dict[tuple[str, str], tuple[int, float, str, str, str, str | None]] = {}
     unclaimed = False
+    text, real, whole = str, float, int
     for row in rows:
-        if not row[2].strip():  # SQL's trim() left a key of other whitespace: unusable
+        seq, at, kind, key, payload, claim = row
+        if claim != "main":
+            if claim == "branch":
+                raise _Fallback
+            unclaimed = True
+        if not (type(key) is text and type(payload) is text and kind in KINDS and seq > 0
+                and (type(at) is real or type(at) is whole) and key.strip()):
             raise _Fallback
-        unclaimed = unclaimed or row[4] != "main"
+        view[("heartbeat", "") if kind == "heartbeat" else (kind, key)] = row
     if unclaimed:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
     command = wakedrain.present(conn, "main", rows[-1][0], "")[2]
     line = wakedrain.line
-    lines += [line(seq, kind, key, payload) for seq, kind, key, payload, _claim
-              in wakedrain.dedupe((r[1], r[2], r) for r in rows)]
+    lines += [line(seq, kind, key, payload) for seq, _at, kind, key, payload, _claim in view.values()]
     return command
 
 
@@ -235,12 +240,16 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
     notices: list[str] = []
 
     def body(conn: sqlite3.Connection) -> None:
-        _common(conn)
+        _no_grant(conn)
         try:
             wakeack.check(conn, "main", through, generation, "")
         except UsageError as exc:
             raise _Fallback from exc
         notices.extend(wakeack.consume(conn, "main", through, generation, "")[3])
+        # An unusable row is retired, with its report, before anything else: the full path's
+        # job. Checked last, over the rows left (usually none), and rolled back whole.
+        if conn.execute(f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0]:
+            raise _Fallback
 
     fd, _ = ownerlock.acquire_recorded(os.path.join(state, "queue.lock"), "queue", root)
     try:

@@ -70,9 +70,17 @@ def consume(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str,
     presented_max = int(row[0])
     # Only rows presented to this actor: a row appended since its drain (unowned, or handed
     # back by a grant) waits for the next drain, whatever the cutoff.
-    consumed = conn.execute(
-        f"DELETE FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}", (actor, cutoff)
-    ).rowcount
+    others = conn.execute(
+        "SELECT count(*) FROM wakes WHERE claim IS NOT ? OR seq > ?", (actor, cutoff)
+    ).fetchone()[0]
+    if not others and not conn.execute(
+            f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0]:
+        # Every queued row goes: SQLite empties the table whole instead of row by row.
+        consumed = conn.execute("DELETE FROM wakes").rowcount
+    else:
+        consumed = conn.execute(
+            f"DELETE FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}", (actor, cutoff)
+        ).rowcount
     remaining = int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
     state = episoderow.read(conn)
     retired = moved = False
