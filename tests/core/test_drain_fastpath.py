@@ -21,7 +21,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from firstmate.base import wakedrain
 from firstmate.store.home import Home
+from hypothesis import given
+from hypothesis import strategies as st
 from wakeq_support import child_env, fm, insert_row, raw, set_episode
 
 #: Runs ``fm`` with the fast path either in place (recording each entry's answer in a file) or
@@ -222,6 +225,12 @@ SCENARIOS = [
     Scenario("rows appended between drain and ack", ONE,
              (drain, append("stale", "w1", "stale: w1"), ack(), drain, ack()),
              (True, True, True, True)),
+    Scenario("text to clean: TABs, line breaks, escapes, non-ASCII", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (1, 1, 'signal', 'a' || char(9) || 'b', 'p')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (2, 1, 'stale', 'k', 'x' || char(10) || 'y')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'check', 'k' || char(27) || '[31m', 'r')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (4, 1, 'signal', 'caf' || char(233), 'n' || char(8232))"),
+        (drain, ack()), (True, True)),
     Scenario("partial ack", DUPES, (drain, ack(through=lambda n: n - 2), ack()), (True, True, True)),
     # States the fast path hands over (nothing changed) to the full path:
     Scenario("a grant", both(ONE, _grant), (drain, ack()), (False, False)),
@@ -307,3 +316,11 @@ def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None
     with raw(fm_home) as conn:
         assert conn.execute("SELECT count(*) FROM wakes").fetchone() == (0,)
         assert conn.execute("SELECT status FROM episode").fetchone() == ("acked",)
+
+
+FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_size=8)
+
+
+@given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
+def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
+    assert wakedrain.text(rows) == "".join(wakedrain.line(*row) + "\n" for row in rows)

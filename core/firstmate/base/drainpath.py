@@ -145,8 +145,9 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     if found is None:
         return False
     root, state, db = found
-    shown = _try_lock(os.path.join(state, PRESENTATION_LOCK + ".lock"), PRESENTATION_LOCK, root)
-    if shown is None:
+    presentation = _try_lock(os.path.join(state, PRESENTATION_LOCK + ".lock"), PRESENTATION_LOCK,
+                             root)
+    if presentation is None:
         return False
     try:
         if _crews(state):
@@ -158,7 +159,6 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
         if queue is None:
             conn.close()
             return False
-        lines: list[str] = []
         try:
             bound = lock_timeout(env)
             try:
@@ -171,26 +171,26 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                     out.flush()
                     return True
                 raise
-            command = _transact(conn, db, lambda c: _drain_locked(c, lines))
+            command, shown = _transact(conn, db, _drain_locked)
         except _Fallback:
             conn.close()
             return False
         finally:
             ownerlock.release(queue)
-        if lines:
-            out.write("\n".join(lines) + "\n")
+        if shown:
+            out.write(shown)
         if command is not None:
             out.flush()
             err.write(f"{ack_required(command)}\n")
         out.flush()
         return True
     finally:
-        ownerlock.release(shown)
+        ownerlock.release(presentation)
 
 
-def _drain_locked(conn: sqlite3.Connection, lines: list[str]) -> str | None:
-    """Claim and present main's rows into *lines*; the acknowledgement command, if one is
-    owed."""
+def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
+    """Claim and present main's rows: the acknowledgement command, if one is owed, and the
+    rows' lines."""
     from firstmate.base import wakedrain
     from firstmate.base.wakeinput import KINDS
 
@@ -199,7 +199,7 @@ def _drain_locked(conn: sqlite3.Connection, lines: list[str]) -> str | None:
     rows = conn.execute("SELECT seq, at, kind, key, payload, claim FROM wakes ORDER BY seq").fetchall()
     if not rows:
         presented = wakedrain.episode_only(conn, "main", "")
-        return None if presented is None else presented[2]
+        return None if presented is None else presented[2], ""
     # One pass checks each row as the full path's scan does (anything it would retire, or a row
     # reserved for the branch, hands over) and dedupes as wakedrain.dedupe does: first-seen
     # order, the last row shown, heartbeats collapsed. (Inlined: it runs over every queued row.)
@@ -219,9 +219,8 @@ def _drain_locked(conn: sqlite3.Connection, lines: list[str]) -> str | None:
     if unclaimed:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
     command = wakedrain.present(conn, "main", rows[-1][0], "")[2]
-    line = wakedrain.line
-    lines += [line(seq, kind, key, payload) for seq, _at, kind, key, payload, _claim in view.values()]
-    return command
+    return command, wakedrain.text([(seq, kind, key, payload)
+                                    for seq, _at, kind, key, payload, _claim in view.values()])
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:
