@@ -38,6 +38,12 @@ CREW_PANE = ".pane"
 
 
 
+_KINDS = frozenset(("signal", "stale", "check", "heartbeat"))  # firstmate.base.wakeinput.KINDS
+_TEXT = frozenset((str,))
+_NUMBERS = frozenset((int, float))
+_MAIN = frozenset(("main",))
+
+
 class _Fallback(Exception):
     """Not sure: undo (nothing was committed) and let the full path run."""
 
@@ -192,35 +198,28 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
     """Claim and present main's rows: the acknowledgement command, if one is owed, and the
     rows' lines."""
     from firstmate.base import wakedrain
-    from firstmate.base.wakeinput import KINDS
 
     _no_grant(conn)
     # (undecodable text raises here: an SQLite error, so the full path retires the row)
-    rows = conn.execute("SELECT seq, at, kind, key, payload, claim FROM wakes ORDER BY seq").fetchall()
+    rows = conn.execute("SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
     if not rows:
         presented = wakedrain.episode_only(conn, "main", "")
         return None if presented is None else presented[2], ""
-    # One pass checks each row as the full path's scan does (anything it would retire, or a row
-    # reserved for the branch, hands over) and dedupes as wakedrain.dedupe does: first-seen
-    # order, the last row shown, heartbeats collapsed. (Inlined: it runs over every queued row.)
-    view: dict[tuple[str, str], tuple[int, float, str, str, str, str | None]] = {}
-    unclaimed = False
-    text, real, whole = str, float, int
-    for row in rows:
-        seq, at, kind, key, payload, claim = row
-        if claim != "main":
-            if claim == "branch":
-                raise _Fallback
-            unclaimed = True
-        if not (type(key) is text and type(payload) is text and kind in KINDS and seq > 0
-                and (type(at) is real or type(at) is whole) and key.strip()):
-            raise _Fallback
-        view[("heartbeat", "") if kind == "heartbeat" else (kind, key)] = row
-    if unclaimed:
+    seqs, kinds, keys, payloads, ats, claims = zip(*rows, strict=True)
+    # Each column checked whole (C loops, not a Python one per row) as the full path's scan
+    # checks each row: anything it would retire, or a row reserved for the branch, hands over.
+    kind_set, claim_set = set(kinds), set(claims)
+    if not (seqs[0] > 0 and kind_set <= _KINDS and set(map(type, keys)) == _TEXT
+            and set(map(type, payloads)) == _TEXT and set(map(type, ats)) <= _NUMBERS
+            and all(map(str.strip, keys)) and "branch" not in claim_set):
+        raise _Fallback
+    if claim_set != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    command = wakedrain.present(conn, "main", rows[-1][0], "")[2]
-    return command, wakedrain.text([(seq, kind, key, payload)
-                                    for seq, _at, kind, key, payload, _claim in view.values()])
+    command = wakedrain.present(conn, "main", seqs[-1], "")[2]
+    if "heartbeat" in kind_set:  # heartbeats collapse into one, whatever their keys
+        keys = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
+    # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
+    return command, wakedrain.text(list(dict(zip(zip(kinds, keys, strict=True), rows, strict=True)).values()))
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:

@@ -17,7 +17,7 @@ from firstmate.base.wakeinput import clean
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import TypeVar
+    from typing import Any, TypeVar
 
     from firstmate.base.dbconn import sqlite3
 
@@ -65,16 +65,16 @@ def line(seq: int, kind: str, key: str, payload: str) -> str:
     return f"{seq}\t{clean(kind)}\t{clean(key)}\t{clean(payload)}"
 
 
-def text(rows: Sequence[tuple[int, str, str, str]]) -> str:
-    """The presentation lines of *rows* ``(seq, kind, key, payload)``, each ending in a newline:
-    what :func:`line` makes of each, built at once when every field is printable ASCII (then
-    :func:`~firstmate.base.wakeinput.clean` leaves it as it is)."""
-    plain = "".join([f"{seq}\t{kind}\t{key}\t{payload}\n" for seq, kind, key, payload in rows])
+def text(rows: Sequence[tuple[Any, ...]]) -> str:
+    """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``), each ending in a
+    newline: what :func:`line` makes of each, built at once when every field is printable
+    ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves it as it is)."""
+    plain = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in rows])
     # The separators counted exactly: no field holds a TAB or a line break of its own.
     if (plain.isascii() and plain.count("\t") == 3 * len(rows) and plain.count("\n") == len(rows)
             and plain.replace("\t", "").replace("\n", "").isprintable()):
         return plain
-    return "".join([line(*row) + "\n" for row in rows])
+    return "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in rows])
 
 
 __all__ = ["Presented", "dedupe", "episode_only", "line", "present", "text"]
