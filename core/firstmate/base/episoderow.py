@@ -1,9 +1,11 @@
-"""The recovery episode row as plain values, and the downtime transition an append makes.
+"""The recovery episode row as plain values, and the transitions appends, drains and
+acknowledgements make.
 
 The attrs-free core of :mod:`firstmate.store.episodes` (see its docstring for the whole transition
-table): reading and writing the one ``episode`` row, minting generations, and
-:func:`publish_downtime`. :mod:`firstmate.store.episodes` wraps these values in its classes; the
-``fm wake append`` fast path calls them directly.
+table): reading and writing the one ``episode`` row, minting generations,
+:func:`publish_downtime`, :func:`begin_handling` and :func:`acknowledge`.
+:mod:`firstmate.store.episodes` wraps these values in its classes; the ``fm wake append`` and
+``fm wake drain`` fast paths call them directly.
 
 A state is a ``(status, kind, generation)`` tuple for a valid row, ``None`` when no row was ever
 written, or a ``str`` (the damaged row, verbatim) when the row is invalid.

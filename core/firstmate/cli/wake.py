@@ -1,7 +1,9 @@
 """``fm wake …``: append to, drain, acknowledge, grant and query the durable wake queue.
 
-``fm wake append`` runs on hot paths, so this module imports nothing at the top beyond the
-standard library basics, and append parses its three arguments by hand (no argparse).
+``fm wake append`` and ``fm wake drain`` run on hot paths, so this module imports nothing at the
+top beyond the standard library basics, append parses its three arguments by hand (no argparse),
+and a plain drain or acknowledgement as main runs attrs-free (:mod:`firstmate.base.drainpath`),
+falling back to the store's path whenever that one is not sure.
 """
 
 from __future__ import annotations

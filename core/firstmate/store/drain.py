@@ -11,6 +11,13 @@ nobody saw. A drain bounds its wait for the queue lock with
 ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the bound runs out, changes
 nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
 lock are :mod:`firstmate.store.queue`'s.
+
+The steps both share with the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`) are
+plain functions in the standard-library layer: presenting claimed rows
+(:mod:`firstmate.base.wakedrain`), checking and consuming an acknowledgement
+(:mod:`firstmate.base.wakeack`), the presented record (:mod:`firstmate.base.presentedrow`) and
+the episode's moves (:mod:`firstmate.base.episoderow`); this module adds grants, unusable rows
+and the value classes.
 """
 
 from __future__ import annotations

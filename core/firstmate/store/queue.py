@@ -15,7 +15,8 @@ bound runs out, changes nothing and says so in one line.
 
 Presenting rows to an actor and acknowledging them is :mod:`firstmate.store.drain`. Appending is
 :mod:`firstmate.base.appendpath` (attrs-free, shared with the ``fm wake append`` fast
-path); the input rules are :mod:`firstmate.base.wakeinput`. Both are re-exported here.
+path); the input rules are :mod:`firstmate.base.wakeinput`; the actors, the SQL predicates
+and the drain's lock bound are :mod:`firstmate.base.wakeactor`. All are re-exported here.
 
 Text hygiene: keys and payloads are stored on one line. TAB, CR, LF and other line breaks become
 spaces, terminal escape sequences and other control characters are removed, and a payload longer
