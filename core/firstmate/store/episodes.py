@@ -12,9 +12,9 @@ Besides a valid :class:`Episode` the row can be :data:`MISSING` (never written) 
 :class:`Invalid` (damaged or hand-edited). An invalid row is never trusted: the transition that
 meets it first keeps the bad record in ``set_aside`` and starts a fresh generation.
 
-The row itself and the downtime transition an append makes are plain functions in
-:mod:`firstmate.base.episoderow` (the ``fm wake append`` fast path uses them without attrs); this
-module wraps them in value classes.
+The row itself and the transitions appends, drains and acknowledgements make are plain
+functions in :mod:`firstmate.base.episoderow` (the ``fm wake append`` and ``fm wake drain`` fast
+paths use them without attrs); this module wraps them in value classes.
 
 Every function here takes a connection that is already inside a write transaction
 (:meth:`firstmate.store.database.Store.transaction`); callers that also touch the queue hold the queue
