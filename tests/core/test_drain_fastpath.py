@@ -22,6 +22,7 @@ from pathlib import Path
 import attrs
 import pytest
 from firstmate.base import wakedrain
+from firstmate.base.drainpath import PRESENTATION_LOCK
 from firstmate.store.home import Home
 from hypothesis import given
 from hypothesis import strategies as st
@@ -324,3 +325,52 @@ FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_s
 @given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
 def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
     assert wakedrain.text(rows) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+
+
+def test_fast_path_locks_name_their_holder_and_refuse_a_second_taker(fm_home: Home) -> None:
+    from firstmate.base import drainpath, ownerlock
+    from firstmate.store.locks import FileLock
+
+    path = str(fm_home.lock_path("queue"))
+    fd = drainpath._try_lock(path, "queue", str(fm_home.root))
+    assert fd is not None
+    try:
+        holder = FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder()
+        assert holder is not None and holder.verified and holder.pid == os.getpid()
+        assert holder.role == "queue"
+        assert drainpath._try_lock(path, "queue", str(fm_home.root)) is None
+    finally:
+        ownerlock.release(fd)
+    assert FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder() is None
+
+
+def test_a_held_presentation_lock_hands_the_drain_to_the_full_path(fm_home: Home, tmp_path: Path) -> None:
+    from firstmate.store.locks import FileLock
+
+    ONE(fm_home)
+    lock = FileLock(fm_home.lock_path(PRESENTATION_LOCK), role=PRESENTATION_LOCK, home=fm_home.root)
+    lock.acquire(0)
+    try:
+        flag = tmp_path / "flag"
+        proc = subprocess.run([sys.executable, "-c", RUNNER, "fast", str(flag), "wake", "drain"],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env=child_env(fm_home, FM_STATUS_PRESENTATION_LOCK_TIMEOUT="1"))
+    finally:
+        lock.release()
+    assert proc.returncode == 0, proc.stderr
+    assert flag.read_text() == "drain=False\n"
+    assert proc.stdout.splitlines() == [
+        "1\tsignal\tt1.status\tsignal: t1 done",
+        f"STATUS PRESENTATION SKIPPED: lock remains held by live pid {os.getpid()} after 1s; "
+        "retry on the next drain."]
+    assert "WAKE_ACK_REQUIRED" in proc.stderr
+
+
+def test_the_fast_path_names_what_the_store_names() -> None:
+    from firstmate.app import drain_context
+    from firstmate.base import drainpath, wakeinput
+    from firstmate.store import crew
+
+    assert drainpath.PRESENTATION_LOCK == drain_context.LOCK_NAME
+    assert drainpath.CREW_PANE == crew.PANE
+    assert set(wakeinput.KINDS) == drainpath._KINDS
