@@ -27,7 +27,7 @@ from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from typing import TextIO, TypeVar
+    from typing import Any, TextIO, TypeVar
 
     T = TypeVar("T")
 
@@ -197,11 +197,25 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
 def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
     """Claim and present main's rows: the acknowledgement command, if one is owed, and the
     rows' lines."""
-    from firstmate.base import wakedrain
+    import gc
 
     _no_grant(conn)
-    # (undecodable text raises here: an SQLite error, so the full path retires the row)
-    rows = conn.execute("SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
+    # Tens of thousands of fresh tuples and strings, none in a cycle: the collector would only
+    # walk them again and again while they are made.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        # (undecodable text raises here: an SQLite error, so the full path retires the row)
+        rows = conn.execute("SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
+        return _present(conn, rows)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _present(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> tuple[str | None, str]:
+    from firstmate.base import wakedrain
+
     if not rows:
         presented = wakedrain.episode_only(conn, "main", "")
         return None if presented is None else presented[2], ""
