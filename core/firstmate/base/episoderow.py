@@ -1,9 +1,11 @@
-"""The recovery episode row as plain values, and the downtime transition an append makes.
+"""The recovery episode row as plain values, and the transitions appends, drains and
+acknowledgements make.
 
 The attrs-free core of :mod:`firstmate.store.episodes` (see its docstring for the whole transition
-table): reading and writing the one ``episode`` row, minting generations, and
-:func:`publish_downtime`. :mod:`firstmate.store.episodes` wraps these values in its classes; the
-``fm wake append`` fast path calls them directly.
+table): reading and writing the one ``episode`` row, minting generations,
+:func:`publish_downtime`, :func:`begin_handling` and :func:`acknowledge`.
+:mod:`firstmate.store.episodes` wraps these values in its classes; the ``fm wake append`` and
+``fm wake drain`` fast paths call them directly.
 
 A state is a ``(status, kind, generation)`` tuple for a valid row, ``None`` when no row was ever
 written, or a ``str`` (the damaged row, verbatim) when the row is invalid.
@@ -103,5 +105,51 @@ def publish_downtime(conn: sqlite3.Connection, *, append: bool = False) -> Row:
     return state
 
 
-__all__ = ["GENERATION_MAX", "KINDS", "STATUSES", "fresh", "new_generation", "publish_downtime",
-           "read", "valid_generation", "write"]
+def announced_seq(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT announced_seq FROM episode WHERE id = 1").fetchone()
+    if row is None or not isinstance(row[0], int):
+        return None
+    return int(row[0])
+
+
+def begin_handling(conn: sqlite3.Connection, expected: str | None = None) -> str:
+    """Move a downtime episode to handling; the outcome's name (``started``, ``unchanged``,
+    ``already-acked``, ``mismatch``, ``unusable``: see the table in
+    :mod:`firstmate.store.episodes`)."""
+    state = read(conn)
+    if not isinstance(state, tuple):
+        return "unusable"
+    status, kind, generation = state
+    if expected is not None and generation != expected:
+        return "mismatch"
+    if status == "acked":
+        # Acknowledged after the successor started but before this confirmation ran.
+        return "already-acked" if expected is not None else "unusable"
+    if kind == "handling":
+        return "unchanged"
+    write(conn, status, "handling", generation, announced_seq=announced_seq(conn))
+    return "started"
+
+
+def acknowledge(conn: sqlite3.Connection, generation: str) -> str:
+    """Retire the episode of *generation*: ``acked``, ``already-acked`` or ``mismatch``. The
+    caller has checked that *generation* is well formed."""
+    state = read(conn)
+    if not isinstance(state, tuple) or state[2] != generation:
+        return "mismatch"
+    if state[0] == "acked":
+        return "already-acked"
+    write(conn, "acked", state[1], generation)
+    return "acked"
+
+
+def token(state: State) -> str:
+    """How refusals name *state*: ``status:kind:generation``, ``invalid`` or ``none``."""
+    if isinstance(state, tuple):
+        return ":".join(state)
+    return "invalid" if isinstance(state, str) else "none"
+
+
+__all__ = ["GENERATION_MAX", "KINDS", "STATUSES", "acknowledge", "announced_seq",
+           "begin_handling", "fresh", "new_generation", "publish_downtime", "read", "token",
+           "valid_generation", "write"]

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 from firstmate.base import episoderow
 from firstmate.base.dbconn import last_seq
+from firstmate.base.wakeactor import VALID_SQL
+from firstmate.base.wakeinput import KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from firstmate.base.dbconn import sqlite3
 
-#: SQL predicate for a row that can be claimed, presented and acknowledged. (Text that is not
-#: valid UTF-8 passes this and is caught when the row is decoded for presentation.)
-#: (:data:`firstmate.store.queue.VALID_SQL` is this one.)
-VALID_SQL = (
-    "(seq > 0 AND typeof(at) IN ('integer', 'real')"
-    " AND typeof(kind) = 'text' AND kind IN ('signal', 'stale', 'check', 'heartbeat')"
-    " AND typeof(key) = 'text' AND length(trim(key)) > 0 AND typeof(payload) = 'text')"
-)
 
 #: (seq, at, kind, key, payload): one usable wake row.
 Row = tuple[int, float, str, str, str]
@@ -44,7 +38,7 @@ def usable(seq: object, at: object, kind: object, key: object, payload: object) 
     if (
         isinstance(seq, int) and seq > 0
         and isinstance(at, int | float)
-        and kind in ("signal", "stale", "check", "heartbeat")
+        and kind in KINDS
         and isinstance(key, str) and key.strip()
         and isinstance(payload, str)
     ):

@@ -1,7 +1,9 @@
 """``fm wake …``: append to, drain, acknowledge, grant and query the durable wake queue.
 
-``fm wake append`` runs on hot paths, so this module imports nothing at the top beyond the
-standard library basics, and append parses its three arguments by hand (no argparse).
+``fm wake append`` and ``fm wake drain`` run on hot paths, so this module imports nothing at the
+top beyond the standard library basics, append parses its three arguments by hand (no argparse),
+and a plain drain or acknowledgement as main runs attrs-free (:mod:`firstmate.base.drainpath`),
+falling back to the store's path whenever that one is not sure.
 """
 
 from __future__ import annotations
@@ -223,12 +225,21 @@ def _options(args: list[str], verb: str) -> dict[str, str]:
 
 def _drain(args: list[str], env: Mapping[str, str]) -> int:
     opts = _options(args, "drain")
-    from firstmate.store import drain, queue
+    from firstmate.base.wakeactor import resolve_actor
 
-    actor = queue.resolve_actor(opts.get("--actor"), env)
+    actor = resolve_actor(opts.get("--actor"), env)
     as_json = "--json" in opts
     if "--ack-through" in opts or "--recovery-generation" in opts:
         return _acknowledge(opts, actor, as_json, env)
+    if actor == "main" and not as_json and not DRAIN_CONTEXT:
+        # The common drain, attrs-free; it hands over (having changed nothing) whenever the
+        # state needs the full path below (see firstmate.base.drainpath).
+        from firstmate.base import drainpath
+
+        if drainpath.drain(env, sys.stdout, sys.stderr):
+            return 0
+    from firstmate.store import drain
+
     db = _open(env)
     result = drain.drain(db, actor, env=env)
     if result.skipped:
@@ -279,7 +290,7 @@ def _context(home: Home, result: DrainResult) -> list[str]:
 
 def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
     from firstmate.base.envnum import decimal
-    from firstmate.store import drain, episodes
+    from firstmate.base.episoderow import valid_generation
 
     if "--ack-through" not in opts:
         raise _usage("wake drain: --recovery-generation needs --ack-through; run 'fm wake "
@@ -291,8 +302,15 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
     generation = opts.get("--recovery-generation", "")
     if not generation:
         raise _usage("wake drain: acknowledgement requires its recovery generation")
-    if not episodes.valid_generation(generation):
+    if not valid_generation(generation):
         raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
+    if actor == "main" and not as_json:
+        from firstmate.base import drainpath
+
+        if drainpath.acknowledge(env, through, generation, sys.stderr):
+            return 0
+    from firstmate.store import drain
+
     result = drain.acknowledge(_open(env), actor, through, generation, env=env)
     if as_json:
         _json(result.to_json())

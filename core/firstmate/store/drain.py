@@ -11,6 +11,13 @@ nobody saw. A drain bounds its wait for the queue lock with
 ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the bound runs out, changes
 nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
 lock are :mod:`firstmate.store.queue`'s.
+
+The steps both share with the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`) are
+plain functions in the standard-library layer: presenting claimed rows
+(:mod:`firstmate.base.wakedrain`), checking and consuming an acknowledgement
+(:mod:`firstmate.base.wakeack`), the presented record (:mod:`firstmate.base.presentedrow`) and
+the episode's moves (:mod:`firstmate.base.episoderow`); this module adds grants, unusable rows
+and the value classes.
 """
 
 from __future__ import annotations
@@ -20,28 +27,21 @@ from collections.abc import Mapping
 
 import attrs
 
+from firstmate.base import wakeack, wakedrain
 from firstmate.base.envnum import decimal
 from firstmate.base.errors import FirstmateError, LockTimeout, UsageError
+from firstmate.base.wakeactor import (
+    UNCLAIMED_SQL,
+    ack_command,
+    ack_required,
+    command_suffix,
+    lock_timeout,
+    resolve_actor,
+    skip_line,
+)
 from firstmate.store import episodes
 from firstmate.store.database import Store
-from firstmate.store.presented import presented_through, printed_generations, record
-from firstmate.store.queue import (
-    UNCLAIMED_SQL,
-    VALID_SQL,
-    WakeRow,
-    command_suffix,
-    dedupe,
-    lock_timeout,
-    locked,
-    resolve_actor,
-    retire,
-    scan,
-    sql_unusable,
-)
-
-
-def ack_command(through: int, generation: str, suffix: str = "") -> str:
-    return f"fm wake drain --ack-through {through} --recovery-generation {generation}{suffix}"
+from firstmate.store.queue import WakeRow, dedupe, locked, retire, scan, sql_unusable
 
 
 @attrs.frozen
@@ -62,9 +62,7 @@ class DrainResult:
 
     @property
     def ack_required(self) -> str | None:
-        if self.ack_command is None:
-            return None
-        return f"WAKE_ACK_REQUIRED: after handling completes run {self.ack_command}"
+        return ack_required(self.ack_command)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -97,14 +95,6 @@ class AckResult:
 # --- drain -----------------------------------------------------------------------------------
 
 
-def _skip_line(exc: LockTimeout, bound: int) -> str:
-    if exc.holder_pid:
-        who = f"queue lock remains held by live pid {exc.holder_pid}"
-    else:
-        who = "queue lock remains held by another process"
-    return f"WAKE DRAIN SKIPPED: {who} after {bound}s; retry on the next drain."
-
-
 def drain(
     db: Store,
     actor: str | None = None,
@@ -123,7 +113,7 @@ def drain(
         with locked(db, timeout=bound) as conn:
             result = drain_locked(conn, db, actor, env=env)
     except LockTimeout as exc:
-        return DrainResult(actor=actor, skipped=_skip_line(exc, bound))
+        return DrainResult(actor=actor, skipped=skip_line(exc.holder_pid, bound))
     return result
 
 
@@ -170,19 +160,13 @@ def drain_locked(
     if not mine:
         held = [r.seq for r, c in usable if c == "branch"]
         return DrainResult(actor=actor, notices=tuple(notices), held=grants.held_line(held))
-    state = episodes.read(conn)
-    if not isinstance(state, episodes.Episode) or state.status == "acked":
-        state = episodes.publish_downtime(conn)
-    episodes.begin_handling(conn)
-    generation = state.generation
-    through = max(r.seq for r in mine)
-    record(conn, actor, through, generation)
+    through, generation, command = wakedrain.present(conn, actor, max(r.seq for r in mine), suffix)
     return DrainResult(
         actor=actor,
         rows=tuple(dedupe(mine)),
         ack_through=through,
         generation=generation,
-        ack_command=ack_command(through, generation, suffix),
+        ack_command=command,
         notices=tuple(notices),
     )
 
@@ -191,16 +175,12 @@ def _drain_episode_only(
     conn: sqlite3.Connection, actor: str, notices: list[str], suffix: str
 ) -> DrainResult:
     """No rows: an open episode still needs its generation-bound acknowledgement."""
-    state = episodes.read(conn)
-    if not isinstance(state, episodes.Episode) or not state.open:
+    presented = wakedrain.episode_only(conn, actor, suffix)
+    if presented is None:
         return DrainResult(actor=actor, notices=tuple(notices))
-    if state.kind == "downtime":
-        episodes.begin_handling(conn)
-    record(conn, actor, 0, state.generation)
-    return DrainResult(
-        actor=actor, ack_through=0, generation=state.generation,
-        ack_command=ack_command(0, state.generation, suffix), notices=tuple(notices),
-    )
+    through, generation, command = presented
+    return DrainResult(actor=actor, ack_through=through, generation=generation,
+                       ack_command=command, notices=tuple(notices))
 
 
 def _require_branch_grant(conn: sqlite3.Connection) -> None:
@@ -266,41 +246,6 @@ def acknowledge(
         return acknowledge_locked(conn, actor, cutoff, generation, env=env)
 
 
-def _remedy(conn: sqlite3.Connection, actor: str, through: int, suffix: str) -> str:
-    """What to run instead: the exact acknowledgement when this actor still has presented rows
-    and the current episode is the one the last drain named, else a fresh drain."""
-    state = episodes.read(conn)
-    waiting = conn.execute(
-        f"SELECT count(*) FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}",
-        (actor, through),
-    ).fetchone()[0]
-    if (isinstance(state, episodes.Episode) and state.open and waiting
-            and printed_generations(conn)[-1:] == [state.generation]):
-        return f"run {ack_command(through, state.generation, suffix)} after handling it"
-    return f"re-run fm wake drain{suffix} and use the WAKE_ACK_REQUIRED command it prints"
-
-
-def _check_request(
-    conn: sqlite3.Connection, actor: str, cutoff: int, generation: str, suffix: str
-) -> None:
-    """Refuse, before anything is consumed, an acknowledgement nobody was asked for."""
-    state = episodes.read(conn)
-    last = presented_through(conn, actor)
-    current = state.generation if isinstance(state, episodes.Episode) else None
-    if generation != current and generation not in printed_generations(conn):
-        shown = state.token() if isinstance(state, episodes.Episode) else (
-            "invalid" if isinstance(state, episodes.Invalid) else "none")
-        raise UsageError(
-            f"wake drain: unknown recovery generation {generation} (the current episode is "
-            f"{shown}); nothing was acknowledged: {_remedy(conn, actor, min(cutoff, last), suffix)}"
-        )
-    if cutoff > last:
-        raise UsageError(
-            f"wake drain: --ack-through {cutoff} is beyond the last wake row presented to you "
-            f"({last or 'none'}); nothing was acknowledged: {_remedy(conn, actor, last, suffix)}"
-        )
-
-
 def acknowledge_locked(
     conn: sqlite3.Connection,
     actor: str,
@@ -321,49 +266,9 @@ def acknowledge_locked(
             "nothing was acknowledged"
         )
     suffix = command_suffix(actor, env)
-    _check_request(conn, actor, cutoff, generation, suffix)
-    row = conn.execute(
-        f"SELECT coalesce(max(seq), 0) FROM wakes WHERE claim = ? AND {VALID_SQL}", (actor,)
-    ).fetchone()
-    presented_max = int(row[0])
-    # Only rows presented to this actor: a row appended since its drain (unowned, or handed
-    # back by a grant) waits for the next drain, whatever the cutoff.
-    consumed = conn.execute(
-        f"DELETE FROM wakes WHERE claim = ? AND seq <= ? AND {VALID_SQL}", (actor, cutoff)
-    ).rowcount
-    remaining = int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
-    state = episodes.read(conn)
-    retired = moved = False
-    open_elsewhere = (
-        isinstance(state, episodes.Episode) and state.open and state.generation != generation
-    )
-    if remaining == 0 and isinstance(state, episodes.Episode | episodes.Invalid):
-        retired = episodes.acknowledge(conn, generation) is not episodes.Ack.MISMATCH
-        moved = not retired and (open_elsewhere or isinstance(state, episodes.Invalid))
-    else:
-        moved = open_elsewhere
-    state = episodes.read(conn)
-    if consumed == 0 and presented_max > cutoff:
-        head = (
-            f"wake drain: nothing was acknowledged through {cutoff} (none of your presented wake"
-            f" rows is at or below it); the current wake is row {presented_max}: "
-        )
-        if isinstance(state, episodes.Episode) and state.open:
-            notices.append(head + f"run {ack_command(presented_max, state.generation, suffix)} after handling it")
-        else:
-            notices.append(head + f"re-run fm wake drain{suffix} and use the WAKE_ACK_REQUIRED command it prints")
-    elif not retired and not moved and remaining == 0 and isinstance(state, episodes.Episode) \
-            and state.generation != generation:
-        notices.append(
-            f"wake drain: recovery generation {generation} is not the current episode "
-            f"({state.token()}); nothing more to retire"
-        )
-    elif moved:
-        notices.append(
-            f"wake drain: acknowledged wakes through {cutoff} ({consumed} row(s) consumed), but a "
-            f"newer recovery episode is pending; re-run fm wake drain{suffix} and use the new "
-            "WAKE_ACK_REQUIRED command"
-        )
+    wakeack.check(conn, actor, cutoff, generation, suffix)
+    consumed, retired, moved, more = wakeack.consume(conn, actor, cutoff, generation, suffix)
+    notices += more
     return AckResult(actor=actor, through=cutoff, generation=generation, consumed=consumed,
                      retired=retired, moved=moved, notices=tuple(notices))
 

@@ -12,9 +12,9 @@ Besides a valid :class:`Episode` the row can be :data:`MISSING` (never written) 
 :class:`Invalid` (damaged or hand-edited). An invalid row is never trusted: the transition that
 meets it first keeps the bad record in ``set_aside`` and starts a fresh generation.
 
-The row itself and the downtime transition an append makes are plain functions in
-:mod:`firstmate.base.episoderow` (the ``fm wake append`` fast path uses them without attrs); this
-module wraps them in value classes.
+The row itself and the transitions appends, drains and acknowledgements make are plain
+functions in :mod:`firstmate.base.episoderow` (the ``fm wake append`` and ``fm wake drain`` fast
+paths use them without attrs); this module wraps them in value classes.
 
 Every function here takes a connection that is already inside a write transaction
 (:meth:`firstmate.store.database.Store.transaction`); callers that also touch the queue hold the queue
@@ -183,10 +183,7 @@ def plain(state: EpisodeState) -> episoderow.State:
 
 
 def _announced_seq(conn: sqlite3.Connection) -> int | None:
-    row = conn.execute("SELECT announced_seq FROM episode WHERE id = 1").fetchone()
-    if row is None or not isinstance(row[0], int):
-        return None
-    return int(row[0])
+    return episoderow.announced_seq(conn)
 
 
 def _write(conn: sqlite3.Connection, episode: Episode, *, announced_seq: int | None = None) -> Episode:
@@ -214,31 +211,13 @@ def publish_handling(conn: sqlite3.Connection) -> Episode:
 
 def begin_handling(conn: sqlite3.Connection, expected: str | None = None) -> Handling:
     """Move a downtime episode to handling (drain presentation, `--handling-delivered GEN`)."""
-    state = read(conn)
-    if not isinstance(state, Episode):
-        return Handling.UNUSABLE
-    if expected is not None and state.generation != expected:
-        return Handling.MISMATCH
-    if state.status == "acked":
-        # Acknowledged after the successor started but before this confirmation ran.
-        return Handling.ALREADY_ACKED if expected is not None else Handling.UNUSABLE
-    if state.kind == "handling":
-        return Handling.UNCHANGED
-    _write(conn, Episode(state.status, "handling", state.generation),
-           announced_seq=_announced_seq(conn))
-    return Handling.STARTED
+    return Handling(episoderow.begin_handling(conn, expected))
 
 
 def acknowledge(conn: sqlite3.Connection, generation: str) -> Ack:
     """Retire the episode of *generation* (the generation-bound half of an acknowledgement)."""
     require_generation(generation)
-    state = read(conn)
-    if not isinstance(state, Episode) or state.generation != generation:
-        return Ack.MISMATCH
-    if state.status == "acked":
-        return Ack.ALREADY_ACKED
-    _write(conn, Episode("acked", state.kind, state.generation))
-    return Ack.ACKED
+    return Ack(episoderow.acknowledge(conn, generation))
 
 
 def arm_check(conn: sqlite3.Connection, queue_nonempty: bool) -> Action:

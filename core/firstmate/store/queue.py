@@ -15,7 +15,8 @@ bound runs out, changes nothing and says so in one line.
 
 Presenting rows to an actor and acknowledging them is :mod:`firstmate.store.drain`. Appending is
 :mod:`firstmate.base.appendpath` (attrs-free, shared with the ``fm wake append`` fast
-path); the input rules are :mod:`firstmate.base.wakeinput`. Both are re-exported here.
+path); the input rules are :mod:`firstmate.base.wakeinput`; the actors, the SQL predicates
+and the drain's lock bound are :mod:`firstmate.base.wakeactor`. All are re-exported here.
 
 Text hygiene: keys and payloads are stored on one line. TAB, CR, LF and other line breaks become
 spaces, terminal escape sequences and other control characters are removed, and a payload longer
@@ -28,23 +29,27 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from firstmate.base.errors import UsageError
-from firstmate.base.queueview import VALID_SQL  # the usable-row predicate (re-exported)
+from firstmate.base import queueview, wakedrain
+from firstmate.base.wakeactor import (
+    ACTOR_ENV,
+    ACTORS,
+    DEFAULT_LOCK_TIMEOUT,
+    LOCK_TIMEOUT_ENV,
+    UNCLAIMED_SQL,
+    VALID_SQL,
+    command_suffix,
+    lock_timeout,
+    resolve_actor,
+)
 from firstmate.base.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
 from firstmate.store.database import SET_ASIDE_KEEP, Store, advance_seq
 
-ACTORS = ("main", "branch")
-ACTOR_ENV = "FM_SUPERVISION_ACTOR"
-LOCK_TIMEOUT_ENV = "FM_STATUS_PRESENTATION_LOCK_TIMEOUT"
-DEFAULT_LOCK_TIMEOUT = 10
 #: Unusable rows quoted verbatim in a retirement report before the remainder is only counted.
 REPORT_SHOWN = 20
-
-UNCLAIMED_SQL = "(claim IS NULL OR claim NOT IN ('main', 'branch'))"
 
 @attrs.frozen
 class WakeRow:
@@ -56,44 +61,11 @@ class WakeRow:
 
     def line(self) -> str:
         """The presentation line ``<seq>\\t<kind>\\t<key>\\t<payload>``."""
-        return f"{self.seq}\t{clean(self.kind)}\t{clean(self.key)}\t{clean(self.payload)}"
+        return wakedrain.line(self.seq, self.kind, self.key, self.payload)
 
     def to_json(self) -> dict[str, object]:
         return {"seq": self.seq, "at": self.at, "kind": self.kind, "key": clean(self.key),
                 "payload": clean(self.payload)}
-
-
-# --- inputs ----------------------------------------------------------------------------------
-
-
-def resolve_actor(actor: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """*actor*, else ``FM_SUPERVISION_ACTOR``, else ``main``; anything else is a UsageError."""
-    if actor is None:
-        env = os.environ if env is None else env
-        value = env.get(ACTOR_ENV, "").strip() or "main"
-        if value not in ACTORS:
-            raise UsageError(f"unknown {ACTOR_ENV} {clean(value)[:40]!r} (expected main or branch)")
-        return value
-    if actor not in ACTORS:
-        raise UsageError(f"unknown supervision actor {clean(actor)[:40]!r} (expected main or branch)")
-    return actor
-
-
-def lock_timeout(env: Mapping[str, str] | None = None) -> int:
-    """``FM_STATUS_PRESENTATION_LOCK_TIMEOUT``: a positive integer of seconds, junk → 10."""
-    raw = (os.environ if env is None else env).get(LOCK_TIMEOUT_ENV, "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return DEFAULT_LOCK_TIMEOUT
-
-
-def command_suffix(actor: str, env: Mapping[str, str] | None) -> str:
-    # The printed command must act as the same actor: a branch that chose its actor with
-    # --actor (not through its environment) gets the flag spelled out.
-    if actor == "main":
-        return ""
-    env = os.environ if env is None else env
-    return "" if env.get(ACTOR_ENV, "").strip() == "branch" else " --actor branch"
 
 
 # --- locking ---------------------------------------------------------------------------------
@@ -199,15 +171,8 @@ _BLOBS = (
 
 
 def _parse(seq: object, at: object, kind: object, key: object, payload: object) -> WakeRow | None:
-    if (
-        isinstance(seq, int) and seq > 0
-        and isinstance(at, int | float)
-        and kind in KINDS
-        and isinstance(key, str) and key.strip()
-        and isinstance(payload, str)
-    ):
-        return WakeRow(seq, float(at), str(kind), key, payload)
-    return None
+    row = queueview.usable(seq, at, kind, key, payload)
+    return None if row is None else WakeRow(*row)
 
 
 def scan(conn: sqlite3.Connection, where: str = "", params: Sequence[object] = ()) -> Scanned:
@@ -246,10 +211,7 @@ def _scan_bytes(conn: sqlite3.Connection, where: str, params: Sequence[object]) 
 
 def dedupe(rows: Iterable[WakeRow]) -> list[WakeRow]:
     """One row per (kind, key), in first-seen order, showing the last row; heartbeats collapse."""
-    view: dict[tuple[str, str], WakeRow] = {}
-    for row in rows:
-        view[("heartbeat", "") if row.kind == "heartbeat" else (row.kind, row.key)] = row
-    return list(view.values())
+    return wakedrain.dedupe((row.kind, row.key, row) for row in rows)
 
 
 # --- unusable rows ---------------------------------------------------------------------------
@@ -307,12 +269,11 @@ def sql_unusable(conn: sqlite3.Connection) -> list[_Bad]:
 def depth(conn: sqlite3.Connection, through: int | None = None) -> int:
     """Every queued row, usable or not (only those with a sequence up to *through* if given)."""
     if through is None:
-        return int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
+        return queueview.depth(conn)
     return int(conn.execute("SELECT count(*) FROM wakes WHERE seq <= ?", (through,)).fetchone()[0])
 
 
-def unusable_count(conn: sqlite3.Connection) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0])
+unusable_count = queueview.unusable_count
 
 
 def oldest(conn: sqlite3.Connection) -> WakeRow | None:
@@ -327,15 +288,20 @@ def rows_after(conn: sqlite3.Connection, seq: int) -> list[WakeRow]:
 
 __all__ = [
     "ACTORS",
+    "ACTOR_ENV",
+    "DEFAULT_LOCK_TIMEOUT",
     "KEY_MAX",
     "KINDS",
+    "LOCK_TIMEOUT_ENV",
     "PAYLOAD_MAX",
     "TRUNCATION_MARKER",
+    "UNCLAIMED_SQL",
     "VALID_SQL",
     "WakeRow",
     "append",
     "append_locked",
     "clean",
+    "command_suffix",
     "dedupe",
     "depth",
     "lock_timeout",

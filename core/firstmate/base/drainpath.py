@@ -1,0 +1,280 @@
+"""``fm wake drain`` and its acknowledgement for main, without the store: the fast path.
+
+A plain drain or acknowledgement runs at the start of every handling turn, so in the common
+state (main, a home at the current schema, no supervision grant, every row usable, no crews to
+present) it runs here, over plain values, importing nothing outside the standard-library
+layer. It runs the same steps as :func:`firstmate.store.drain.drain` /
+:func:`~firstmate.store.drain.acknowledge` (the shared cores are
+:mod:`firstmate.base.wakedrain` and :mod:`firstmate.base.wakeack`) under the same locks (the
+queue lock ``state/queue.lock`` with its owner record, and, for a drain, the crew-status
+presentation's ``state/status-presentation.lock``) and prints the same bytes.
+
+Each entry returns False, having changed and printed nothing, whenever it is not sure: a new
+home or no database, another schema, a grant, a branch-claimed, unusable or undecodable row, an
+invalid episode, registered crews, a lock held by someone else (the drain; the full path then
+waits its bounded wait and says so), a refused acknowledgement (the full path words the
+refusal), or any SQLite error. The caller then runs the full path, which handles every state.
+"""
+
+from __future__ import annotations
+
+import os
+
+from firstmate.base import dbconn, episoderow
+from firstmate.base.dbconn import sqlite3
+from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, TextIO, TypeVar
+
+    T = TypeVar("T")
+
+#: The crew-status presentation's lock (:data:`firstmate.app.drain_context.LOCK_NAME`).
+PRESENTATION_LOCK = "status-presentation"
+#: A registered crew's pane file (:data:`firstmate.store.crew.PANE`).
+CREW_PANE = ".pane"
+
+
+
+_KINDS = frozenset(("signal", "stale", "check", "heartbeat"))  # firstmate.base.wakeinput.KINDS
+_TEXT = frozenset((str,))
+_NUMBERS = frozenset((int, float))
+_MAIN = frozenset(("main",))
+
+
+class _Fallback(Exception):
+    """Not sure: undo (nothing was committed) and let the full path run."""
+
+
+def _home(env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """``(root, state, db)`` for an existing home and database, else None (after saying so
+    when this call created the home, as the full path would)."""
+    from firstmate.base.homeroot import find_root
+    from firstmate.base.procself import current_fields
+    from firstmate.base.safepaths import ensure_home
+
+    root = find_root(env)
+    if ensure_home(root):
+        from firstmate.base.homeroot import announce_created
+
+        announce_created(root, env)
+        return None
+    state = os.path.join(root, "state")
+    db = os.path.join(state, "firstmate.db")
+    if os.name != "posix" or current_fields() is None:
+        return None
+    dbconn.check_paths(state, db)
+    if not os.path.lexists(db):
+        return None
+    dbconn.prepare_file(db)
+    return root, state, db
+
+
+def _connect(db: str) -> sqlite3.Connection | None:
+    conn = dbconn.open_connection(db)
+    try:
+        if dbconn.schema_version(conn) == dbconn.SCHEMA_VERSION:
+            return conn
+    except sqlite3.Error:
+        pass
+    conn.close()
+    return None
+
+
+def _try_lock(path: str, role: str, root: str) -> int | None:
+    """The exclusive ``flock`` on *path* with our owner record, if nobody holds it now."""
+    import fcntl
+
+    from firstmate.base import ownerlock
+    from firstmate.base.safepaths import open_private
+
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError as exc:
+            raise ownerlock.lock_failed(path, exc) from exc
+        ownerlock.write_record(fd, path, role, root)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _crews(state: str) -> bool:
+    """Crews may be registered (their status is presented): the full path's job."""
+    try:
+        names = os.listdir(os.path.join(state, "crew"))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return any(name.endswith(CREW_PANE) for name in names)
+
+
+def _no_grant(conn: sqlite3.Connection) -> None:
+    """Inside the transaction: refuse a grant (main may reclaim it) or an invalid episode."""
+    if (conn.execute("SELECT count(*) FROM branch_grant").fetchone()[0]
+            or isinstance(episoderow.read(conn), str)):
+        raise _Fallback
+
+
+def _transact(conn: sqlite3.Connection, db: str, body: Callable[[sqlite3.Connection], T]) -> T:
+    """``body(conn)`` in the open transaction: commit, or roll back and re-raise
+    (:class:`_Fallback` for any SQLite error: the full path meets it again and reports it)."""
+    try:
+        result = body(conn)
+    except BaseException as exc:
+        try:  # noqa: SIM105 - contextlib costs the fast path an import
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        if isinstance(exc, sqlite3.Error):
+            raise _Fallback from exc
+        raise
+    dbconn.commit(conn, db)
+    return result
+
+
+def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
+    """``fm wake drain`` as main, printed to *out* / *err*; False: nothing done, run the full
+    path."""
+    from firstmate.base import ownerlock
+    from firstmate.base.wakeactor import ack_required, lock_timeout, skip_line
+
+    found = _home(env)
+    if found is None:
+        return False
+    root, state, db = found
+    presentation = _try_lock(os.path.join(state, PRESENTATION_LOCK + ".lock"), PRESENTATION_LOCK,
+                             root)
+    if presentation is None:
+        return False
+    try:
+        if _crews(state):
+            return False
+        conn = _connect(db)
+        if conn is None:
+            return False
+        queue = _try_lock(os.path.join(state, "queue.lock"), "queue", root)
+        if queue is None:
+            conn.close()
+            return False
+        try:
+            bound = lock_timeout(env)
+            try:
+                dbconn.begin(conn, db, float(bound))
+            except Exception as exc:
+                from firstmate.base.errors import LockTimeout
+
+                if isinstance(exc, LockTimeout):
+                    out.write(skip_line(None, bound) + "\n")
+                    out.flush()
+                    return True
+                raise
+            command, shown = _transact(conn, db, _drain_locked)
+        except _Fallback:
+            conn.close()
+            return False
+        finally:
+            ownerlock.release(queue)
+        if shown:
+            out.write(shown)
+        if command is not None:
+            out.flush()
+            err.write(f"{ack_required(command)}\n")
+        out.flush()
+        return True
+    finally:
+        ownerlock.release(presentation)
+
+
+def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
+    """Claim and present main's rows: the acknowledgement command, if one is owed, and the
+    rows' lines."""
+    import gc
+
+    _no_grant(conn)
+    # Tens of thousands of fresh tuples and strings, none in a cycle: the collector would only
+    # walk them again and again while they are made.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        # (undecodable text raises here: an SQLite error, so the full path retires the row)
+        rows = conn.execute("SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
+        return _present(conn, rows)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _present(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> tuple[str | None, str]:
+    from firstmate.base import wakedrain
+
+    if not rows:
+        presented = wakedrain.episode_only(conn, "main", "")
+        return None if presented is None else presented[2], ""
+    seqs, kinds, keys, payloads, ats, claims = zip(*rows, strict=True)
+    # Each column checked whole (C loops, not a Python one per row) as the full path's scan
+    # checks each row: anything it would retire, or a row reserved for the branch, hands over.
+    kind_set, claim_set = set(kinds), set(claims)
+    if not (seqs[0] > 0 and kind_set <= _KINDS and set(map(type, keys)) == _TEXT
+            and set(map(type, payloads)) == _TEXT and set(map(type, ats)) <= _NUMBERS
+            and all(map(str.strip, keys)) and "branch" not in claim_set):
+        raise _Fallback
+    if claim_set != _MAIN:
+        conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
+    command = wakedrain.present(conn, "main", seqs[-1], "")[2]
+    if "heartbeat" in kind_set:  # heartbeats collapse into one, whatever their keys
+        keys = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
+    # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
+    return command, wakedrain.text(list(dict(zip(zip(kinds, keys, strict=True), rows, strict=True)).values()))
+
+
+def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:
+    """``fm wake drain --ack-through THROUGH --recovery-generation GENERATION`` as main (both
+    already validated); notices to *err*. False: nothing done, run the full path."""
+    from firstmate.base import ownerlock, wakeack
+    from firstmate.base.errors import UsageError
+
+    found = _home(env)
+    if found is None:
+        return False
+    root, state, db = found
+    conn = _connect(db)
+    if conn is None:
+        return False
+    notices: list[str] = []
+
+    def body(conn: sqlite3.Connection) -> None:
+        _no_grant(conn)
+        try:
+            wakeack.check(conn, "main", through, generation, "")
+        except UsageError as exc:
+            raise _Fallback from exc
+        notices.extend(wakeack.consume(conn, "main", through, generation, "")[3])
+        # An unusable row is retired, with its report, before anything else: the full path's
+        # job. Checked last, over the rows left (usually none), and rolled back whole.
+        if conn.execute(f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0]:
+            raise _Fallback
+
+    fd, _ = ownerlock.acquire_recorded(os.path.join(state, "queue.lock"), "queue", root)
+    try:
+        dbconn.begin(conn, db, None)
+        _transact(conn, db, body)
+    except _Fallback:
+        conn.close()
+        return False
+    finally:
+        ownerlock.release(fd)
+    if notices:
+        err.write("".join(line + "\n" for line in notices))
+    return True
+
+
+__all__ = ["acknowledge", "drain"]

@@ -1,0 +1,80 @@
+"""Presenting claimed wake rows to an actor, as plain functions over plain values.
+
+The attrs-free core of :func:`firstmate.store.drain.drain_locked` and of the ``fm wake drain``
+fast path (:mod:`firstmate.base.drainpath`). Inside the queue lock and one write transaction,
+once the actor's rows are claimed: :func:`present` opens (or reuses) the recovery episode, moves
+it to handling and records what was presented; :func:`episode_only` does the same for an open
+episode when no rows are queued; :func:`dedupe` and :func:`line` make what is printed.
+"""
+
+from __future__ import annotations
+
+from firstmate.base import episoderow
+from firstmate.base.presentedrow import record
+from firstmate.base.wakeactor import ack_command
+from firstmate.base.wakeinput import clean
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any, TypeVar
+
+    from firstmate.base.dbconn import sqlite3
+
+    T = TypeVar("T")
+
+#: What an acknowledgement needs: ``(through, generation, command)``.
+Presented = tuple[int, str, str]
+
+
+def present(conn: sqlite3.Connection, actor: str, through: int, suffix: str) -> Presented:
+    """Rows up to *through* were claimed for *actor*: the episode they are handled under (a
+    fresh downtime one when none is open) moves to handling, and the drain is recorded."""
+    state = episoderow.read(conn)
+    if not isinstance(state, tuple) or state[0] == "acked":
+        state = episoderow.publish_downtime(conn)
+    episoderow.begin_handling(conn)
+    generation = state[2]
+    record(conn, actor, through, generation)
+    return through, generation, ack_command(through, generation, suffix)
+
+
+def episode_only(conn: sqlite3.Connection, actor: str, suffix: str) -> Presented | None:
+    """No rows: an open episode still needs its generation-bound acknowledgement (None: no
+    episode is open, nothing to acknowledge)."""
+    state = episoderow.read(conn)
+    if not isinstance(state, tuple) or state[0] == "acked":
+        return None
+    if state[1] == "downtime":
+        episoderow.begin_handling(conn)
+    record(conn, actor, 0, state[2])
+    return 0, state[2], ack_command(0, state[2], suffix)
+
+
+def dedupe(rows: Iterable[tuple[str, str, T]]) -> list[T]:
+    """One row per (kind, key), in first-seen order, showing the last row; heartbeats collapse.
+    *rows* are ``(kind, key, row)``."""
+    view: dict[tuple[str, str], T] = {}
+    for kind, key, row in rows:
+        view[("heartbeat", "") if kind == "heartbeat" else (kind, key)] = row
+    return list(view.values())
+
+
+def line(seq: int, kind: str, key: str, payload: str) -> str:
+    """The presentation line ``<seq>\\t<kind>\\t<key>\\t<payload>``."""
+    return f"{seq}\t{clean(kind)}\t{clean(key)}\t{clean(payload)}"
+
+
+def text(rows: Sequence[tuple[Any, ...]]) -> str:
+    """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``), each ending in a
+    newline: what :func:`line` makes of each, built at once when every field is printable
+    ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves it as it is)."""
+    plain = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in rows])
+    # The separators counted exactly: no field holds a TAB or a line break of its own.
+    if (plain.isascii() and plain.count("\t") == 3 * len(rows) and plain.count("\n") == len(rows)
+            and plain.replace("\t", "").replace("\n", "").isprintable()):
+        return plain
+    return "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in rows])
+
+
+__all__ = ["Presented", "dedupe", "episode_only", "line", "present", "text"]

@@ -1,0 +1,376 @@
+"""``fm wake drain`` and its acknowledgement: the attrs-free fast path (firstmate.base.drainpath)
+against the full path, state by state.
+
+Each scenario arranges one home, copies it, and runs the same commands on both copies: once as
+``fm`` runs them (the fast path, recording whether it completed or handed over), once with the
+fast path switched off (the full path). Output (stdout, stderr, exit status, byte for byte) and
+every table's rows must be identical, after naming each freshly minted recovery generation by
+its order of appearance (the two copies mint different random ones).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import pytest
+from firstmate.base import wakedrain
+from firstmate.base.drainpath import PRESENTATION_LOCK
+from firstmate.store.home import Home
+from hypothesis import given
+from hypothesis import strategies as st
+from wakeq_support import child_env, fm, insert_row, raw, set_episode
+
+#: Runs ``fm`` with the fast path either in place (recording each entry's answer in a file) or
+#: switched off.
+RUNNER = """
+import sys
+from firstmate.base import drainpath
+mode, flag = sys.argv[1], sys.argv[2]
+def wrap(name):
+    orig = getattr(drainpath, name)
+    def run(*args):
+        if mode == "full":
+            return False
+        done = orig(*args)
+        with open(flag, "a") as fh:
+            fh.write(f"{name}={done}\\n")
+        return done
+    setattr(drainpath, name, run)
+wrap("drain")
+wrap("acknowledge")
+from firstmate.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+ACK = re.compile(r"WAKE_ACK_REQUIRED: after handling completes run fm wake drain (.*)$", re.M)
+MINTED = re.compile(r"\b\d+\.\d+\.[0-9a-f]{8}\b")
+#: Columns that hold the time of the run, not its outcome (a row appended during a scenario
+#: is stamped with its own time on each copy).
+CLOCK = {("episode", "updated_at"), ("set_aside", "at"), ("wakes", "at")}
+
+Outputs = list[tuple[int, str, str]]
+
+
+@attrs.frozen
+class Arrange:
+    """A step that changes the home between commands (the same on both copies)."""
+
+    fn: Callable[[Home], None]
+
+
+#: A step: the fm arguments to run given the outputs so far, or an arrangement.
+Step = Callable[[Outputs], list[str]] | Arrange
+
+
+def drain(_: Outputs) -> list[str]:
+    return ["wake", "drain"]
+
+
+def ack(index: int = -1, through: Callable[[int], int] = lambda n: n,
+        generation: str | None = None) -> Callable[[Outputs], list[str]]:
+    """The acknowledgement the drain at *index* printed, its cutoff changed by *through* and
+    its generation replaced by *generation* when given."""
+
+    def step(outputs: Outputs) -> list[str]:
+        drains = [err for _, _, err in outputs if "WAKE_ACK_REQUIRED" in err]
+        found = ACK.search(drains[index])
+        assert found is not None
+        args = found.group(1).split()
+        args[1] = str(through(int(args[1])))
+        if generation is not None:
+            args[3] = generation
+        return ["wake", "drain", *args]
+
+    return step
+
+
+def append(kind: str, key: str, payload: str) -> Callable[[Outputs], list[str]]:
+    return lambda _: ["wake", "append", kind, key, payload]
+
+
+def run(home: Home, mode: str, flag: Path, args: list[str]) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-c", RUNNER, mode, str(flag), *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=child_env(home))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def dump(home: Home) -> list[str]:
+    conn = sqlite3.connect(str(home.db))
+    try:
+        tables = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name")]
+        lines = []
+        for table in tables:
+            cur = conn.execute(f"SELECT * FROM {table}")
+            cols = [d[0] for d in cur.description]
+            keep = [i for i, col in enumerate(cols) if (table, col) not in CLOCK]
+            lines += sorted(f"{table}: {[row[i] for i in keep]!r}" for row in cur)
+        return lines
+    finally:
+        conn.close()
+
+
+def normalised(text: str) -> str:
+    names: dict[str, str] = {}
+    return MINTED.sub(lambda m: names.setdefault(m.group(0), f"<gen{len(names) + 1}>"), text)
+
+
+@attrs.frozen
+class Scenario:
+    name: str
+    arrange: Callable[[Home], None]
+    steps: tuple[Step, ...]
+    #: What the fast path answered at each drain or acknowledgement, in order.
+    fast: tuple[bool, ...]
+
+
+def nothing(_: Home) -> None:
+    pass
+
+
+def rows(*triples: tuple[str, str, str]) -> Callable[[Home], None]:
+    def arrange(home: Home) -> None:
+        for kind, key, payload in triples:
+            assert fm(home, "wake", "append", kind, key, payload).returncode == 0
+
+    return arrange
+
+
+def raw_rows(count: int, episode: tuple[str, str, str] | None) -> Callable[[Home], None]:
+    """*count* rows inserted behind the API's back, under *episode* (None: no episode row)."""
+
+    def arrange(home: Home) -> None:
+        for seq in range(1, count + 1):
+            insert_row(home, seq, "signal", f"k{seq % 2}", f"p{seq}")
+        if episode is not None:
+            set_episode(home, *episode)
+
+    return arrange
+
+
+def sql(*statements: str) -> Callable[[Home], None]:
+    def arrange(home: Home) -> None:
+        with raw(home) as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    return arrange
+
+
+def both(*arrangements: Callable[[Home], None]) -> Callable[[Home], None]:
+    def arrange(home: Home) -> None:
+        for one in arrangements:
+            one(home)
+
+    return arrange
+
+
+ONE = rows(("signal", "t1.status", "signal: t1 done"))
+DUPES = rows(("signal", "t1.status", "first"), ("stale", "t2", "stale"), ("heartbeat", "a", "hb1"),
+             ("signal", "t1.status", "second"), ("heartbeat", "b", "hb2"), ("check", "t1.status", "c"),
+             ("signal", "t3.status", "odd\u00e9 text"))
+EPISODES = [("pending", "downtime", "gen-a"), ("announced", "downtime", "gen-a"),
+            ("announced", "handling", "gen-a"), ("pending", "handling", "gen-a"),
+            ("acked", "downtime", "gen-a")]
+
+
+def _crew(home: Home) -> None:
+    (home.state / "crew").mkdir(exist_ok=True)
+    (home.state / "crew" / "alpha.pane").write_text("%1\n")
+
+
+def _grant(home: Home) -> None:
+    assert fm(home, "wake", "grant", "activate", str(os.getpid()), "grant-1").returncode == 0
+
+
+SCENARIOS = [
+    Scenario("empty queue, no episode", nothing, (drain, drain), (True, True)),
+    Scenario("empty queue, ack of a made-up generation", nothing,
+             (drain, lambda _: ["wake", "drain", "--ack-through", "0", "--recovery-generation",
+                                "made-up"]), (True, False)),
+    Scenario("one row, drain and ack", ONE, (drain, ack()), (True, True)),
+    Scenario("duplicates and heartbeats", DUPES, (drain, ack()), (True, True)),
+    Scenario("drain twice, then ack", DUPES, (drain, drain, ack()), (True, True, True)),
+    Scenario("drain, ack, drain again: nothing left", ONE, (drain, ack(), drain, drain),
+             (True, True, True, True)),
+    *[Scenario(f"rows under {':'.join(ep)}", raw_rows(3, ep), (drain, ack()), (True, True))
+      for ep in EPISODES],
+    *[Scenario(f"no rows under {':'.join(ep)}", both(nothing, lambda h, ep=ep: set_episode(h, *ep)),
+               (drain, drain), (True, True)) for ep in EPISODES],
+    Scenario("episode-only ack", lambda h: set_episode(h, "pending", "downtime", "gen-a"),
+             (drain, ack()), (True, True)),
+    Scenario("rows without an episode row", raw_rows(2, None), (drain, ack()), (True, True)),
+    Scenario("ack beyond the presented rows", ONE, (drain, ack(through=lambda n: n + 5)),
+             (True, False)),
+    Scenario("ack of an unknown generation", ONE, (drain, ack(generation="nobody-printed-it")),
+             (True, False)),
+    Scenario("ack below every presented row", ONE,
+             (drain, ack(), append("signal", "t2.status", "later"), drain,
+              ack(through=lambda n: n - 1)), (True, True, True, True)),
+    Scenario("ack naming an older printed generation", ONE,
+             (drain, ack(), append("signal", "t2.status", "later"), drain, ack(index=0)),
+             (True, True, True, True)),
+    Scenario("ack after the episode moved on", ONE,
+             (drain, Arrange(lambda h: set_episode(h, "pending", "handling", "moved-on")), ack()),
+             (True, True)),
+    Scenario("rows appended between drain and ack", ONE,
+             (drain, append("stale", "w1", "stale: w1"), ack(), drain, ack()),
+             (True, True, True, True)),
+    Scenario("text to clean: TABs, line breaks, escapes, non-ASCII", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (1, 1, 'signal', 'a' || char(9) || 'b', 'p')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (2, 1, 'stale', 'k', 'x' || char(10) || 'y')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'check', 'k' || char(27) || '[31m', 'r')",
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (4, 1, 'signal', 'caf' || char(233), 'n' || char(8232))"),
+        (drain, ack()), (True, True)),
+    Scenario("partial ack", DUPES, (drain, ack(through=lambda n: n - 2), ack()), (True, True, True)),
+    # States the fast path hands over (nothing changed) to the full path:
+    Scenario("a grant", both(ONE, _grant), (drain, ack()), (False, False)),
+    Scenario("a branch-claimed row", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload, claim) VALUES (7, 1, 'signal', 'b', 'p', 'branch')"),
+        (drain,), (False,)),
+    Scenario("an unusable row", both(ONE, sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (9, 'x', 'bogus', '', NULL)")),
+        (drain, ack()), (False, True)),
+    Scenario("an unusable row at acknowledgement", ONE, (drain, Arrange(sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (9, 'x', 'bogus', '', NULL)")), ack()),
+        (True, False)),
+    Scenario("an undecodable row", both(ONE, sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (9, 1, 'signal', 'u', CAST(x'ff41' AS TEXT))")),
+        (drain, ack()), (False, True)),
+    Scenario("a key of whitespace only", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'signal', char(9), 'p')"),
+        (drain,), (False,)),
+    Scenario("an invalid episode", both(ONE, lambda h: set_episode(h, "bogus", "downtime", "g")),
+             (drain, ack()), (False, True)),
+    Scenario("a registered crew", both(ONE, _crew), (drain, ack()), (False, True)),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_fast_and_full_paths_agree(scenario: Scenario, fm_home: Home, tmp_path: Path) -> None:
+    with raw(fm_home):
+        pass  # the database exists at the current schema
+    scenario.arrange(fm_home)
+    homes = {}
+    for mode in ("fast", "full"):
+        root = tmp_path / mode / "home"
+        shutil.copytree(fm_home.root, root)
+        homes[mode] = Home(root)
+    transcripts: dict[str, Outputs] = {"fast": [], "full": []}
+    for mode, home in homes.items():
+        flag = tmp_path / f"{mode}.flag"
+        for step in scenario.steps:
+            if isinstance(step, Arrange):
+                step.fn(home)
+            else:
+                transcripts[mode].append(run(home, mode, flag, step(transcripts[mode])))
+    fast_flag = tmp_path / "fast.flag"
+    answered = fast_flag.read_text().split() if fast_flag.exists() else []
+    assert tuple(word.endswith("=True") for word in answered) == scenario.fast, answered
+    assert not (tmp_path / "full.flag").exists()
+    sides = {mode: normalised(repr(transcripts[mode]) + "\n" + "\n".join(dump(home)))
+             for mode, home in homes.items()}
+    assert sides["fast"].splitlines() == sides["full"].splitlines()
+    # Every scenario did something to compare: a drain printed or exited.
+    assert transcripts["fast"]
+
+
+#: Never on the drain's or the acknowledgement's path (the project's classes, the heavy imports).
+FORBIDDEN = ("attr", "attrs", "psutil", "pluggy", "argparse", "portalocker", "importlib.metadata")
+
+
+def imported(home: Home, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "firstmate", *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=child_env(home))
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    return proc, names
+
+
+def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None:
+    assert fm(fm_home, "wake", "append", "heartbeat", "setup", "hb").returncode == 0
+    with raw(fm_home) as conn:
+        conn.executemany("INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, 1, 'signal', ?, ?)",
+                         [(seq, f"crew{seq % 40}.status", f"signal: {seq}") for seq in range(2, 1202)])
+    drained, names = imported(fm_home, "wake", "drain")
+    assert drained.returncode == 0, drained.stderr
+    assert "firstmate.base.drainpath" in names  # the measurement saw the path
+    assert sorted(n for n in FORBIDDEN if n in names) == []
+    assert len(drained.stdout.splitlines()) == 41  # 40 keys and the heartbeat
+    found = ACK.search(drained.stderr)
+    assert found is not None and found.group(1).startswith("--ack-through 1201 ")
+    acked, names = imported(fm_home, "wake", "drain", *found.group(1).split())
+    assert acked.returncode == 0, acked.stderr
+    assert "firstmate.base.drainpath" in names
+    assert sorted(n for n in FORBIDDEN if n in names) == []
+    with raw(fm_home) as conn:
+        assert conn.execute("SELECT count(*) FROM wakes").fetchone() == (0,)
+        assert conn.execute("SELECT status FROM episode").fetchone() == ("acked",)
+
+
+FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_size=8)
+
+
+@given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
+def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
+    assert wakedrain.text(rows) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+
+
+def test_fast_path_locks_name_their_holder_and_refuse_a_second_taker(fm_home: Home) -> None:
+    from firstmate.base import drainpath, ownerlock
+    from firstmate.store.locks import FileLock
+
+    path = str(fm_home.lock_path("queue"))
+    fd = drainpath._try_lock(path, "queue", str(fm_home.root))
+    assert fd is not None
+    try:
+        holder = FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder()
+        assert holder is not None and holder.verified and holder.pid == os.getpid()
+        assert holder.role == "queue"
+        assert drainpath._try_lock(path, "queue", str(fm_home.root)) is None
+    finally:
+        ownerlock.release(fd)
+    assert FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder() is None
+
+
+def test_a_held_presentation_lock_hands_the_drain_to_the_full_path(fm_home: Home, tmp_path: Path) -> None:
+    from firstmate.store.locks import FileLock
+
+    ONE(fm_home)
+    lock = FileLock(fm_home.lock_path(PRESENTATION_LOCK), role=PRESENTATION_LOCK, home=fm_home.root)
+    lock.acquire(0)
+    try:
+        flag = tmp_path / "flag"
+        proc = subprocess.run([sys.executable, "-c", RUNNER, "fast", str(flag), "wake", "drain"],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env=child_env(fm_home, FM_STATUS_PRESENTATION_LOCK_TIMEOUT="1"))
+    finally:
+        lock.release()
+    assert proc.returncode == 0, proc.stderr
+    assert flag.read_text() == "drain=False\n"
+    assert proc.stdout.splitlines() == [
+        "1\tsignal\tt1.status\tsignal: t1 done",
+        f"STATUS PRESENTATION SKIPPED: lock remains held by live pid {os.getpid()} after 1s; "
+        "retry on the next drain."]
+    assert "WAKE_ACK_REQUIRED" in proc.stderr
+
+
+def test_the_fast_path_names_what_the_store_names() -> None:
+    from firstmate.app import drain_context
+    from firstmate.base import drainpath, wakeinput
+    from firstmate.store import crew
+
+    assert drainpath.PRESENTATION_LOCK == drain_context.LOCK_NAME
+    assert drainpath.CREW_PANE == crew.PANE
+    assert set(wakeinput.KINDS) == drainpath._KINDS
