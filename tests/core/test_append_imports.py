@@ -88,6 +88,31 @@ def test_cli_append_imports_only_what_it_needs(fm_home: Home) -> None:
     assert sorted(n for n in (*FORBIDDEN, *AVOIDED) if n in loaded) == []
 
 
+def test_cli_append_leaves_without_checkpointing_and_the_row_stays_durable(fm_home: Home) -> None:
+    # The process leaves once its number is printed, without closing the database: the
+    # committed rows stay in the write-ahead log (no checkpoint-on-close), where every reader
+    # finds them, and a later closer moves them into the database file.
+    assert fm(fm_home, "wake", "append", "heartbeat", "setup", "heartbeat").returncode == 0
+    for i in range(3):
+        done = fm(fm_home, "wake", "append", "signal", f"k{i}.status", f"signal: k{i}")
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"{i + 2}\n", "")
+    wal = fm_home.db.with_name(fm_home.db.name + "-wal")
+    assert wal.stat().st_size > 0
+    assert [r[2] for r in wake_rows(fm_home)] == ["setup", "k0.status", "k1.status", "k2.status"]
+    assert not wal.exists()  # wake_rows closed the last connection: checkpointed, log removed
+    assert [r[2] for r in wake_rows(fm_home)] == ["setup", "k0.status", "k1.status", "k2.status"]
+
+
+def test_append_called_in_process_returns_to_its_caller(fm_home: Home) -> None:
+    assert fm(fm_home, "wake", "append", "heartbeat", "setup", "heartbeat").returncode == 0
+    code = ("from firstmate.cli.main import main\n"
+            "rc = main(['wake', 'append', 'signal', 'k', 'p'])\n"
+            "print('returned', rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=child_env(fm_home), check=False)
+    assert (out.returncode, out.stdout.splitlines()) == (0, ["2", "returned 0"]), out.stderr
+
+
 def test_fresh_home_and_older_schema_go_through_the_store(fm_home: Home) -> None:
     # No database yet: the store creates it, then the same append runs.
     assert not fm_home.db.exists()

@@ -274,8 +274,9 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     db = os.path.join(state, "firstmate.db")
     if not (os.name == "posix" and current_fields() is not None and _usable(state, db)):
         return fallback(root, kind, key, payload)
-    # The connection is never closed explicitly, as before: closing the last one checkpoints
-    # and deletes the write-ahead log, work the next append would pay for again.
+    # The connection is never closed explicitly: closing the last one checkpoints and deletes
+    # the write-ahead log, work the next append would pay for again (`fm wake append` leaves
+    # without the interpreter's teardown, so it never closes it: cli.main.leave_at_once).
     seq = _commit(_Lazy(db), db, os.path.join(state, "queue.lock"), root, (kind, key, payload),
                   None, None)
     if seq is None:

@@ -175,6 +175,9 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         except OSError:
             pass
+    from firstmate.cli.main import leave_at_once
+
+    leave_at_once()
     return 0
 
 
