@@ -288,6 +288,18 @@ def last_seq(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def kv_get(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
 def set_aside(conn: sqlite3.Connection, what: str, record: str) -> None:
     """Keep a record taken out of service for inspection (bounded to the newest few hundred)."""
     conn.execute(
@@ -310,6 +322,8 @@ __all__ = [
     "commit",
     "has_foreign_tables",
     "is_busy",
+    "kv_get",
+    "kv_set",
     "last_seq",
     "next_seq",
     "next_seqs",

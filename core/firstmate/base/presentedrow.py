@@ -7,6 +7,7 @@ wake drain`` fast path (:mod:`firstmate.base.drainpath`).
 
 from __future__ import annotations
 
+from firstmate.base.dbconn import kv_get, kv_set
 from firstmate.base.wakeactor import VALID_SQL
 
 TYPE_CHECKING = False
@@ -18,18 +19,6 @@ PRESENTED_KEY = "drain.presented."
 #: kv: the generations drains named in acknowledgement commands, space-separated, newest last.
 GENERATIONS_KEY = "drain.generations"
 GENERATIONS_KEPT = 16
-
-
-def kv_get(conn: sqlite3.Connection, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
 
 
 def _mark(raw: str | None) -> int:

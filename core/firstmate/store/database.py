@@ -50,6 +50,8 @@ from firstmate.base.dbconn import (
     check_paths,
     commit,
     has_foreign_tables,
+    kv_get,
+    kv_set,
     last_seq,
     next_seq,
     not_ours,
@@ -348,18 +350,6 @@ def advance_seq(conn: sqlite3.Connection, floor: int) -> int:
 def max_queued_seq(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT coalesce(max(seq), 0) FROM wakes").fetchone()
     return int(row[0]) if row else 0
-
-
-def kv_get(conn: sqlite3.Connection, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
 
 
 __all__ = [
