@@ -179,6 +179,10 @@ ONE = rows(("signal", "t1.status", "signal: t1 done"))
 DUPES = rows(("signal", "t1.status", "first"), ("stale", "t2", "stale"), ("heartbeat", "a", "hb1"),
              ("signal", "t1.status", "second"), ("heartbeat", "b", "hb2"), ("check", "t1.status", "c"),
              ("signal", "t3.status", "odd\u00e9 text"))
+#: DUPES in printable ASCII: the lines SQLite builds are shown as they are.
+PLAIN_DUPES = rows(("signal", "t1.status", "first"), ("heartbeat", "a", "hb1"), ("stale", "t2", "s"),
+                   ("signal", "t1.status", "second"), ("heartbeat", "b", "hb2"),
+                   ("check", "t1.status", "c"), ("stale", "t2", "s2"))
 EPISODES = [("pending", "downtime", "gen-a"), ("announced", "downtime", "gen-a"),
             ("announced", "handling", "gen-a"), ("pending", "handling", "gen-a"),
             ("acked", "downtime", "gen-a")]
@@ -200,6 +204,7 @@ SCENARIOS = [
                                 "made-up"]), (True, False)),
     Scenario("one row, drain and ack", ONE, (drain, ack()), (True, True)),
     Scenario("duplicates and heartbeats", DUPES, (drain, ack()), (True, True)),
+    Scenario("duplicates and heartbeats in plain text", PLAIN_DUPES, (drain, ack()), (True, True)),
     Scenario("drain twice, then ack", DUPES, (drain, drain, ack()), (True, True, True)),
     Scenario("drain, ack, drain again: nothing left", ONE, (drain, ack(), drain, drain),
              (True, True, True, True)),
@@ -249,6 +254,9 @@ SCENARIOS = [
         (drain, ack()), (False, True)),
     Scenario("a key of whitespace only", sql(
         "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'signal', char(9), 'p')"),
+        (drain,), (False,)),
+    Scenario("a key of non-ASCII whitespace only", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'signal', char(12288), 'p')"),
         (drain,), (False,)),
     Scenario("an invalid episode", both(ONE, lambda h: set_episode(h, "bogus", "downtime", "g")),
              (drain, ack()), (False, True)),
@@ -368,9 +376,8 @@ def test_a_held_presentation_lock_hands_the_drain_to_the_full_path(fm_home: Home
 
 def test_the_fast_path_names_what_the_store_names() -> None:
     from firstmate.app import drain_context
-    from firstmate.base import drainpath, wakeinput
+    from firstmate.base import drainpath
     from firstmate.store import crew
 
     assert drainpath.PRESENTATION_LOCK == drain_context.LOCK_NAME
     assert drainpath.CREW_PANE == crew.PANE
-    assert set(wakeinput.KINDS) == drainpath._KINDS

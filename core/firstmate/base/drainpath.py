@@ -23,6 +23,7 @@ import os
 from firstmate.base import dbconn, episoderow
 from firstmate.base.dbconn import sqlite3
 from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
+from firstmate.base.wakeinput import KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ CREW_PANE = ".pane"
 
 
 
-_KINDS = frozenset(("signal", "stale", "check", "heartbeat"))  # firstmate.base.wakeinput.KINDS
-_TEXT = frozenset((str,))
-_NUMBERS = frozenset((int, float))
-_MAIN = frozenset(("main",))
 
 
 class _Fallback(Exception):
@@ -194,10 +191,19 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
         ownerlock.release(presentation)
 
 
+_KINDS = frozenset(KINDS)
+_TEXT = frozenset((str,))
+_NUMBERS = frozenset((int, float))
+_MAIN = frozenset(("main",))
+_KEPT: list[object] = []
+
+
 def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
     """Claim and present main's rows: the acknowledgement command, if one is owed, and the
     rows' lines."""
     import gc
+
+    from firstmate.base import wakedrain
 
     _no_grant(conn)
     # Tens of thousands of fresh tuples and strings, none in a cycle: the collector would only
@@ -206,34 +212,47 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
     gc.disable()
     try:
         # (undecodable text raises here: an SQLite error, so the full path retires the row)
-        rows = conn.execute("SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
-        return _present(conn, rows)
+        rows = conn.execute(
+            "SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
+        if not rows:
+            presented = wakedrain.episode_only(conn, "main", "")
+            return None if presented is None else presented[2], ""
+        claims, shown = _lines(rows)
+        # Kept, not freed: ``fm wake drain`` leaves without its teardown once it printed
+        # (cli.main.leave_at_once), and freeing the rows' objects one by one would cost it
+        # as much as deduping them. A caller in the same process frees them on its next drain.
+        _KEPT[:] = [rows]
     finally:
         if collecting:
             gc.enable()
+    if claims != _MAIN:
+        conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
+    return wakedrain.present(conn, "main", rows[-1][0], "")[2], shown
 
 
-def _present(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> tuple[str | None, str]:
+def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], str]:
+    """The claims found on *rows* (``seq, kind, key, payload, at, claim``) and what the drain
+    prints for them: deduped, and cleaned when any field needs it. Whole columns at a time (C
+    loops, not a Python one per row)."""
     from firstmate.base import wakedrain
 
-    if not rows:
-        presented = wakedrain.episode_only(conn, "main", "")
-        return None if presented is None else presented[2], ""
     seqs, kinds, keys, payloads, ats, claims = zip(*rows, strict=True)
-    # Each column checked whole (C loops, not a Python one per row) as the full path's scan
-    # checks each row: anything it would retire, or a row reserved for the branch, hands over.
-    kind_set, claim_set = set(kinds), set(claims)
-    if not (seqs[0] > 0 and kind_set <= _KINDS and set(map(type, keys)) == _TEXT
+    claim_set = set(claims)
+    # The full path's test of a usable row (firstmate.store.queue's scan), column by column:
+    # anything it would retire and report is its job, and so is a row reserved for a grant.
+    if not (seqs[0] > 0 and set(kinds) <= _KINDS and set(map(type, keys)) == _TEXT
             and set(map(type, payloads)) == _TEXT and set(map(type, ats)) <= _NUMBERS
             and all(map(str.strip, keys)) and "branch" not in claim_set):
         raise _Fallback
-    if claim_set != _MAIN:
-        conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    command = wakedrain.present(conn, "main", seqs[-1], "")[2]
-    if "heartbeat" in kind_set:  # heartbeats collapse into one, whatever their keys
-        keys = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
+    by = keys
+    if "heartbeat" in kinds:  # heartbeats collapse into one, whatever their keys
+        by = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
     # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
-    return command, wakedrain.text(list(dict(zip(zip(kinds, keys, strict=True), rows, strict=True)).values()))
+    shown = list(dict(zip(zip(kinds, by, strict=True), rows, strict=True)).values())
+    joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in shown])
+    if wakedrain.plain(joined, len(shown)):
+        return claim_set, joined
+    return claim_set, "".join([wakedrain.line(r[0], r[1], r[2], r[3]) + "\n" for r in shown])
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:

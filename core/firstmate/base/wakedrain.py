@@ -69,12 +69,26 @@ def text(rows: Sequence[tuple[Any, ...]]) -> str:
     """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``), each ending in a
     newline: what :func:`line` makes of each, built at once when every field is printable
     ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves it as it is)."""
-    plain = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in rows])
-    # The separators counted exactly: no field holds a TAB or a line break of its own.
-    if (plain.isascii() and plain.count("\t") == 3 * len(rows) and plain.count("\n") == len(rows)
-            and plain.replace("\t", "").replace("\n", "").isprintable()):
-        return plain
+    joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in rows])
+    if plain(joined, len(rows)):
+        return joined
     return "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in rows])
 
 
-__all__ = ["Presented", "dedupe", "episode_only", "line", "present", "text"]
+def plain(lines: str, count: int) -> bool:
+    """*lines* (*count* presentation lines, each ending in a newline) are what :func:`line`
+    would make of their fields: every field is printable ASCII, which
+    :func:`~firstmate.base.wakeinput.clean` leaves as it is. The separators are counted
+    exactly, so no field holds a TAB or a line break of its own."""
+    if not lines.isascii():
+        return False
+    # What is left once every printable ASCII character is deleted (one C pass over bytes):
+    # exactly the separators, or a field holds something clean() would change.
+    rest = lines.encode("ascii").translate(None, _PRINTABLE)
+    return len(rest) == 4 * count and rest.count(b"\t") == 3 * count
+
+
+_PRINTABLE = bytes(range(0x20, 0x7F))
+
+
+__all__ = ["Presented", "dedupe", "episode_only", "line", "plain", "present", "text"]

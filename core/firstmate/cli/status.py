@@ -182,4 +182,7 @@ def main(argv: Sequence[str]) -> int:
         jsonout.write(data)
     else:
         sys.stdout.write(render(data) + "\n")
+    from firstmate.cli.main import leave_at_once
+
+    leave_at_once()  # all read (and the one publication committed): no checkpoint at exit
     return ExitCode.OK

@@ -175,6 +175,13 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         except OSError:
             pass
+    return _done()
+
+
+def _done() -> int:
+    """Exit status 0 for a command whose work is committed and whose output is written: the
+    process may leave without its teardown (and without the checkpoint closing its connection
+    would run, cli.main.leave_at_once)."""
     from firstmate.cli.main import leave_at_once
 
     leave_at_once()
@@ -240,7 +247,7 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
         from firstmate.base import drainpath
 
         if drainpath.drain(env, sys.stdout, sys.stderr):
-            return 0
+            return _done()
     from firstmate.store import drain
 
     db = _open(env)
@@ -311,7 +318,7 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
         from firstmate.base import drainpath
 
         if drainpath.acknowledge(env, through, generation, sys.stderr):
-            return 0
+            return _done()
     from firstmate.store import drain
 
     result = drain.acknowledge(_open(env), actor, through, generation, env=env)
