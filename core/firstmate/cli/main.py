@@ -182,11 +182,12 @@ _leave_at_once = False
 def leave_at_once() -> None:
     """Let the process leave as soon as the command returns, without the interpreter's teardown.
 
-    For a command whose result is durable and already written: ``fm wake append`` calls it once
-    its row is committed and its number printed. Skipping the teardown also leaves the database
+    For a command whose result is durable and already written: ``fm wake append`` once its row
+    is committed and its number printed, ``fm wake drain`` (and its acknowledgement) and
+    ``fm status`` once their lines are out. Skipping the teardown also leaves the database
     connection open, so the process does not run SQLite's checkpoint-on-close (a write-ahead-log
-    fsync, a database write and fsync, the log's removal: a quarter of an append's time). The
-    committed row is already durable in the log; the next checkpoint, a commit's automatic one or
+    fsync, a database write and fsync, the log's removal: a quarter of an append's time). What
+    was committed is already durable in the log; the next checkpoint, a commit's automatic one or
     the last connection another command closes, moves it into the database file. Honoured only
     when :func:`main` runs as the process's own command (no *argv*), never for a caller in the
     same process.
