@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 from firstmate.base import appendpath, episoderow, wakeinput
 from firstmate.base.dbconn import SCHEMA_VERSION
@@ -88,19 +89,23 @@ def test_cli_append_imports_only_what_it_needs(fm_home: Home) -> None:
     assert sorted(n for n in (*FORBIDDEN, *AVOIDED) if n in loaded) == []
 
 
-def test_cli_append_leaves_without_checkpointing_and_the_row_stays_durable(fm_home: Home) -> None:
-    # The process leaves once its number is printed, without closing the database: the
-    # committed rows stay in the write-ahead log (no checkpoint-on-close), where every reader
-    # finds them, and a later closer moves them into the database file.
+def test_cli_append_leaves_the_database_file_whole(fm_home: Home, tmp_path: Path) -> None:
+    # The process leaves without the interpreter's teardown once its number is printed, but
+    # closes its connection first: the last close checkpoints, so the database file alone (a
+    # plain copy, as a backup takes it) holds every row and no write-ahead log is left behind.
     assert fm(fm_home, "wake", "append", "heartbeat", "setup", "heartbeat").returncode == 0
     for i in range(3):
         done = fm(fm_home, "wake", "append", "signal", f"k{i}.status", f"signal: k{i}")
         assert (done.returncode, done.stdout, done.stderr) == (0, f"{i + 2}\n", "")
-    wal = fm_home.db.with_name(fm_home.db.name + "-wal")
-    assert wal.stat().st_size > 0
-    assert [r[2] for r in wake_rows(fm_home)] == ["setup", "k0.status", "k1.status", "k2.status"]
-    assert not wal.exists()  # wake_rows closed the last connection: checkpointed, log removed
-    assert [r[2] for r in wake_rows(fm_home)] == ["setup", "k0.status", "k1.status", "k2.status"]
+    assert not fm_home.db.with_name(fm_home.db.name + "-wal").exists()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(fm_home.db.read_bytes())
+    conn = sqlite3.connect(str(copy))
+    try:
+        keys = [r[0] for r in conn.execute("SELECT key FROM wakes ORDER BY seq")]
+    finally:
+        conn.close()
+    assert keys == ["setup", "k0.status", "k1.status", "k2.status"]
 
 
 def test_append_called_in_process_returns_to_its_caller(fm_home: Home) -> None:

@@ -381,3 +381,30 @@ def test_the_fast_path_names_what_the_store_names() -> None:
 
     assert drainpath.PRESENTATION_LOCK == drain_context.LOCK_NAME
     assert drainpath.CREW_PANE == crew.PANE
+
+
+def test_drain_and_ack_as_commands_print_everything_and_leave_the_database_file_whole(
+        fm_home: Home, tmp_path: Path) -> None:
+    # As the harness runs them (the process leaves without its teardown once its lines are
+    # out): every line arrives, in order, and the closed connection checkpointed, so the
+    # database file alone holds the outcome and no write-ahead log is left behind.
+    for key in ("a", "b", "a"):
+        assert fm(fm_home, "wake", "append", "signal", key, f"signal: {key}").returncode == 0
+    drained = fm(fm_home, "wake", "drain")
+    assert drained.returncode == 0, drained.stderr
+    assert drained.stdout.splitlines() == ["3\tsignal\ta\tsignal: a", "2\tsignal\tb\tsignal: b"]
+    found = ACK.search(drained.stderr)
+    assert found is not None, drained.stderr
+    wal = Path(f"{fm_home.db}-wal")
+    assert not wal.exists()
+    acked = fm(fm_home, "wake", "drain", *found.group(1).split())
+    assert (acked.returncode, acked.stdout, acked.stderr) == (0, "", "")
+    assert not wal.exists()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(fm_home.db.read_bytes())
+    conn = sqlite3.connect(str(copy))
+    try:
+        assert conn.execute("SELECT count(*) FROM wakes").fetchone()[0] == 0
+        assert conn.execute("SELECT status FROM episode WHERE id = 1").fetchone()[0] == "acked"
+    finally:
+        conn.close()

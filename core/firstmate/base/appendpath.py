@@ -96,6 +96,15 @@ class _Lazy:
         self.conn: sqlite3.Connection | None = None
         self.current = False
 
+    def close(self) -> None:
+        # Never an error once the row may be committed: its caller must not append it again.
+        if self.conn is not None:
+            try:  # noqa: SIM105 - contextlib costs every append an import
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+            self.conn = None
+
     def __call__(self) -> sqlite3.Connection:
         if self.conn is None:
             conn = dbconn.open_connection(self.db)
@@ -274,11 +283,15 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     db = os.path.join(state, "firstmate.db")
     if not (os.name == "posix" and current_fields() is not None and _usable(state, db)):
         return fallback(root, kind, key, payload)
-    # The connection is never closed explicitly: closing the last one checkpoints and deletes
-    # the write-ahead log, work the next append would pay for again (`fm wake append` leaves
-    # without the interpreter's teardown, so it never closes it: cli.main.leave_at_once).
-    seq = _commit(_Lazy(db), db, os.path.join(state, "queue.lock"), root, (kind, key, payload),
-                  None, None)
+    lazy = _Lazy(db)
+    try:
+        seq = _commit(lazy, db, os.path.join(state, "queue.lock"), root, (kind, key, payload),
+                      None, None)
+    finally:
+        # Closed explicitly: `fm wake append` leaves without the interpreter's teardown
+        # (cli.main.leave_at_once), and the last connection's close checkpoints, so the
+        # database file is whole again once fm is idle.
+        lazy.close()
     if seq is None:
         return fallback(root, kind, key, payload)
     bell.ring_address(bell.address_of(state))

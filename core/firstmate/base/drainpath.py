@@ -158,37 +158,48 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
         conn = _connect(db)
         if conn is None:
             return False
-        queue = _try_lock(os.path.join(state, "queue.lock"), "queue", root)
-        if queue is None:
-            conn.close()
-            return False
         try:
-            bound = lock_timeout(env)
+            queue = _try_lock(os.path.join(state, "queue.lock"), "queue", root)
+            if queue is None:
+                return False
             try:
-                dbconn.begin(conn, db, float(bound))
-            except Exception as exc:
-                from firstmate.base.errors import LockTimeout
+                bound = lock_timeout(env)
+                try:
+                    dbconn.begin(conn, db, float(bound))
+                except Exception as exc:
+                    from firstmate.base.errors import LockTimeout
 
-                if isinstance(exc, LockTimeout):
-                    out.write(skip_line(None, bound) + "\n")
-                    out.flush()
-                    return True
-                raise
-            command, shown = _transact(conn, db, _drain_locked)
-        except _Fallback:
-            conn.close()
-            return False
-        finally:
-            ownerlock.release(queue)
-        if shown:
-            out.write(shown)
-        if command is not None:
+                    if isinstance(exc, LockTimeout):
+                        out.write(skip_line(None, bound) + "\n")
+                        out.flush()
+                        return True
+                    raise
+                command, shown = _transact(conn, db, _drain_locked)
+            except _Fallback:
+                return False
+            finally:
+                ownerlock.release(queue)
+            if shown:
+                out.write(shown)
+            if command is not None:
+                out.flush()
+                err.write(f"{ack_required(command)}\n")
             out.flush()
-            err.write(f"{ack_required(command)}\n")
-        out.flush()
-        return True
+            return True
+        finally:
+            _close(conn)
     finally:
         ownerlock.release(presentation)
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    """Closed explicitly, never left to the process's end: the command may leave without its
+    teardown (cli.main.leave_at_once), and the last connection's close checkpoints, so the
+    database file is whole again once ``fm`` is idle."""
+    try:  # noqa: SIM105 - contextlib costs the fast path an import
+        conn.close()
+    except sqlite3.Error:
+        pass
 
 
 _KINDS = frozenset(KINDS)
@@ -282,15 +293,17 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
         if conn.execute(f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0]:
             raise _Fallback
 
-    fd, _ = ownerlock.acquire_recorded(os.path.join(state, "queue.lock"), "queue", root)
     try:
-        dbconn.begin(conn, db, None)
-        _transact(conn, db, body)
-    except _Fallback:
-        conn.close()
-        return False
+        fd, _ = ownerlock.acquire_recorded(os.path.join(state, "queue.lock"), "queue", root)
+        try:
+            dbconn.begin(conn, db, None)
+            _transact(conn, db, body)
+        except _Fallback:
+            return False
+        finally:
+            ownerlock.release(fd)
     finally:
-        ownerlock.release(fd)
+        _close(conn)
     if notices:
         err.write("".join(line + "\n" for line in notices))
     return True

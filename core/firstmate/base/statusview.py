@@ -80,10 +80,21 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
     queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
                                 "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
     episode: object = None
-    if os.path.lexists(db):
-        status = _queue(conn if conn is not None else _open(state, db))
-        episode = status.pop("episode", None)
-        queue.update(status)
+    try:
+        if os.path.lexists(db):
+            if conn is None:
+                conn = _open(state, db)
+            status = _queue(conn)
+            episode = status.pop("episode", None)
+            queue.update(status)
+    finally:
+        if conn is not None:
+            # Closed explicitly: ``fm status`` leaves without its teardown, and the last
+            # connection's close checkpoints, so the database file is whole once fm is idle.
+            try:  # noqa: SIM105 - contextlib costs a status call an import
+                conn.close()
+            except sqlite3.Error:
+                pass
     healthy, state_name, _verified, pid, _identity, age, limit = verdict
     return {
         "home": root,

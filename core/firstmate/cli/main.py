@@ -182,15 +182,13 @@ _leave_at_once = False
 def leave_at_once() -> None:
     """Let the process leave as soon as the command returns, without the interpreter's teardown.
 
-    For a command whose result is durable and already written: ``fm wake append`` once its row
-    is committed and its number printed, ``fm wake drain`` (and its acknowledgement) and
-    ``fm status`` once their lines are out. Skipping the teardown also leaves the database
-    connection open, so the process does not run SQLite's checkpoint-on-close (a write-ahead-log
-    fsync, a database write and fsync, the log's removal: a quarter of an append's time). What
-    was committed is already durable in the log; the next checkpoint, a commit's automatic one or
-    the last connection another command closes, moves it into the database file. Honoured only
-    when :func:`main` runs as the process's own command (no *argv*), never for a caller in the
-    same process.
+    For a command whose result is durable and already written, and whose database connections
+    are closed: ``fm wake append`` once its row is committed and its number printed, and the
+    standard-library paths of ``fm wake drain`` (and its acknowledgement) and ``fm status`` once
+    their lines are out. The interpreter's teardown (finalising every module and freeing every
+    object, a drain's thousands of rows included) costs such a process a few milliseconds and
+    does nothing it needs. Honoured only when :func:`main` runs as the process's own command (no
+    *argv*), never for a caller in the same process.
     """
     global _leave_at_once
     _leave_at_once = True

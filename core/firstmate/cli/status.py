@@ -28,11 +28,15 @@ if TYPE_CHECKING:
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     """What ``fm status --json`` prints: :mod:`firstmate.base.statusview`'s answer, else
     :func:`full_snapshot`'s."""
+    return _answer(dict(os.environ) if env is None else env)[0]
+
+
+def _answer(env: dict[str, str]) -> tuple[dict[str, object], bool]:
+    """The snapshot, and whether the standard-library path gave it (it closes what it opens)."""
     from firstmate.base.statusview import snapshot as quick
 
-    env = dict(os.environ) if env is None else env
     data = quick(env, _publish)
-    return full_snapshot(env) if data is None else data
+    return (full_snapshot(env), False) if data is None else (data, True)
 
 
 def _publish(root: str) -> None:
@@ -175,14 +179,15 @@ def parser() -> Parser:
 def main(argv: Sequence[str]) -> int:
     # The one option is parsed by hand: argparse is imported only for help and errors.
     as_json = bool(argv) if list(argv) in ([], ["--json"]) else bool(parser().parse(argv).json)
-    data = snapshot()
+    data, quick = _answer(dict(os.environ))
     if as_json:
         from firstmate.cli import jsonout
 
         jsonout.write(data)
     else:
         sys.stdout.write(render(data) + "\n")
-    from firstmate.cli.main import leave_at_once
+    if quick:
+        from firstmate.cli.main import leave_at_once
 
-    leave_at_once()  # all read (and the one publication committed): no checkpoint at exit
+        leave_at_once()  # all read, the one publication committed, the database closed
     return ExitCode.OK
