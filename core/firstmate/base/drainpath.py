@@ -260,10 +260,7 @@ def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], str]:
         by = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
     # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
     shown = list(dict(zip(zip(kinds, by, strict=True), rows, strict=True)).values())
-    joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in shown])
-    if wakedrain.plain(joined, len(shown)):
-        return claim_set, joined
-    return claim_set, "".join([wakedrain.line(r[0], r[1], r[2], r[3]) + "\n" for r in shown])
+    return claim_set, wakedrain.text(shown)
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:
