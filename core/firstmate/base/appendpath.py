@@ -260,11 +260,15 @@ def _usable(state: str, db: str) -> bool:
 
 
 def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = None, *,
-           fallback: Callable[[str, str, str, str], int]) -> int:
+           fallback: Callable[[str, str, str, str], int], close: bool = False) -> int:
     """``fm wake append KIND KEY PAYLOAD`` for the home *env* names: the new row's sequence.
 
     ``fallback(root, kind, key, payload)`` appends through the full store when this path cannot
-    (see the module docstring); it rings the doorbell itself.
+    (see the module docstring); it rings the doorbell itself. *close* closes the connection
+    before returning: a process that leaves without its teardown must (cli.main.leave_at_once),
+    so that the last close checkpoints and the database file is whole once fm is idle. A caller
+    that goes on appending leaves it to the collector: closing the last connection checkpoints
+    and removes the write-ahead log, work its next append would pay for again.
     """
     from firstmate.base import bell
     from firstmate.base.homeroot import find_root
@@ -288,10 +292,8 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
         seq = _commit(lazy, db, os.path.join(state, "queue.lock"), root, (kind, key, payload),
                       None, None)
     finally:
-        # Closed explicitly: `fm wake append` leaves without the interpreter's teardown
-        # (cli.main.leave_at_once), and the last connection's close checkpoints, so the
-        # database file is whole again once fm is idle.
-        lazy.close()
+        if close:
+            lazy.close()
     if seq is None:
         return fallback(root, kind, key, payload)
     bell.ring_address(bell.address_of(state))

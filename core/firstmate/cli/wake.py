@@ -162,7 +162,7 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
     # bad input), then the home, the lock, one transaction and the doorbell.
     from firstmate.base.appendpath import append
 
-    seq = append(args[0], args[1], args[2], env, fallback=_append_full)
+    seq = append(args[0], args[1], args[2], env, fallback=_append_full, close=True)
     # The row is committed: a caller must not append it again, so telling its number is best
     # effort and a closed or full stdout still exits 0.
     try:
