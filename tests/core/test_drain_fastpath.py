@@ -336,19 +336,23 @@ def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> N
 
 
 def test_fast_path_locks_name_their_holder_and_refuse_a_second_taker(fm_home: Home) -> None:
-    from firstmate.base import drainpath, ownerlock
+    from firstmate.base import ownerlock
     from firstmate.store.locks import FileLock
 
     path = str(fm_home.lock_path("queue"))
-    fd = drainpath._try_lock(path, "queue", str(fm_home.root))
+    fd = ownerlock.try_acquire(path, "queue", str(fm_home.root))
     assert fd is not None
     try:
         holder = FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder()
         assert holder is not None and holder.verified and holder.pid == os.getpid()
         assert holder.role == "queue"
-        assert drainpath._try_lock(path, "queue", str(fm_home.root)) is None
+        assert ownerlock.try_acquire(path, "queue", str(fm_home.root)) is None
+        assert ownerlock.try_acquire(path, "queue", str(fm_home.root), 0.05) is None
     finally:
         ownerlock.release(fd)
+    again = ownerlock.try_acquire(path, "queue", str(fm_home.root), 0.05)
+    assert again is not None
+    ownerlock.release(again)
     assert FileLock(fm_home.lock_path("queue"), role="queue", home=fm_home.root).holder() is None
 
 

@@ -19,15 +19,11 @@ from firstmate.base.dbconn import sqlite3
 OPEN_KEY = "watch.open"
 #: How long a reader waits for the queue lock before leaving the publication to someone else.
 LOCK_BOUND = 2.0
-#: The bounded wait polls with a delay that doubles from the first value up to the second
-#: (``firstmate.store.locks.POLL_START`` / ``POLL_MAX``).
-POLL_START, POLL_MAX = 0.001, 0.05
 
 
 def open_mark(conn: sqlite3.Connection) -> str:
     """The identity token of the watcher whose cycle is open; "" when none is."""
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (OPEN_KEY,)).fetchone()
-    return "" if row is None else str(row[0]).strip()
+    return (dbconn.kv_get(conn, OPEN_KEY) or "").strip()
 
 
 def publish_locked(conn: sqlite3.Connection, token: str) -> bool:
@@ -36,37 +32,8 @@ def publish_locked(conn: sqlite3.Connection, token: str) -> bool:
     if open_mark(conn) != token:
         return False
     episoderow.publish_downtime(conn)
-    conn.execute(
-        "INSERT INTO kv (key, value) VALUES (?, '') "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (OPEN_KEY,))
+    dbconn.kv_set(conn, OPEN_KEY, "")
     return True
-
-
-def _lock_bounded(path: str, bound: float) -> int | None:
-    """The queue lock's descriptor, taken within *bound* seconds; None when it stayed held."""
-    import fcntl
-
-    from firstmate.base.safepaths import open_private
-
-    fd = open_private(path, os.O_RDWR | os.O_CREAT)
-    deadline = time.monotonic() + bound
-    delay = POLL_START
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                pass
-            now = time.monotonic()
-            if now >= deadline:
-                os.close(fd)
-                return None
-            time.sleep(min(delay, deadline - now))
-            delay = min(delay * 2, POLL_MAX)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, token: str, *,
@@ -80,11 +47,10 @@ def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, token: str, *,
     state = os.path.dirname(db)
     started = time.monotonic()
     try:
-        fd = _lock_bounded(os.path.join(state, "queue.lock"), bound)
+        fd = ownerlock.try_acquire(os.path.join(state, "queue.lock"), "queue", root, bound)
         if fd is None:
             return False
         try:
-            ownerlock.write_record(fd, os.path.join(state, "queue.lock"), "queue", root)
             left = max(0.5, bound - (time.monotonic() - started))
             dbconn.start(conn, db, left)
             try:

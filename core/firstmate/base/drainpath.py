@@ -80,29 +80,6 @@ def _connect(db: str) -> sqlite3.Connection | None:
     return None
 
 
-def _try_lock(path: str, role: str, root: str) -> int | None:
-    """The exclusive ``flock`` on *path* with our owner record, if nobody holds it now."""
-    import fcntl
-
-    from firstmate.base import ownerlock
-    from firstmate.base.safepaths import open_private
-
-    fd = open_private(path, os.O_RDWR | os.O_CREAT)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except OSError as exc:
-            raise ownerlock.lock_failed(path, exc) from exc
-        ownerlock.write_record(fd, path, role, root)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _crews(state: str) -> bool:
     """Crews may be registered (their status is presented): the full path's job."""
     try:
@@ -148,8 +125,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     if found is None:
         return False
     root, state, db = found
-    presentation = _try_lock(os.path.join(state, PRESENTATION_LOCK + ".lock"), PRESENTATION_LOCK,
-                             root)
+    presentation = ownerlock.try_acquire(os.path.join(state, PRESENTATION_LOCK + ".lock"),
+                                         PRESENTATION_LOCK, root)
     if presentation is None:
         return False
     try:
@@ -159,7 +136,7 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
         if conn is None:
             return False
         try:
-            queue = _try_lock(os.path.join(state, "queue.lock"), "queue", root)
+            queue = ownerlock.try_acquire(os.path.join(state, "queue.lock"), "queue", root)
             if queue is None:
                 return False
             try:

@@ -94,6 +94,38 @@ def acquire_recorded(path: StrPath, role: str, home: StrPath,
         raise
 
 
+def try_acquire(path: StrPath, role: str, home: StrPath, bound: float = 0.0) -> int | None:
+    """:func:`acquire_recorded` within *bound* seconds (0: only if nobody holds it now), polling
+    with a delay that doubles from 1 ms to 50 ms (as ``firstmate.store.locks`` does); None
+    when it stayed held. Returns the descriptor (release with :func:`release`)."""
+    import fcntl
+    import time
+
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    try:
+        deadline = time.monotonic() + bound
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise lock_failed(path, exc) from exc
+            now = time.monotonic()
+            if now >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, 0.05)
+        write_record(fd, path, role, home)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def flock_with_record(path: StrPath, role: str, home: StrPath) -> int:
     """:func:`acquire_recorded`, returning only the descriptor (release with :func:`release`)."""
     return acquire_recorded(path, role, home)[0]
