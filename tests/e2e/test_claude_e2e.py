@@ -135,6 +135,11 @@ class Mock:
         with self.lock:
             return any(text in body for body in self.bodies)
 
+    def seen_since(self, index: int, *texts: str) -> bool:
+        """Whether a request after the first *index* ones carried any of *texts*."""
+        with self.lock:
+            return any(text in body for body in self.bodies[index:] for text in texts)
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
@@ -318,6 +323,7 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
                 lambda: "last user content at the mock: " + " || ".join(
                     _last_user_text(b)[-400:] for b in mock.bodies[-4:]),
                 lambda: "pane: " + capture(socket_name, target)[-1500:],
+                lambda: "fm status: " + fm(fm_env, "status").stdout[-1500:],
             ]
             eventually("the Claude prompt", lambda: "❯" in capture(socket_name, target))
             lock = eventually("the SessionStart hook's session lock",
@@ -339,7 +345,7 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
             successor = eventually("a successor watcher",
                                    lambda: (pid := healthy_watcher(fm_env)) and pid != first and pid)
             assert successor != first
-            handle_wake(fm_env)
+            assert "E2E-WAKE-ONE" in handle_wake(fm_env)
 
             # 2. After the handled turn the Stop hook re-armed: a second wake arrives. The mock
             # answers it with an API error, so that turn ends in StopFailure.
@@ -360,10 +366,16 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
             mock.fail_on = None
             epoch = eventually("the StopFailure hook parked", lambda: parked(home, epoch))
             third_before = eventually("a watcher after StopFailure", lambda: healthy_watcher(fm_env))
+            sent = len(mock.bodies)
             fm(fm_env, "wake", "append", "signal", "builder", "signal: builder done: E2E-WAKE-THREE")
-            eventually("wake three at the mock", lambda: mock.seen("E2E-WAKE-THREE"))
+            # As with wake two: when the StopFailure hook's arm starts a fresh watcher after the
+            # append, the row reaches the model as `check: rearm-resurface`, and the drain that
+            # wake asks for presents it.
+            eventually("wake three at the mock",
+                       lambda: mock.seen_since(sent, "E2E-WAKE-THREE", "check: rearm-resurface"))
             eventually("a successor after wake three",
                        lambda: (pid := healthy_watcher(fm_env)) and pid != third_before)
+            assert "E2E-WAKE-THREE" in handle_wake(fm_env)  # the row itself is presented
 
             wake_bodies = [b for b in mock.bodies if "E2E-WAKE-ONE" in b]
             evidence = tmp_path.parent / "claude-e2e-evidence.txt"
