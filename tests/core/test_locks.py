@@ -9,7 +9,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -80,16 +80,6 @@ def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE)
     while not check():
         assert time.monotonic() < end, f"{what} did not happen within {deadline}s"
         time.sleep(0.01)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=DEADLINE)
 
 
 @pytest.fixture

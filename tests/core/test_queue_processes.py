@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from firstmate.store import drain, episodes, queue
@@ -118,14 +117,6 @@ def output_json(proc: subprocess.Popen[bytes]) -> object:
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
     return json.loads(out.decode().strip().splitlines()[-1])
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for proc in started:
-        finish(proc)
 
 
 def test_many_producers_with_concurrent_main_and_branch_consumers(

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -244,14 +244,6 @@ WATCHER = {"live watcher": "healthy", "live watcher with an open cycle": "health
 GRANT_OWNER = {"live grant": "live", "gone grant": "gone"}
 REFUSED = {"planted lock link", "planted beacon link", "state is a file", "database is a link",
            "database is a directory", "database is not ours", "database is empty"}
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for proc in started:
-        finish(proc)
 
 
 def _outcome(read: Callable[[], dict[str, object] | None]) -> tuple[str, object]:
