@@ -46,12 +46,12 @@ from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.base.pidfd import open_pidfd
 from firstmate.continuity.armlinks import Link, record_link, started_link
 from firstmate.continuity.watchchild import (
     REASON_RE,
     Child,
     _exit_fields,
-    _pidfd,
     _readable,
     _started,
     child_env,
@@ -292,7 +292,7 @@ class Arm:
             os.set_blocking(out_fd, False)
             # The identity is learnt from the child's own owner record at confirmation: read
             # now, /proc may still show the command line of the exec in progress.
-            self.child = Child(proc, None, started, _pidfd(proc.pid), ready_r, out_fd)
+            self.child = Child(proc, None, started, open_pidfd(proc.pid), ready_r, out_fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(ready_w)
@@ -517,7 +517,7 @@ class Arm:
             self.say(f"watcher: attached pid={pid} (beacon {health.age_text()}s)")
             started_at = time.time()
             lock_before = lock_text(pid, token)
-            pidfd = _pidfd(pid)
+            pidfd = open_pidfd(pid)
             try:
                 alive = ident is not None and matches(ident)
                 while alive:

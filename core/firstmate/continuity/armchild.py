@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
+from firstmate.base.pidfd import open_pidfd
 from firstmate.plugin.handoff import ArmRef, Close, Readiness
 
 #: How long a settled child's pipe may still deliver lines before the close is classified.
@@ -87,7 +88,7 @@ class ArmChild:
         )
         child = cls(proc, ref_of(proc.pid), time.monotonic(), detached=detached,
                     on_settle=on_settle, on_late_reason=on_late_reason,
-                    pidfd=_pidfd_open(proc.pid))
+                    pidfd=open_pidfd(proc.pid, for_signals=True))
         threading.Thread(target=child._read, name=f"fm-arm-{proc.pid}-out", daemon=True).start()
         threading.Thread(target=child._wait, name=f"fm-arm-{proc.pid}-wait", daemon=True).start()
         return child
@@ -262,16 +263,6 @@ class ArmChild:
             self._cond.notify_all()
         if self.on_settle is not None:
             self.on_settle(self)
-
-
-def _pidfd_open(pid: int) -> int | None:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None or not hasattr(signal, "pidfd_send_signal"):
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:
-        return None
 
 
 __all__ = ["DRAIN", "EXITED", "LINE", "TIMEOUT", "ArmChild"]

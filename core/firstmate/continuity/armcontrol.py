@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.base.pidfd import open_pidfd
 from firstmate.continuity.armlinks import started_link
-from firstmate.continuity.watchchild import _pidfd, _readable
+from firstmate.continuity.watchchild import _readable
 from firstmate.store import cyclelog
 from firstmate.store.health import WatcherHealth
 from firstmate.store.identity import ProcessIdentity
@@ -35,7 +36,7 @@ def stop_watcher(arm: Arm, health: WatcherHealth) -> str:
     ident = ProcessIdentity.parse(health.identity)
     if ident is None or ident.pid != health.pid:
         return "gone"
-    pidfd = _pidfd(ident.pid)
+    pidfd = open_pidfd(ident.pid)
     try:
         if not signal_verified(ident, signal.SIGTERM):
             return "gone"

@@ -38,16 +38,6 @@ def _exit_fields(returncode: int | None) -> tuple[int | None, str]:
     return returncode, "none"
 
 
-def _pidfd(pid: int) -> int | None:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:
-        return None
-
-
 def _started(ident: ProcessIdentity | None, fallback: float) -> float:
     """When a watcher started: its identity's start time, else *fallback* (an upper bound)."""
     return ident.started if ident is not None else fallback

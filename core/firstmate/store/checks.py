@@ -39,6 +39,7 @@ import attrs
 
 from firstmate.base import keyring
 from firstmate.base.errors import ConflictError, StateError, UsageError
+from firstmate.base.pidfd import open_pidfd
 from firstmate.base.trust import untrusted
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home, atomic_write, make_private_dir
@@ -390,13 +391,6 @@ def _leader_exited(pid: int) -> bool:
     return info is not None
 
 
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
 #: How long pipes may stay open after the leader exited (a leftover group member holds them).
 PIPE_LINGER = 0.2
 
@@ -411,7 +405,7 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, byt
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     kept = {out_fd: bytearray(), err_fd: bytearray()}
     caps = {out_fd: MAX_STDOUT, err_fd: MAX_STDERR}
-    pidfd = _pidfd(proc.pid)
+    pidfd = open_pidfd(proc.pid)
     exited_at: float | None = None
     open_pipes = {out_fd, err_fd}
     try:

@@ -18,6 +18,7 @@ from types import ModuleType
 import attrs
 
 from firstmate.base import procself, proctoken
+from firstmate.base.pidfd import open_pidfd
 from firstmate.base.procself import CMD_HASH_LEN, cmd_hash
 
 #: Parent steps :func:`ancestry` takes by default.
@@ -119,7 +120,7 @@ def signal_verified(identity: ProcessIdentity, sig: int | signal.Signals) -> boo
     """
     if identity.pid <= 0:
         return False
-    pidfd = _pidfd_open(identity.pid)
+    pidfd = open_pidfd(identity.pid, for_signals=True, gone=-1)
     if pidfd == -1:
         return False
     try:
@@ -136,19 +137,6 @@ def signal_verified(identity: ProcessIdentity, sig: int | signal.Signals) -> boo
     finally:
         if pidfd is not None:
             os.close(pidfd)
-
-
-def _pidfd_open(pid: int) -> int | None:
-    """A pidfd for *pid*; -1 when the process is already gone; None when pidfds are unavailable."""
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None or not hasattr(signal, "pidfd_send_signal"):
-        return None
-    try:
-        return int(opener(pid))
-    except ProcessLookupError:
-        return -1
-    except OSError:
-        return None
 
 
 @attrs.frozen
