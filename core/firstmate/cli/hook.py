@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
     from firstmate.cli.args import Parser
+    from firstmate.plugin.harness import HookOutcome
+
 #: Payloads above this many bytes are not decoded: the hook sees None.
 MAX_PAYLOAD = 1 << 20
 DEFAULT_STDIN_TIMEOUT = 2.0
@@ -213,6 +215,12 @@ def _dispatch(harness: str, event: str, payload: Mapping[str, Any] | None, env: 
                         env=env)
     if outcome is None:
         return 0
+    return emit(outcome)
+
+
+def emit(outcome: HookOutcome) -> int:
+    """Write a hook's outcome as the harness reads it (stdout, then stderr) and return its
+    exit code."""
     if outcome.stdout:
         sys.stdout.write(outcome.stdout)
         sys.stdout.flush()

@@ -88,15 +88,8 @@ def main(argv: Sequence[str]) -> int:
     env = os.environ
     if home_arg is not None:
         env["FM_HOME"] = os.path.abspath(os.path.expanduser(home_arg))
-    from firstmate.cli.hook import _timeout, parse_payload, read_payload
+    from firstmate.cli.hook import _timeout, emit, parse_payload, read_payload
     from firstmate.guards.turnend import turnend_decision
 
     payload = parse_payload(read_payload(0, timeout=_timeout(env)))
-    outcome = turnend_decision(harness, payload, env=env, wait=wait).hook_outcome()
-    if outcome.stdout:
-        sys.stdout.write(outcome.stdout)
-        sys.stdout.flush()
-    if outcome.stderr:
-        sys.stderr.write(outcome.stderr)
-        sys.stderr.flush()
-    return int(outcome.exit_code)
+    return emit(turnend_decision(harness, payload, env=env, wait=wait).hook_outcome())
