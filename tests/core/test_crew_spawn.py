@@ -10,7 +10,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ import pytest
 from firstmate.app.crewbrief import brief
 from firstmate.store import crew
 from firstmate.store.home import Home
+from firstmate.testing.procs import eventually
 from firstmate.watch.backends.tmux import TmuxBackend
 
 CORE = Path(__file__).resolve().parents[2] / "core"
@@ -32,14 +32,7 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
 
 
 def wait_for(check: Callable[[], T | None], what: str, deadline: float = DEADLINE) -> T:
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline:g}s waiting for {what}")
-        time.sleep(0.05)
+    return eventually(what, check, deadline)
 
 
 @attrs.define

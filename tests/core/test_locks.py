@@ -20,6 +20,7 @@ from firstmate.store import identity
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock, OwnerRecord
 from firstmate.testing import read_line
+from firstmate.testing.procs import eventually as poll
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -76,10 +77,7 @@ def expect(proc: subprocess.Popen[bytes], word: str) -> list[str]:
 
 
 def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while not check():
-        assert time.monotonic() < end, f"{what} did not happen within {deadline}s"
-        time.sleep(0.01)
+    poll(what, check, deadline, interval=0.01)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from firstmate.store import episodes
 from firstmate.store.database import Store, open_store
 from firstmate.store.home import Home
 from firstmate.testing import read_line
+from firstmate.testing.procs import eventually
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 30.0
@@ -110,11 +110,7 @@ def finish(proc: subprocess.Popen[bytes]) -> None:
 def wait_for(predicate: object, deadline: float = DEADLINE) -> None:
     """Poll *predicate* (a callable) until true; the poll interval is the only delay."""
     assert callable(predicate)
-    end = time.monotonic() + deadline
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met before the deadline")
-        time.sleep(0.01)
+    eventually("the condition", predicate, deadline, interval=0.01)
 
 
 def each_line(text: str) -> Iterator[str]:

@@ -24,6 +24,7 @@ from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity, identity_of, matches
 from firstmate.testing import read_line
+from firstmate.testing.procs import eventually
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.
@@ -32,15 +33,7 @@ DEADLINE = 30.0
 
 def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> object:
     """Poll *condition* until it returns something truthy; fail the test after *deadline*."""
-    end = time.monotonic() + deadline
-    delay = 0.005
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out after {deadline}s waiting for {what}"
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
+    return eventually(what, condition, deadline, interval=0.01)
 
 
 def let_one_go(gate: Path) -> bool:

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -22,6 +22,41 @@ from firstmate.store.identity import ProcessIdentity
 
 #: Generous "eventually" bound for a loaded two-core machine; never an upper bound on speed.
 DEADLINE = 30.0
+
+T = TypeVar("T")
+
+
+def eventually(what: str, check: Callable[[], T | None], deadline: float = DEADLINE,
+               *, interval: float = 0.05, gone: subprocess.Popen[Any] | None = None,
+               gone_means: str = "") -> T:
+    """*check*'s first truthy answer, polled every *interval* seconds until *deadline* (for
+    what offers no event to wait on: the store, /proc, a pane); fails with *gone_means* as soon
+    as *gone* ends."""
+    end = time.monotonic() + deadline
+    while True:
+        value = check()
+        if value:
+            return value
+        if gone is not None and gone.poll() is not None:
+            out, err = drain_output(gone)
+            pytest.fail(f"{gone_means} (exit {gone.returncode}; stdout {out!r}; stderr {err!r})")
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline}s waiting for {what}")
+        time.sleep(interval)
+
+
+def drain_output(proc: subprocess.Popen[Any]) -> tuple[str, str]:
+    """What an ended (or killed) process left on its pipes, as text."""
+    with contextlib.suppress(ValueError, OSError, subprocess.SubprocessError):
+        out, err = proc.communicate(timeout=5)
+        return _text(out), _text(err)
+    return "", ""
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value if isinstance(value, str) else ""
 
 
 def fm_command(*args: str) -> list[str]:

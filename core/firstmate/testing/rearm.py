@@ -32,49 +32,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import pytest
 
 from firstmate.store.home import Home
-from firstmate.testing.procs import DEADLINE, fm_command
+from firstmate.testing.procs import DEADLINE, drain_output, eventually, fm_command
 
 #: The crew whose status lines the contract's wakes are.
 CREW = "builder"
 
-T = TypeVar("T")
-
-
-def eventually(what: str, check: Callable[[], T | None], deadline: float = DEADLINE,
-               *, gone: subprocess.Popen[Any] | None = None,
-               gone_means: str = "") -> T:
-    """*check*'s first truthy answer, polled until *deadline* (a poll with a deadline: the
-    store and /proc offer no event to wait on); fails with *gone_means* as soon as *gone* ends."""
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if gone is not None and gone.poll() is not None:
-            out, err = _drain(gone)
-            pytest.fail(f"{gone_means} (exit {gone.returncode}; stdout {out!r}; stderr {err!r})")
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {deadline}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def _drain(proc: subprocess.Popen[Any]) -> tuple[str, str]:
-    with contextlib.suppress(ValueError, OSError, subprocess.SubprocessError):
-        out, err = proc.communicate(timeout=5)
-        return _text(out), _text(err)
-    return "", ""
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return value if isinstance(value, str) else ""
 
 
 def lets_the_turn_end(done: subprocess.CompletedProcess[str]) -> bool:
@@ -201,7 +169,7 @@ class ContinuityRig:
             if proc.poll() is None:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
-            _drain(proc)
+            drain_output(proc)
         self.fm("arm", "--stop")
 
 
@@ -268,7 +236,7 @@ def drive_hook(rig: ContinuityRig, info: Any) -> None:
         rig.delivered_successor = rig.successor(watcher)
         for other in procs:
             if other is not proc:
-                rest = subprocess.CompletedProcess(other.args, other.returncode, *_drain(other))
+                rest = subprocess.CompletedProcess(other.args, other.returncode, *drain_output(other))
                 assert marker not in rest.stdout + rest.stderr and lets_the_turn_end(rest), (
                     f"of two concurrent {what}, the one that did not park must end its turn "
                     f"quietly and deliver nothing: {rest!r}")

@@ -11,8 +11,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,6 @@ from firstmate.store.home import Home
 DEADLINE = 30.0
 PATHS = [str(Path(firstmate.__file__).resolve().parents[1]),
          str(Path(firstmate_plugin_claude.__file__).resolve().parents[1])]
-
-
-def eventually(what: str, check: Callable[[], Any], deadline: float = DEADLINE) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @attrs.define

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from claude_support import Rig, eventually, rig_fixture  # noqa: F401  (the rig fixture)
+from claude_support import Rig, rig_fixture  # noqa: F401  (the rig fixture)
 from firstmate.store.database import kv_set, open_store
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
+from firstmate.testing.procs import eventually
 from firstmate_plugin_claude import ledger as autoarm
 from firstmate_plugin_claude import stophook
 from firstmate_plugin_claude.stophook import GateFacts, Notice, decide_gates, next_notice, pace
