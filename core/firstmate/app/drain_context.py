@@ -23,6 +23,9 @@ The whole presentation runs under ``state/status-presentation.lock`` with a boun
 ``STATUS PRESENTATION SKIPPED: lock remains held by live pid <P> after <N>s; retry on the next drain.``
 and leaves every cursor. Cursors (``state/crew/NAME.drain-cursor``) advance only after the
 output was written and flushed.
+
+The rules are plain functions in :mod:`firstmate.base.crewview` (shared with the ``fm wake
+drain`` fast path); this module wraps them in value classes and the store's lock.
 """
 
 from __future__ import annotations
@@ -34,30 +37,29 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 import attrs
 
+from firstmate.base import crewview
+from firstmate.base.crewview import (
+    DECISIONS_FOOTER,
+    DECISIONS_HEADER,
+    EARLIER,
+    HISTORICAL,
+    INCOMPLETE,
+    ITEM_BYTES,
+    LATEST,
+    LOCK_NAME,
+    SECTION_BYTES,
+    UNREAD_HEADER,
+)
 from firstmate.base.envnum import env_int
 from firstmate.base.errors import FirstmateError, LockTimeout
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
+    from firstmate.base.crewview import Snapshot
     from firstmate.store.locks import FileLock
 
-ITEM_BYTES = 220
-SECTION_BYTES = 4000
 DEFAULT_LOCK_TIMEOUT = 10
-LOCK_NAME = "status-presentation"
-
-LATEST = "wake annotation: latest wake-EVENT observed at drain, not current state: "
-EARLIER = "wake annotation: unread wake-EVENT since last drain, not current state: "
-HISTORICAL = "; historical / not necessarily the triggering event"
-UNREAD_HEADER = "UNREAD STATUS (new since last drain, not re-printed after this presentation):"
-DECISIONS_HEADER = (
-    "OPEN DECISIONS (still open, folded from the durable status logs - not just the latest line):"
-)
-DECISIONS_FOOTER = (
-    'OPEN DECISIONS: close one by answering it: fm crew answer <crew> --key <key> "<answer>"'
-)
-INCOMPLETE = "STATUS PRESENTATION INCOMPLETE: status snapshot could not be read."
 
 
 class RowLike(Protocol):
@@ -81,6 +83,18 @@ class CrewSnapshot:
     latest: crewmod.StatusLine | None
     decisions: tuple[crewmod.Decision, ...]
 
+    @classmethod
+    def of(cls, snap: Snapshot) -> CrewSnapshot:
+        name, unread, latest, decisions = snap
+        return cls(name, None if unread is None else crewmod.Span.of(unread),
+                   None if latest is None else crewmod.StatusLine(*latest),
+                   tuple(crewmod.Decision(*d) for d in decisions))
+
+    def plain(self) -> Snapshot:
+        return (self.name, None if self.unread is None else self.unread.plain(),
+                None if self.latest is None else self.latest.plain(),
+                tuple((d.crew, d.key, d.note, d.at, d.keyed) for d in self.decisions))
+
 
 def lock_timeout(env: Mapping[str, str]) -> int:
     return env_int(env, "FM_STATUS_PRESENTATION_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
@@ -94,114 +108,17 @@ def _triple(row: Row) -> tuple[str, str, str]:
 
 def snapshot(home: Home) -> list[CrewSnapshot]:
     """What every registered crew's status log holds right now."""
-    snaps = []
-    for member in crewmod.list(home):
-        span = crewmod.read_span(crewmod.path(home, member.name, crewmod.STATUS), 0)
-        cursor = crewmod.read_cursor(crewmod.path(home, member.name, crewmod.DRAIN_CURSOR))
-        unread = span
-        if span is not None and cursor is not None and cursor.inode == span.inode and cursor.offset <= span.end:
-            unread = crewmod.Span(span.inode, cursor.offset, span.end,
-                                  tuple(line for line in span.lines if line.start >= cursor.offset))
-        lines = span.lines if span is not None else ()
-        latest = next((line for line in reversed(lines) if not line.from_captain), None)
-        decisions = tuple(crewmod.fold_decisions(member.name, lines))
-        snaps.append(CrewSnapshot(member.name, unread, latest, decisions))
-    return snaps
-
-
-def _text(line: crewmod.StatusLine) -> str:
-    return crewmod.clean_text(line.text)
-
-
-def _capped(items: Sequence[str], label: str, *, newest: bool = False) -> list[str]:
-    """*items* (each cut to 220 bytes) within 4000 bytes, plus an omission line when some did not fit."""
-    cut = [crewmod.cut(item, ITEM_BYTES) for item in items]
-    order = list(reversed(cut)) if newest else cut
-    kept: list[str] = []
-    used = 0
-    for item in order:
-        size = len(item.encode("utf-8")) + 1
-        if used + size > SECTION_BYTES:
-            break
-        kept.append(item)
-        used += size
-    omitted = len(cut) - len(kept)
-    if newest:
-        kept.reverse()
-    if omitted:
-        kept.append(f"{label}: {omitted} more omitted (byte cap)")
-    return kept
+    return [CrewSnapshot.of(snap) for snap in crewview.snapshot(str(home.crew_dir))]
 
 
 def render(snaps: Sequence[CrewSnapshot], rows: Iterable[Row], captain: re.Pattern[str]) -> list[str]:
     """The presentation's lines (pure: reads nothing, writes nothing)."""
-    by_name = {snap.name: snap for snap in snaps}
-    triples = [_triple(row) for row in rows]
-    status_crews = {key[: -len(crewmod.STATUS)] for kind, key, _ in triples
-                    if kind == "signal" and key.endswith(crewmod.STATUS)}
-    annotations: list[str] = []
-    shown: set[tuple[str, int]] = set()
-    done: set[str] = set()
-    for kind, key, _payload in triples:
-        if kind != "signal" or key in done:
-            continue
-        done.add(key)
-        if key.endswith(crewmod.STATUS):
-            name, suffix = key[: -len(crewmod.STATUS)], ""
-        elif key.endswith(crewmod.TURN_ENDED):
-            name, suffix = key[: -len(crewmod.TURN_ENDED)], HISTORICAL
-            if name in status_crews:
-                continue
-        else:
-            continue
-        snap = by_name.get(name)
-        if snap is None:
-            continue
-        latest = snap.latest
-        earlier = [line for line in (snap.unread.lines if snap.unread else ())
-                   if not line.from_captain and captain.search(line.text)
-                   and (latest is None or line.start != latest.start)]
-        for line in earlier:
-            annotations.append(f"{EARLIER}{name}.status: {crewmod.cut(_text(line), ITEM_BYTES)}")
-            shown.add((name, line.start))
-        if latest is not None:
-            annotations.append(f"{LATEST}{name}.status: {crewmod.cut(_text(latest), ITEM_BYTES)}{suffix}")
-            shown.add((name, latest.start))
-        else:
-            annotations.append(f"{LATEST}{name}{crewmod.TURN_ENDED}: (no status line reported){suffix}")
-    out = _capped(annotations, "wake annotation") if annotations else []
-
-    unread: list[tuple[float, str, int, str]] = []
-    for snap in snaps:
-        for line in snap.unread.lines if snap.unread else ():
-            if line.from_captain or (snap.name, line.start) in shown:
-                continue
-            unread.append((line.at or 0.0, snap.name, line.start, f"{snap.name} {_text(line)}"))
-    if unread:
-        unread.sort()
-        out.append(UNREAD_HEADER)
-        out.extend(_capped([item for *_, item in unread], "UNREAD STATUS", newest=True))
-
-    decisions = [
-        f"{d.crew} [key={d.key}] needs-decision: {crewmod.clean_text(d.note)}".rstrip()
-        for snap in snaps for d in snap.decisions
-    ]
-    if decisions:
-        out.append(DECISIONS_HEADER)
-        out.extend(_capped(decisions, "OPEN DECISIONS"))
-        out.append(DECISIONS_FOOTER)
-    return out
+    return crewview.render([snap.plain() for snap in snaps], [_triple(row) for row in rows], captain)
 
 
 def advance(home: Home, snaps: Iterable[CrewSnapshot]) -> None:
     """Move each crew's drain cursor past what this presentation read."""
-    for snap in snaps:
-        if snap.unread is None or not crewmod.exists(home, snap.name):
-            continue
-        p = crewmod.path(home, snap.name, crewmod.DRAIN_CURSOR)
-        cursor = crewmod.Cursor(snap.unread.inode, snap.unread.end)
-        if crewmod.read_cursor(p) != cursor:
-            crewmod.write_cursor(p, cursor)
+    crewview.advance(str(home.crew_dir), [snap.plain() for snap in snaps])
 
 
 @attrs.define(eq=False)
@@ -213,14 +130,14 @@ class Presentation:
 
     home: Home
     lines: list[str]
-    _snaps: list[CrewSnapshot] = attrs.field(factory=list)
+    _snaps: list[Snapshot] = attrs.field(factory=list)
     _lock: FileLock | None = None
 
     def commit(self) -> None:
         """The lines were written and flushed: advance the cursors, then release the lock."""
         try:
             if self._lock is not None:
-                advance(self.home, self._snaps)
+                crewview.advance(str(self.home.crew_dir), self._snaps)
         finally:
             self.abandon()
 
@@ -237,11 +154,11 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit
     changes nothing; when the logs cannot be read it is ``STATUS PRESENTATION INCOMPLETE``.
     """
-    from firstmate.store.captain import captain_pattern
+    from firstmate.base.captain import captain_pattern
     from firstmate.store.locks import FileLock
 
     env = os.environ if env is None else env
-    rows = list(rows)
+    triples = [_triple(row) for row in rows]
     bound = lock_timeout(env)
     lock = FileLock(home.lock_path(LOCK_NAME), LOCK_NAME, home.root)
     try:
@@ -251,16 +168,15 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
         return Presentation(home, [f"STATUS PRESENTATION SKIPPED: lock remains held by {who} after "
                                    f"{bound}s; retry on the next drain."])
     try:
-        snaps = snapshot(home)
+        snaps = crewview.snapshot(str(home.crew_dir))
     except (FirstmateError, OSError):
         lock.release()
         return Presentation(home, [INCOMPLETE])
     except BaseException:
         lock.release()
         raise
-    lines = render(snaps, rows, captain_pattern(env.get("FM_CAPTAIN_RE"))[0])
+    lines = crewview.render(snaps, triples, captain_pattern(env.get("FM_CAPTAIN_RE"))[0])
     return Presentation(home, lines, snaps, lock)
-
 
 def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, str] | None = None) -> None:
     """Print the status presentation for the drained *rows* ((kind, key, payload) each) to *out*."""
@@ -274,3 +190,9 @@ def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, s
         raise
     # Only now, with the output written, does this presentation count as seen.
     presentation.commit()
+
+
+__all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
+           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "CrewSnapshot",
+           "Presentation", "Row", "RowLike", "advance", "lock_timeout", "prepare", "present",
+           "render", "snapshot"]

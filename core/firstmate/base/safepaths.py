@@ -129,5 +129,31 @@ def open_private(path: StrPath, flags: int = os.O_RDWR | os.O_CREAT) -> int:
         ) from exc
 
 
-__all__ = ["STATE_DIR_MODE", "STATE_FILE_MODE", "ensure_home", "make_private_dir", "open_private",
-           "refuse_symlink"]
+def atomic_write(path: StrPath, data: bytes, *, durable: bool = True) -> None:
+    """Replace *path* with *data* through a private temporary file beside it and a rename.
+    *durable* False skips the fsync: for caches whose loss in a crash costs only a re-read."""
+    path = os.fspath(path)
+    refuse_symlink(path)
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.tmp.{os.getpid()}")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:  # noqa: SIM105 - contextlib costs the fast path an import
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):  # (nothing was written: the old file is untouched)
+            raise state_error(f"cannot write {path}: {exc.strerror}; free space on its filesystem "
+                              "or fix its directory's permissions, then retry") from exc
+        raise
+
+
+__all__ = ["STATE_DIR_MODE", "STATE_FILE_MODE", "atomic_write", "ensure_home", "make_private_dir",
+           "open_private", "refuse_symlink", "state_error"]

@@ -24,29 +24,29 @@ after the verb, else by its line number (``line<N>``). It stays open until an
 from __future__ import annotations
 
 import builtins
-import errno
 import os
 import re
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
+from firstmate.base import crewlog
+from firstmate.base.crewlog import MAX_PANE_CHARS as MAX_PANE_CHARS
+from firstmate.base.crewlog import cut as cut
 from firstmate.base.crewreport import MAX_STATUS_BYTES
 from firstmate.base.errors import ConflictError, StateError, UsageError
 from firstmate.store.home import Home, atomic_write, make_private_dir, refuse_symlink
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-MAX_PANE_CHARS = 256
 
-PANE = ".pane"
-STATUS = ".status"
-TURN_ENDED = ".turn-ended"
+PANE = crewlog.PANE
+STATUS = crewlog.STATUS
+TURN_ENDED = crewlog.TURN_ENDED
 SIGNAL_CURSOR = ".signal-cursor"
 TURN_SEEN = ".turn-seen"
-DRAIN_CURSOR = ".drain-cursor"
+DRAIN_CURSOR = crewlog.DRAIN_CURSOR
 PANE_STATE = ".pane-state"
 HARNESS = ".harness"
 PANE_LOG = ".pane-log"
@@ -60,16 +60,6 @@ MAX_PANE_LOG = 1 << 20
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_LINE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)", re.DOTALL)
-_VERB = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*):")
-_DECISION = re.compile(
-    r"\s*needs-decision:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))?\s*(.*)",
-    re.IGNORECASE | re.DOTALL,
-)
-_ANSWER = re.compile(
-    r"\s*answered:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))\s*(.*)",
-    re.IGNORECASE | re.DOTALL,
-)
 
 
 @attrs.frozen
@@ -94,13 +84,15 @@ class StatusLine:
     @property
     def verb(self) -> str:
         """The lower-cased word before the first colon (``done``, ``needs-decision``), or ""."""
-        match = _VERB.match(self.text)
-        return match.group(1).lower() if match else ""
+        return crewlog.verb(self.text)
 
     @property
     def from_captain(self) -> bool:
         """``answered:`` lines are the captain's own replies, not crew events."""
-        return self.verb == "answered"
+        return crewlog.from_captain(self.text)
+
+    def plain(self) -> crewlog.Line:
+        return self.text, self.at, self.start, self.end
 
 
 @attrs.frozen
@@ -112,6 +104,14 @@ class Span:
     end: int
     lines: tuple[StatusLine, ...]
 
+    @classmethod
+    def of(cls, span: crewlog.Span) -> Span:
+        """The value of a :func:`firstmate.base.crewlog.read_span` result."""
+        return cls(span[0], span[1], span[2], tuple(StatusLine(*line) for line in span[3]))
+
+    def plain(self) -> crewlog.Span:
+        return self.inode, self.start, self.end, tuple(line.plain() for line in self.lines)
+
 
 @attrs.frozen
 class Cursor:
@@ -119,7 +119,7 @@ class Cursor:
     offset: int
 
     def encode(self) -> bytes:
-        return f"{self.inode} {self.offset}\n".encode()
+        return crewlog.encode_cursor((self.inode, self.offset))
 
 
 @attrs.frozen
@@ -168,43 +168,12 @@ def clean_text(text: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
     return status_text(text, max_bytes)
 
 
-def cut(text: str, max_bytes: int) -> str:
-    """*text* cut to at most *max_bytes* of UTF-8, marking a cut with ``...``."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= max_bytes:
-        return text
-    return data[: max(0, max_bytes - 3)].decode("utf-8", "ignore") + "..."
-
-
 # --- low-level file access ---------------------------------------------------------------------
 
 
 def _open_read(p: str | Path) -> int | None:
     """A read-only descriptor for *p*, None when it does not exist; a symlink is refused."""
-    try:
-        return os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateError(
-                f"refusing symlinked state path {p}: remove the link and let fm recreate it"
-            ) from exc
-        raise StateError(f"cannot read {p}: {exc.strerror}; check the state directory's permissions") from exc
-
-
-def _read_fd(fd: int, start: int, limit: int) -> bytes:
-    chunks: builtins.list[bytes] = []
-    remaining = limit
-    offset = start
-    while remaining > 0:
-        chunk = os.pread(fd, min(remaining, 1 << 20), offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+    return crewlog.open_read(os.fspath(p))
 
 
 def _append(p: Path, data: bytes) -> int:
@@ -216,65 +185,34 @@ def _append(p: Path, data: bytes) -> int:
 
 
 def parse_line(raw: str, start: int, end: int) -> StatusLine:
-    match = _LINE.fullmatch(raw)
-    if match:
-        return StatusLine(match.group(2), float(match.group(1)), start, end)
-    return StatusLine(raw, None, start, end)
+    return StatusLine(*crewlog.parse_line(raw, start, end))
 
 
 def read_span(p: Path, start: int = 0, *, inode: int | None = None,
               limit: int | None = None) -> Span | None:
     """Complete lines of *p* from byte *start* (at most *limit* bytes, default all); None when
-    *p* is absent.
+    *p* is absent (:func:`firstmate.base.crewlog.read_span`).
 
     When the file is no longer the one the offset belongs to (another *inode*) or it shrank
     below *start*, reading restarts at 0.
     """
-    fd = _open_read(p)
-    if fd is None:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StateError(f"{p} is not a regular file; move it aside and retry")
-        if (inode is not None and inode != st.st_ino) or start > st.st_size:
-            start = 0
-        size = st.st_size - start
-        data = _read_fd(fd, start, size if limit is None else min(limit, size))
-    finally:
-        os.close(fd)
-    complete = data.rfind(b"\n") + 1
-    lines: builtins.list[StatusLine] = []
-    offset = start
-    for raw in data[:complete].splitlines(keepends=True):
-        end = offset + len(raw)
-        text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
-        if text.strip():
-            lines.append(parse_line(text, offset, end))
-        offset = end
-    return Span(st.st_ino, start, start + complete, tuple(lines))
+    span = crewlog.read_span(os.fspath(p), start, inode=inode, limit=limit)
+    return None if span is None else Span.of(span)
 
 
 def read_cursor(p: str | Path) -> Cursor | None:
-    fd = _open_read(p)
-    if fd is None:
-        return None
-    try:
-        return parse_cursor(os.read(fd, 256).decode("ascii", "replace"))
-    finally:
-        os.close(fd)
+    cursor = crewlog.read_cursor(os.fspath(p))
+    return None if cursor is None else Cursor(*cursor)
 
 
 def parse_cursor(text: str | None) -> Cursor | None:
     """A cursor file's text as a :class:`Cursor`; None when it is not one."""
-    raw = (text or "").split()
-    if len(raw) == 2 and all(part.isascii() and part.isdigit() for part in raw):
-        return Cursor(int(raw[0]), int(raw[1]))
-    return None
+    cursor = crewlog.parse_cursor(text)
+    return None if cursor is None else Cursor(*cursor)
 
 
 def write_cursor(p: Path, cursor: Cursor) -> None:
-    atomic_write(p, cursor.encode())
+    crewlog.write_cursor(os.fspath(p), (cursor.inode, cursor.offset))
 
 
 def unread(home: Home, name: str, cursor_suffix: str, *, limit: int | None = None) -> Span | None:
@@ -302,13 +240,7 @@ def marker_signature(st: os.stat_result) -> str:
 
 
 def read_text(p: str | Path, limit: int = 4096) -> str | None:
-    fd = _open_read(p)
-    if fd is None:
-        return None
-    try:
-        return os.read(fd, limit).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
+    return crewlog.read_text(os.fspath(p), limit)
 
 
 # --- the registry ------------------------------------------------------------------------------
@@ -323,17 +255,10 @@ def _validate_pane(pane: str) -> str:
 def get(home: Home, name: str) -> Crew:
     """The registered crew *name*; an unknown crew is a :class:`UsageError` naming ``fm crew add``."""
     validate_name(name)
-    p = path(home, name, PANE)
-    refuse_symlink(p)
-    fd = _open_read(p)
-    if fd is None:
+    found = crewlog.registration(str(home.crew_dir), name)
+    if found is None:
         raise UsageError(f"unknown crew {name!r}; register it first with: fm crew add {name} --pane TARGET")
-    try:
-        pane = os.read(fd, MAX_PANE_CHARS + 2).decode("utf-8", "replace").strip()
-        added = os.fstat(fd).st_mtime
-    finally:
-        os.close(fd)
-    return Crew(name, pane, added)
+    return Crew(name, *found)
 
 
 def exists(home: Home, name: str) -> bool:
@@ -411,25 +336,8 @@ def _remove_files(home: Home, name: str, suffixes: Iterable[str]) -> None:
 
 
 def list(home: Home) -> tuple[Crew, ...]:
-    """Every registered crew, by name."""
-    try:
-        entries = os.listdir(home.crew_dir)
-    except FileNotFoundError:
-        return ()
-    except OSError as exc:
-        raise StateError(f"cannot list {home.crew_dir}: {exc.strerror}") from exc
-    crews: builtins.list[Crew] = []
-    for entry in sorted(entries):
-        if not entry.endswith(PANE):
-            continue
-        name = entry[: -len(PANE)]
-        if not NAME_RE.fullmatch(name):
-            continue
-        try:
-            crews.append(get(home, name))
-        except UsageError:
-            continue  # removed while we listed
-    return tuple(crews)
+    """Every registered crew, by name (:func:`firstmate.base.crewlog.registered`)."""
+    return tuple(Crew(*found) for found in crewlog.registered(str(home.crew_dir)))
 
 
 list_crews = list
@@ -487,20 +395,9 @@ def last_line(home: Home, name: str, *, tail: int = 65536) -> StatusLine | None:
 
 
 def fold_decisions(crew: str, lines: Iterable[StatusLine]) -> builtins.list[Decision]:
-    """The decisions still open after reading *lines* (a whole log, oldest first) in order."""
-    open_: dict[str, Decision] = {}
-    for number, line in enumerate(lines, start=1):
-        decision = _DECISION.fullmatch(line.text)
-        if decision:
-            given = decision.group(1) or decision.group(2)
-            key = given or f"line{number}"
-            open_.pop(key, None)  # a re-asked decision moves to the end with its newest wording
-            open_[key] = Decision(crew, key, decision.group(3).strip(), line.at, given is not None)
-            continue
-        answer_ = _ANSWER.fullmatch(line.text)
-        if answer_:
-            open_.pop(answer_.group(1) or answer_.group(2), None)
-    return builtins.list(open_.values())
+    """The decisions still open after reading *lines* (a whole log, oldest first) in order
+    (:func:`firstmate.base.crewlog.fold_decisions`)."""
+    return [Decision(*found) for found in crewlog.fold_decisions(crew, (line.plain() for line in lines))]
 
 
 def open_decisions(home: Home, name: str) -> builtins.list[Decision]:

@@ -19,6 +19,7 @@ from firstmate.base.errors import StateError
 from firstmate.base.safepaths import (
     STATE_DIR_MODE,
     STATE_FILE_MODE,
+    atomic_write,
     ensure_home,
     make_private_dir,
     open_private,
@@ -93,28 +94,6 @@ class Home:
             refuse_symlink(path)
             if not path.is_dir():
                 raise StateError(f"{path} no longer exists; recreate the home or point FM_HOME at one")
-
-
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace *path* with *data* through a private temporary file and a rename. *durable*
-    False skips the fsync: for caches whose loss in a crash costs only a re-read."""
-    refuse_symlink(path)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):  # (nothing was written: the old file is untouched)
-            raise StateError(f"cannot write {path}: {exc.strerror}; free space on its filesystem "
-                             "or fix its directory's permissions, then retry") from exc
-        raise
 
 
 @contextlib.contextmanager

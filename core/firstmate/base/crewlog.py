@@ -1,0 +1,276 @@
+"""A crew's files as plain values: its registration, its status log and a cursor into it.
+
+The attrs-free rules behind :mod:`firstmate.store.crew` (whose value classes wrap what these
+return) and the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`), which imports
+this module only when crews are registered (it needs :mod:`re`). Plain tuples:
+
+``Line``      ``(text, at, start, end)``: one status line, its ``fm crew status`` stamp (None for
+              a line written another way) and its byte offsets (start, just past the newline)
+``Span``      ``(inode, start, end, lines)``: the complete lines of one file between two offsets
+``Cursor``    ``(inode, offset)``
+``Decision``  ``(crew, key, note, at, keyed)``; *keyed* is False for a key made from the line
+              number
+
+Every file is opened without following a symlink; one that cannot be read safely is a
+:class:`~firstmate.base.errors.StateError`. *strict* (the fast path) also refuses, as
+:class:`NotSure`, whatever the store would read some other way: a file that is not a regular
+one, a registration that is skipped or vanished.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+
+from firstmate.base.crewreport import PANE, STATUS, TURN_ENDED, valid_name
+from firstmate.base.safepaths import atomic_write, refuse_symlink, state_error
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    Line = tuple[str, float | None, int, int]
+    Span = tuple[int, int, int, tuple[Line, ...]]
+    Cursor = tuple[int, int]
+    Decision = tuple[str, str, str, float | None, bool]
+
+DRAIN_CURSOR = ".drain-cursor"
+MAX_PANE_CHARS = 256
+
+_LINE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)", re.DOTALL)
+_VERB = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*):")
+_DECISION = re.compile(
+    r"\s*needs-decision:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))?\s*(.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+_ANSWER = re.compile(
+    r"\s*answered:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))\s*(.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+class NotSure(Exception):
+    """*strict*: the store reads this state some other way (or skips it); let it."""
+
+
+def crew_path(crew_dir: str, name: str, suffix: str) -> str:
+    return os.path.join(crew_dir, name + suffix)
+
+
+# --- reading files -----------------------------------------------------------------------------
+
+
+def open_read(path: str, *, strict: bool = False) -> int | None:
+    """A read-only descriptor for *path*, None when it does not exist; a symlink is refused.
+    *strict*: anything but a regular file is :class:`NotSure` (opened without blocking, so a
+    FIFO is refused rather than waited on)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_NONBLOCK if strict else 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise state_error(
+                f"refusing symlinked state path {path}: remove the link and let fm recreate it"
+            ) from exc
+        raise state_error(f"cannot read {path}: {exc.strerror}; check the state directory's "
+                          "permissions") from exc
+    if strict:
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not regular:
+            os.close(fd)
+            raise NotSure(path)
+    return fd
+
+
+def read_fd(fd: int, start: int, limit: int) -> bytes:
+    """Up to *limit* bytes of *fd* from *start*."""
+    chunks: list[bytes] = []
+    remaining = limit
+    offset = start
+    while remaining > 0:
+        chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_text(path: str, limit: int = 4096, *, strict: bool = False) -> str | None:
+    """The first *limit* bytes of *path* as text (None: absent)."""
+    fd = open_read(path, strict=strict)
+    if fd is None:
+        return None
+    try:
+        return os.read(fd, limit).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+# --- status logs -------------------------------------------------------------------------------
+
+
+def parse_line(raw: str, start: int, end: int) -> Line:
+    """One status line's text: ``<epoch>\\t<text>`` as ``fm crew status`` stamps it, else the
+    whole text unstamped."""
+    match = _LINE.fullmatch(raw)
+    if match:
+        return match.group(2), float(match.group(1)), start, end
+    return raw, None, start, end
+
+
+def read_span(path: str, start: int = 0, *, inode: int | None = None, limit: int | None = None,
+              strict: bool = False) -> Span | None:
+    """Complete lines of *path* from byte *start* (at most *limit* bytes, default all; blank
+    lines skipped); None when *path* is absent.
+
+    When the file is no longer the one the offset belongs to (another *inode*) or it shrank
+    below *start*, reading restarts at 0.
+    """
+    fd = open_read(path, strict=strict)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise state_error(f"{path} is not a regular file; move it aside and retry")
+        if (inode is not None and inode != st.st_ino) or start > st.st_size:
+            start = 0
+        size = st.st_size - start
+        data = read_fd(fd, start, size if limit is None else min(limit, size))
+    finally:
+        os.close(fd)
+    complete = data.rfind(b"\n") + 1
+    lines: list[Line] = []
+    offset = start
+    for raw in data[:complete].splitlines(keepends=True):
+        end = offset + len(raw)
+        text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
+        if text.strip():
+            lines.append(parse_line(text, offset, end))
+        offset = end
+    return st.st_ino, start, start + complete, tuple(lines)
+
+
+def verb(text: str) -> str:
+    """The lower-cased word before the first colon (``done``, ``needs-decision``), or ""."""
+    match = _VERB.match(text)
+    return match.group(1).lower() if match else ""
+
+
+def from_captain(text: str) -> bool:
+    """``answered:`` lines are the captain's own replies, not crew events."""
+    return verb(text) == "answered"
+
+
+def fold_decisions(crew: str, lines: Iterable[Line]) -> list[Decision]:
+    """The decisions still open after reading *lines* (a whole log, oldest first) in order."""
+    open_: dict[str, Decision] = {}
+    for number, line in enumerate(lines, start=1):
+        decision = _DECISION.fullmatch(line[0])
+        if decision:
+            given = decision.group(1) or decision.group(2)
+            key = given or f"line{number}"
+            open_.pop(key, None)  # a re-asked decision moves to the end with its newest wording
+            open_[key] = (crew, key, decision.group(3).strip(), line[1], given is not None)
+            continue
+        answer = _ANSWER.fullmatch(line[0])
+        if answer:
+            open_.pop(answer.group(1) or answer.group(2), None)
+    return list(open_.values())
+
+
+def cut(text: str, max_bytes: int) -> str:
+    """*text* cut to at most *max_bytes* of UTF-8, marking a cut with ``...``."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= max_bytes:
+        return text
+    return data[: max(0, max_bytes - 3)].decode("utf-8", "ignore") + "..."
+
+
+# --- cursors -----------------------------------------------------------------------------------
+
+
+def parse_cursor(text: str | None) -> Cursor | None:
+    """A cursor file's text (``<inode> <offset>``) as a cursor; None when it is not one."""
+    raw = (text or "").split()
+    if len(raw) == 2 and all(part.isascii() and part.isdigit() for part in raw):
+        return int(raw[0]), int(raw[1])
+    return None
+
+
+def read_cursor(path: str, *, strict: bool = False) -> Cursor | None:
+    fd = open_read(path, strict=strict)
+    if fd is None:
+        return None
+    try:
+        return parse_cursor(os.read(fd, 256).decode("ascii", "replace"))
+    finally:
+        os.close(fd)
+
+
+def encode_cursor(cursor: Cursor) -> bytes:
+    return f"{cursor[0]} {cursor[1]}\n".encode()
+
+
+def write_cursor(path: str, cursor: Cursor) -> None:
+    """Replace the cursor file at *path* atomically (and durably)."""
+    atomic_write(path, encode_cursor(cursor))
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+def registration(crew_dir: str, name: str, *, strict: bool = False) -> tuple[str, float] | None:
+    """``(pane, registered at)`` of crew *name* (a valid name), None when it is not registered;
+    a symlinked registration is refused."""
+    path = crew_path(crew_dir, name, PANE)
+    refuse_symlink(path)
+    fd = open_read(path, strict=strict)
+    if fd is None:
+        return None
+    try:
+        pane = os.read(fd, MAX_PANE_CHARS + 2).decode("utf-8", "replace").strip()
+        added = os.fstat(fd).st_mtime
+    finally:
+        os.close(fd)
+    return pane, added
+
+
+def registered(crew_dir: str, *, strict: bool = False) -> list[tuple[str, str, float]]:
+    """Every registered crew as ``(name, pane, registered at)``, by name. A ``.pane`` entry
+    whose name is not a crew's, or that vanished while listed, is skipped (*strict*:
+    :class:`NotSure`)."""
+    try:
+        entries = os.listdir(crew_dir)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise state_error(f"cannot list {crew_dir}: {exc.strerror}") from exc
+    crews: list[tuple[str, str, float]] = []
+    for entry in sorted(entries):
+        if not entry.endswith(PANE):
+            continue
+        name = entry[: -len(PANE)]
+        found = registration(crew_dir, name, strict=strict) if valid_name(name) else None
+        if found is None:
+            if strict:
+                raise NotSure(entry)
+            continue  # not a crew's name, or removed while we listed
+        crews.append((name, *found))
+    return crews
+
+
+__all__ = ["DRAIN_CURSOR", "MAX_PANE_CHARS", "PANE", "STATUS", "TURN_ENDED", "NotSure", "crew_path",
+           "cut", "encode_cursor", "fold_decisions", "from_captain", "open_read", "parse_cursor",
+           "parse_line", "read_cursor", "read_fd", "read_span", "read_text", "registered",
+           "registration", "verb", "write_cursor"]

@@ -1,0 +1,166 @@
+"""The crew status a handler needs after a drain's rows, as plain functions over plain values.
+
+The attrs-free core of :mod:`firstmate.app.drain_context` (which documents what is printed and
+wraps these in its value classes) and of the ``fm wake drain`` fast path
+(:mod:`firstmate.base.drainpath`): :func:`snapshot` reads every registered crew's status log
+and drain cursor, :func:`render` makes the lines (pure), and :func:`advance` moves the cursors
+once the lines were written and flushed. Both callers hold ``state/status-presentation.lock``
+throughout.
+
+A snapshot is ``(name, unread, latest, decisions)``: the span of lines since the crew's drain
+cursor (None: no status log), its newest line not from the captain, and its open decisions
+(tuples of :mod:`firstmate.base.crewlog`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from firstmate.base import crewlog
+from firstmate.base.crewlog import DRAIN_CURSOR, PANE, STATUS, TURN_ENDED
+from firstmate.base.crewreport import status_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Iterable, Sequence
+
+    from firstmate.base.crewlog import Decision, Line, Span
+
+    Snapshot = tuple[str, Span | None, Line | None, tuple[Decision, ...]]
+
+ITEM_BYTES = 220
+SECTION_BYTES = 4000
+LOCK_NAME = "status-presentation"
+
+LATEST = "wake annotation: latest wake-EVENT observed at drain, not current state: "
+EARLIER = "wake annotation: unread wake-EVENT since last drain, not current state: "
+HISTORICAL = "; historical / not necessarily the triggering event"
+UNREAD_HEADER = "UNREAD STATUS (new since last drain, not re-printed after this presentation):"
+DECISIONS_HEADER = (
+    "OPEN DECISIONS (still open, folded from the durable status logs - not just the latest line):"
+)
+DECISIONS_FOOTER = (
+    'OPEN DECISIONS: close one by answering it: fm crew answer <crew> --key <key> "<answer>"'
+)
+INCOMPLETE = "STATUS PRESENTATION INCOMPLETE: status snapshot could not be read."
+
+
+def snapshot(crew_dir: str, *, strict: bool = False) -> list[Snapshot]:
+    """What every registered crew's status log holds right now (*strict*: see
+    :mod:`firstmate.base.crewlog`)."""
+    snaps: list[Snapshot] = []
+    for name, _pane, _added in crewlog.registered(crew_dir, strict=strict):
+        span = crewlog.read_span(crewlog.crew_path(crew_dir, name, STATUS), 0, strict=strict)
+        cursor = crewlog.read_cursor(crewlog.crew_path(crew_dir, name, DRAIN_CURSOR),
+                                     strict=strict)
+        unread = span
+        if span is not None and cursor is not None and cursor[0] == span[0] and cursor[1] <= span[2]:
+            unread = (span[0], cursor[1], span[2],
+                      tuple(line for line in span[3] if line[2] >= cursor[1]))
+        lines = span[3] if span is not None else ()
+        latest = next((line for line in reversed(lines)
+                       if not crewlog.from_captain(line[0])), None)
+        snaps.append((name, unread, latest, tuple(crewlog.fold_decisions(name, lines))))
+    return snaps
+
+
+def _capped(items: Sequence[str], label: str, *, newest: bool = False) -> list[str]:
+    """*items* (each cut to 220 bytes) within 4000 bytes, plus an omission line when some did
+    not fit."""
+    cut = [crewlog.cut(item, ITEM_BYTES) for item in items]
+    order = list(reversed(cut)) if newest else cut
+    kept: list[str] = []
+    used = 0
+    for item in order:
+        size = len(item.encode("utf-8")) + 1
+        if used + size > SECTION_BYTES:
+            break
+        kept.append(item)
+        used += size
+    omitted = len(cut) - len(kept)
+    if newest:
+        kept.reverse()
+    if omitted:
+        kept.append(f"{label}: {omitted} more omitted (byte cap)")
+    return kept
+
+
+def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
+           captain: re.Pattern[str]) -> list[str]:
+    """The presentation's lines for the drained *rows* (``(kind, key, payload)`` each). Pure:
+    reads nothing, writes nothing."""
+    by_name = {snap[0]: snap for snap in snaps}
+    triples = list(rows)
+    status_crews = {key[: -len(STATUS)] for kind, key, _ in triples
+                    if kind == "signal" and key.endswith(STATUS)}
+    annotations: list[str] = []
+    shown: set[tuple[str, int]] = set()
+    done: set[str] = set()
+    for kind, key, _payload in triples:
+        if kind != "signal" or key in done:
+            continue
+        done.add(key)
+        if key.endswith(STATUS):
+            name, suffix = key[: -len(STATUS)], ""
+        elif key.endswith(TURN_ENDED):
+            name, suffix = key[: -len(TURN_ENDED)], HISTORICAL
+            if name in status_crews:
+                continue
+        else:
+            continue
+        snap = by_name.get(name)
+        if snap is None:
+            continue
+        unread, latest = snap[1], snap[2]
+        earlier = [line for line in (unread[3] if unread else ())
+                   if not crewlog.from_captain(line[0]) and captain.search(line[0])
+                   and (latest is None or line[2] != latest[2])]
+        for line in earlier:
+            annotations.append(f"{EARLIER}{name}.status: {crewlog.cut(status_text(line[0]), ITEM_BYTES)}")
+            shown.add((name, line[2]))
+        if latest is not None:
+            annotations.append(f"{LATEST}{name}.status: "
+                               f"{crewlog.cut(status_text(latest[0]), ITEM_BYTES)}{suffix}")
+            shown.add((name, latest[2]))
+        else:
+            annotations.append(f"{LATEST}{name}{TURN_ENDED}: (no status line reported){suffix}")
+    out = _capped(annotations, "wake annotation") if annotations else []
+
+    unread_items: list[tuple[float, str, int, str]] = []
+    for name, unread, _latest, _decisions in snaps:
+        for line in unread[3] if unread else ():
+            if crewlog.from_captain(line[0]) or (name, line[2]) in shown:
+                continue
+            unread_items.append((line[1] or 0.0, name, line[2], f"{name} {status_text(line[0])}"))
+    if unread_items:
+        unread_items.sort()
+        out.append(UNREAD_HEADER)
+        out.extend(_capped([item for *_, item in unread_items], "UNREAD STATUS", newest=True))
+
+    decisions = [
+        f"{crew} [key={key}] needs-decision: {status_text(note)}".rstrip()
+        for snap in snaps for crew, key, note, _at, _keyed in snap[3]
+    ]
+    if decisions:
+        out.append(DECISIONS_HEADER)
+        out.extend(_capped(decisions, "OPEN DECISIONS"))
+        out.append(DECISIONS_FOOTER)
+    return out
+
+
+def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
+    """Move each crew's drain cursor past what this presentation read (a crew removed since
+    keeps none; a cursor already there is not rewritten)."""
+    for name, unread, _latest, _decisions in snaps:
+        if unread is None or not os.path.lexists(crewlog.crew_path(crew_dir, name, PANE)):
+            continue
+        path = crewlog.crew_path(crew_dir, name, DRAIN_CURSOR)
+        cursor = (unread[0], unread[2])
+        if crewlog.read_cursor(path) != cursor:
+            crewlog.write_cursor(path, cursor)
+
+
+__all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
+           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "advance",
+           "render", "snapshot"]
