@@ -113,7 +113,8 @@ def snapshot(home: Home) -> list[CrewSnapshot]:
 
 def render(snaps: Sequence[CrewSnapshot], rows: Iterable[Row], captain: re.Pattern[str]) -> list[str]:
     """The presentation's lines (pure: reads nothing, writes nothing)."""
-    return crewview.render([snap.plain() for snap in snaps], [_triple(row) for row in rows], captain)
+    return crewview.render([snap.plain() for snap in snaps], [_triple(row) for row in rows],
+                           captain.search)
 
 
 def advance(home: Home, snaps: Iterable[CrewSnapshot]) -> None:
@@ -154,7 +155,7 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit
     changes nothing; when the logs cannot be read it is ``STATUS PRESENTATION INCOMPLETE``.
     """
-    from firstmate.base.captain import captain_pattern
+    from firstmate.base.captain import relevance
     from firstmate.store.locks import FileLock
 
     env = os.environ if env is None else env
@@ -175,7 +176,7 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
     except BaseException:
         lock.release()
         raise
-    lines = crewview.render(snaps, triples, captain_pattern(env.get("FM_CAPTAIN_RE"))[0])
+    lines = crewview.render(snaps, triples, relevance(env.get("FM_CAPTAIN_RE")))
     return Presentation(home, lines, snaps, lock)
 
 def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, str] | None = None) -> None:

@@ -15,13 +15,17 @@ Every file is opened without following a symlink; one that cannot be read safely
 :class:`~firstmate.base.errors.StateError`. *strict* (the fast path) also refuses, as
 :class:`NotSure`, whatever the store would read some other way: a file that is not a regular
 one, a registration that is skipped or vanished.
+
+The line rules are regular expressions (below), but a drain reads every line of every log, and
+importing :mod:`re` costs the fast path a third of its budget: text they cannot mistake (no
+character that re's IGNORECASE folds onto an ASCII letter, an ASCII stamp) is judged by hand,
+with the same answers, and only other text compiles them.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 
 from firstmate.base.crewreport import PANE, STATUS, TURN_ENDED, valid_name
@@ -29,6 +33,7 @@ from firstmate.base.safepaths import atomic_write, refuse_symlink, state_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from collections.abc import Iterable
 
     Line = tuple[str, float | None, int, int]
@@ -39,16 +44,40 @@ if TYPE_CHECKING:
 DRAIN_CURSOR = ".drain-cursor"
 MAX_PANE_CHARS = 256
 
-_LINE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)", re.DOTALL)
-_VERB = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*):")
-_DECISION = re.compile(
-    r"\s*needs-decision:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))?\s*(.*)",
-    re.IGNORECASE | re.DOTALL,
-)
-_ANSWER = re.compile(
-    r"\s*answered:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]|key=([A-Za-z0-9._-]{1,64})(?=\s|$))\s*(.*)",
-    re.IGNORECASE | re.DOTALL,
-)
+#: A stamped line (DOTALL): ``<epoch>\t<text>``.
+LINE_RE = r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)"
+#: A line's verb: the word before its first colon.
+VERB_RE = r"\s*([A-Za-z][A-Za-z0-9_-]*):"
+#: A decision opened, and one answered (IGNORECASE, DOTALL).
+DECISION_RE = (r"\s*needs-decision:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]"
+               r"|key=([A-Za-z0-9._-]{1,64})(?=\s|$))?\s*(.*)")
+ANSWER_RE = (r"\s*answered:\s*(?:\[key=([A-Za-z0-9._-]{1,64})\]"
+             r"|key=([A-Za-z0-9._-]{1,64})(?=\s|$))\s*(.*)")
+#: The characters outside ASCII that IGNORECASE matches to an ASCII letter, and the only ones
+#: whose lower case holds one (İ ı ſ K): text without them is judged by hand.
+FOLDS = frozenset("\u0130\u0131\u017f\u212a")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_VERB_CHARS = _LETTERS | frozenset("0123456789_-")
+_KEY_CHARS = _LETTERS | frozenset("0123456789._-")
+KEY_MAX = 64
+
+_compiled: tuple[re.Pattern[str], ...] = ()
+
+
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """``(line, decision, answer)``, compiled on first need."""
+    global _compiled
+    if not _compiled:
+        import re
+
+        _compiled = (re.compile(LINE_RE, re.DOTALL),
+                     re.compile(DECISION_RE, re.IGNORECASE | re.DOTALL),
+                     re.compile(ANSWER_RE, re.IGNORECASE | re.DOTALL))
+    return _compiled
+
+
+def _foldless(text: str) -> bool:
+    return text.isascii() or FOLDS.isdisjoint(text)
 
 
 class NotSure(Exception):
@@ -121,8 +150,17 @@ def read_text(path: str, limit: int = 4096, *, strict: bool = False) -> str | No
 
 def parse_line(raw: str, start: int, end: int) -> Line:
     """One status line's text: ``<epoch>\\t<text>`` as ``fm crew status`` stamps it, else the
-    whole text unstamped."""
-    match = _LINE.fullmatch(raw)
+    whole text unstamped (:data:`LINE_RE`)."""
+    stamp, tab, text = raw.partition("\t")
+    if not tab:
+        return raw, None, start, end
+    if stamp.isascii():  # (\d also takes other scripts' digits: those go to the pattern)
+        whole, dot, part = stamp.partition(".")
+        if (0 < len(whole) <= 12 and whole.isdigit()
+                and (not dot or (0 < len(part) <= 9 and part.isdigit()))):
+            return text, float(stamp), start, end
+        return raw, None, start, end
+    match = _patterns()[0].fullmatch(raw)
     if match:
         return match.group(2), float(match.group(1)), start, end
     return raw, None, start, end
@@ -162,9 +200,15 @@ def read_span(path: str, start: int = 0, *, inode: int | None = None, limit: int
 
 
 def verb(text: str) -> str:
-    """The lower-cased word before the first colon (``done``, ``needs-decision``), or ""."""
-    match = _VERB.match(text)
-    return match.group(1).lower() if match else ""
+    """The lower-cased word before the first colon (``done``, ``needs-decision``), or ""
+    (:data:`VERB_RE`, which folds no case: judged by hand)."""
+    # \s is what str.isspace() (and so lstrip) takes; the word's characters exclude ':'.
+    rest = text.lstrip()
+    colon = rest.find(":")
+    word = rest[:colon]
+    if colon > 0 and word[0] in _LETTERS and _VERB_CHARS.issuperset(word):
+        return word.lower()
+    return ""
 
 
 def from_captain(text: str) -> bool:
@@ -172,20 +216,62 @@ def from_captain(text: str) -> bool:
     return verb(text) == "answered"
 
 
+def _keyed(rest: str) -> tuple[str, str] | None:
+    """*rest* opens with ``[key=K]``, or ``key=K`` before whitespace or the end (any case; K: 1-64
+    of A-Z a-z 0-9 . _ -): ``(K, what follows)``. Foldless text only."""
+    for opening, closing in (("[key=", "]"), ("key=", "")):
+        if rest[:len(opening)].lower() != opening:
+            continue
+        start = end = len(opening)
+        while end < len(rest) and end - start <= KEY_MAX and rest[end] in _KEY_CHARS:
+            end += 1
+        if not 0 < end - start <= KEY_MAX:
+            continue
+        after = rest[end:end + 1]
+        if (after == closing) if closing else (not after or after.isspace()):
+            return rest[start:end], rest[end + len(closing):]
+    return None
+
+
+def decision(text: str) -> tuple[str | None, str] | None:
+    """A ``needs-decision:`` line's ``(key or None, note)``, else None (:data:`DECISION_RE`)."""
+    if not _foldless(text):
+        match = _patterns()[1].fullmatch(text)
+        return None if match is None else (match.group(1) or match.group(2), match.group(3).strip())
+    rest = text.lstrip()
+    if rest[:15].lower() != "needs-decision:":
+        return None
+    rest = rest[15:].lstrip()
+    keyed = _keyed(rest)
+    return (None, rest.strip()) if keyed is None else (keyed[0], keyed[1].strip())
+
+
+def answered(text: str) -> str | None:
+    """The key an ``answered:`` line closes, else None (:data:`ANSWER_RE`)."""
+    if not _foldless(text):
+        match = _patterns()[2].fullmatch(text)
+        return None if match is None else (match.group(1) or match.group(2))
+    rest = text.lstrip()
+    if rest[:9].lower() != "answered:":
+        return None
+    keyed = _keyed(rest[9:].lstrip())
+    return None if keyed is None else keyed[0]
+
+
 def fold_decisions(crew: str, lines: Iterable[Line]) -> list[Decision]:
     """The decisions still open after reading *lines* (a whole log, oldest first) in order."""
     open_: dict[str, Decision] = {}
     for number, line in enumerate(lines, start=1):
-        decision = _DECISION.fullmatch(line[0])
-        if decision:
-            given = decision.group(1) or decision.group(2)
+        asked = decision(line[0])
+        if asked is not None:
+            given, note = asked
             key = given or f"line{number}"
             open_.pop(key, None)  # a re-asked decision moves to the end with its newest wording
-            open_[key] = (crew, key, decision.group(3).strip(), line[1], given is not None)
+            open_[key] = (crew, key, note, line[1], given is not None)
             continue
-        answer = _ANSWER.fullmatch(line[0])
-        if answer:
-            open_.pop(answer.group(1) or answer.group(2), None)
+        closed = answered(line[0])
+        if closed is not None:
+            open_.pop(closed, None)
     return list(open_.values())
 
 
@@ -270,7 +356,8 @@ def registered(crew_dir: str, *, strict: bool = False) -> list[tuple[str, str, f
     return crews
 
 
-__all__ = ["DRAIN_CURSOR", "MAX_PANE_CHARS", "PANE", "STATUS", "TURN_ENDED", "NotSure", "crew_path",
-           "cut", "encode_cursor", "fold_decisions", "from_captain", "open_read", "parse_cursor",
-           "parse_line", "read_cursor", "read_fd", "read_span", "read_text", "registered",
-           "registration", "verb", "write_cursor"]
+__all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_RE", "MAX_PANE_CHARS", "PANE",
+           "STATUS", "TURN_ENDED", "VERB_RE", "NotSure", "answered", "crew_path", "cut",
+           "decision", "encode_cursor", "fold_decisions", "from_captain", "open_read",
+           "parse_cursor", "parse_line", "read_cursor", "read_fd", "read_span", "read_text",
+           "registered", "registration", "verb", "write_cursor"]

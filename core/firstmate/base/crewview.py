@@ -22,8 +22,7 @@ from firstmate.base.crewreport import status_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from firstmate.base.crewlog import Decision, Line, Span
 
@@ -87,9 +86,10 @@ def _capped(items: Sequence[str], label: str, *, newest: bool = False) -> list[s
 
 
 def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
-           captain: re.Pattern[str]) -> list[str]:
-    """The presentation's lines for the drained *rows* (``(kind, key, payload)`` each). Pure:
-    reads nothing, writes nothing."""
+           captain: Callable[[str], object]) -> list[str]:
+    """The presentation's lines for the drained *rows* (``(kind, key, payload)`` each);
+    *captain* tells the lines that concern the captain
+    (:func:`firstmate.base.captain.relevance`). Pure: reads nothing, writes nothing."""
     by_name = {snap[0]: snap for snap in snaps}
     triples = list(rows)
     status_crews = {key[: -len(STATUS)] for kind, key, _ in triples
@@ -114,7 +114,7 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
             continue
         unread, latest = snap[1], snap[2]
         earlier = [line for line in (unread[3] if unread else ())
-                   if not crewlog.from_captain(line[0]) and captain.search(line[0])
+                   if not crewlog.from_captain(line[0]) and captain(line[0])
                    and (latest is None or line[2] != latest[2])]
         for line in earlier:
             annotations.append(f"{EARLIER}{name}.status: {crewlog.cut(status_text(line[0]), ITEM_BYTES)}")

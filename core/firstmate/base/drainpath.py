@@ -1,19 +1,26 @@
 """``fm wake drain`` and its acknowledgement for main, without the store: the fast path.
 
 A plain drain or acknowledgement runs at the start of every handling turn, so in the common
-state (main, a home at the current schema, no supervision grant, every row usable, no crews to
-present) it runs here, over plain values, importing nothing outside the standard-library
-layer. It runs the same steps as :func:`firstmate.store.drain.drain` /
-:func:`~firstmate.store.drain.acknowledge` (the shared cores are
-:mod:`firstmate.base.wakedrain` and :mod:`firstmate.base.wakeack`) under the same locks (the
-queue lock ``state/queue.lock`` with its owner record, and, for a drain, the crew-status
-presentation's ``state/status-presentation.lock``) and prints the same bytes.
+state (main, a home at the current schema, no supervision grant, every row usable) it runs
+here, over plain values, importing nothing outside the standard-library layer. It runs the same
+steps as :func:`firstmate.store.drain.drain` / :func:`~firstmate.store.drain.acknowledge` and,
+for a drain, :mod:`firstmate.app.drain_context`'s crew-status presentation (the shared cores are
+:mod:`firstmate.base.wakedrain`, :mod:`firstmate.base.wakeack` and
+:mod:`firstmate.base.crewview`) under the same locks (the queue lock ``state/queue.lock`` with
+its owner record, and, for a drain, the presentation's ``state/status-presentation.lock``) and
+prints the same bytes in the same order: the rows, the acknowledgement line, then the
+presentation. The crews' status logs and drain cursors are read inside the queue transaction,
+before it commits; the cursors advance only once every line was written and flushed.
 
 Each entry returns False, having changed and printed nothing, whenever it is not sure: a new
 home or no database, another schema, a grant, a branch-claimed, unusable or undecodable row, an
-invalid episode, registered crews, a lock held by someone else (the drain; the full path then
-waits its bounded wait and says so), a refused acknowledgement (the full path words the
-refusal), or any SQLite error. The caller then runs the full path, which handles every state.
+invalid episode, a lock held by someone else (the drain; the full path then waits its bounded
+wait and says so), a refused acknowledgement (the full path words the refusal), any SQLite
+error, or crew files the presentation would read some other way: a crew directory that cannot
+be listed, a ``.pane`` entry that is not a crew's name or vanished, a registration, status log
+or cursor that is a symlink, not a regular file or unreadable (the full path then prints
+``STATUS PRESENTATION INCOMPLETE`` or the error). The caller then runs the full path, which
+handles every state.
 """
 
 from __future__ import annotations
@@ -30,15 +37,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TextIO, TypeVar
 
+    from firstmate.base.crewview import Snapshot
+
     T = TypeVar("T")
+    #: What a drain prints and leaves to do: the acknowledgement command (if one is owed), the
+    #: rows' lines, the status presentation's lines and the snapshot its cursors advance to.
+    Drained = tuple[str | None, str, list[str], list[Snapshot]]
 
 #: The crew-status presentation's lock (:data:`firstmate.app.drain_context.LOCK_NAME`).
 PRESENTATION_LOCK = "status-presentation"
 #: A registered crew's pane file (:data:`firstmate.store.crew.PANE`).
 CREW_PANE = ".pane"
-
-
-
 
 
 class _Fallback(Exception):
@@ -80,15 +89,32 @@ def _connect(db: str) -> sqlite3.Connection | None:
     return None
 
 
-def _crews(state: str) -> bool:
-    """Crews may be registered (their status is presented): the full path's job."""
+def _crews(state: str) -> bool | None:
+    """Whether crews may be registered (their status is presented); None when the crew
+    directory cannot be listed (the full path's job)."""
     try:
         names = os.listdir(os.path.join(state, "crew"))
     except FileNotFoundError:
         return False
     except OSError:
-        return True
+        return None
     return any(name.endswith(CREW_PANE) for name in names)
+
+
+def _presentation(state: str, env: Mapping[str, str],
+                  rows: list[tuple[Any, ...]]) -> tuple[list[str], list[Snapshot]]:
+    """Inside the queue transaction, under the presentation lock: the crew-status lines for
+    the drained *rows* and the snapshot they were made from. :class:`_Fallback` when the full
+    path would read any crew's files some other way (it then reports or skips them)."""
+    from firstmate.base import crewview
+    from firstmate.base.captain import relevance
+
+    try:
+        snaps = crewview.snapshot(os.path.join(state, "crew"), strict=True)
+        captain = relevance(env.get("FM_CAPTAIN_RE"))
+        return crewview.render(snaps, [(row[1], row[2], row[3]) for row in rows], captain), snaps
+    except Exception as exc:
+        raise _Fallback from exc
 
 
 def _no_grant(conn: sqlite3.Connection) -> None:
@@ -130,7 +156,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     if presentation is None:
         return False
     try:
-        if _crews(state):
+        crews = _crews(state)
+        if crews is None:
             return False
         conn = _connect(db)
         if conn is None:
@@ -151,7 +178,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                         out.flush()
                         return True
                     raise
-                command, shown = _transact(conn, db, _drain_locked)
+                command, shown, lines, snaps = _transact(
+                    conn, db, lambda conn: _drain_locked(conn, state, env if crews else None))
             except _Fallback:
                 return False
             finally:
@@ -161,7 +189,14 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
             if command is not None:
                 out.flush()
                 err.write(f"{ack_required(command)}\n")
+            if lines:
+                out.write("".join([line + "\n" for line in lines]))
             out.flush()
+            if snaps:
+                from firstmate.base import crewview
+
+                # Only now, with the lines written and flushed, do they count as seen.
+                crewview.advance(os.path.join(state, "crew"), snaps)
             return True
         finally:
             _close(conn)
@@ -186,9 +221,18 @@ _MAIN = frozenset(("main",))
 _KEPT: list[object] = []
 
 
-def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
-    """Claim and present main's rows: the acknowledgement command, if one is owed, and the
-    rows' lines."""
+def _drain_locked(conn: sqlite3.Connection, state: str, crews: Mapping[str, str] | None) -> Drained:
+    """Claim and present main's rows; with *crews* (the environment, when crews are
+    registered) read their status for the presentation as well."""
+    command, shown, rows = _claim(conn)
+    if crews is None:
+        return command, shown, [], []
+    return command, shown, *_presentation(state, crews, rows)
+
+
+def _claim(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple[Any, ...]]]:
+    """Claim and present main's rows: the acknowledgement command, if one is owed, the rows'
+    lines and the rows shown."""
     import gc
 
     from firstmate.base import wakedrain
@@ -204,8 +248,8 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
             "SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
         if not rows:
             presented = wakedrain.episode_only(conn, "main", "")
-            return None if presented is None else presented[2], ""
-        claims, shown = _lines(rows)
+            return None if presented is None else presented[2], "", []
+        claims, shown, text = _lines(rows)
         # Kept, not freed: ``fm wake drain`` leaves without its teardown once it printed
         # (cli.main.leave_at_once), and freeing the rows' objects one by one would cost it
         # as much as deduping them. A caller in the same process frees them on its next drain.
@@ -215,13 +259,13 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str]:
             gc.enable()
     if claims != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    return wakedrain.present(conn, "main", rows[-1][0], "")[2], shown
+    return wakedrain.present(conn, "main", rows[-1][0], "")[2], text, shown
 
 
-def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], str]:
-    """The claims found on *rows* (``seq, kind, key, payload, at, claim``) and what the drain
-    prints for them: deduped, and cleaned when any field needs it. Whole columns at a time (C
-    loops, not a Python one per row)."""
+def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], list[tuple[Any, ...]], str]:
+    """The claims found on *rows* (``seq, kind, key, payload, at, claim``), the rows the drain
+    shows (deduped) and what it prints for them (cleaned when any field needs it). Whole
+    columns at a time (C loops, not a Python one per row)."""
     from firstmate.base import wakedrain
 
     seqs, kinds, keys, payloads, ats, claims = zip(*rows, strict=True)
@@ -237,7 +281,7 @@ def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], str]:
         by = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
     # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
     shown = list(dict(zip(zip(kinds, by, strict=True), rows, strict=True)).values())
-    return claim_set, wakedrain.text(shown)
+    return claim_set, shown, wakedrain.text(shown)
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:

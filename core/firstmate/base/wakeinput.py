@@ -47,9 +47,10 @@ def _patterns() -> tuple[re.Pattern[str], ...]:
 def clean(text: str, limit: int | None = None) -> str:
     """*text* made safe for one line: breaks become spaces, escapes and controls are removed,
     undecodable bytes become U+FFFD."""
-    # Printable ASCII holds nothing any pattern matches (they all need a control character,
-    # ESC, a non-ASCII break or a surrogate), so ordinary text skips them and never loads re.
-    if not (text.isascii() and text.isprintable()):
+    # Printable text holds nothing any pattern matches (they all need a control character,
+    # ESC, a line or paragraph separator or a surrogate, none of them printable), so ordinary
+    # text, in any script, skips them and never loads re.
+    if not text.isprintable():
         surrogates, escapes, breaks, controls = _patterns()
         text = surrogates.sub("\ufffd", text)
         text = controls.sub("", breaks.sub(" ", escapes.sub("", text)))
