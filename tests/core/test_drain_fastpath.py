@@ -3,9 +3,10 @@ against the full path, state by state.
 
 Each scenario arranges one home, copies it, and runs the same commands on both copies: once as
 ``fm`` runs them (the fast path, recording whether it completed or handed over), once with the
-fast path switched off (the full path). Output (stdout, stderr, exit status, byte for byte) and
-every table's rows must be identical, after naming each freshly minted recovery generation by
-its order of appearance (the two copies mint different random ones).
+fast path switched off (the full path). Output (stdout, stderr, exit status, byte for byte),
+every table's rows and every file under ``state/crew/`` (the drain cursors above all) must be
+identical, after naming each freshly minted recovery generation by its order of appearance (the
+two copies mint different random ones) and a cursor's inode by the status log it points into.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from pathlib import Path
 import attrs
 import pytest
 from firstmate.base import wakedrain
+from firstmate.base.crewview import (
+    DECISIONS_FOOTER,
+    EARLIER,
+    HISTORICAL,
+    INCOMPLETE,
+    LATEST,
+    UNREAD_HEADER,
+)
 from firstmate.base.drainpath import PRESENTATION_LOCK
+from firstmate.store import crew
 from firstmate.store.home import Home
 from hypothesis import given
 from hypothesis import strategies as st
@@ -96,10 +106,11 @@ def append(kind: str, key: str, payload: str) -> Callable[[Outputs], list[str]]:
     return lambda _: ["wake", "append", kind, key, payload]
 
 
-def run(home: Home, mode: str, flag: Path, args: list[str]) -> tuple[int, str, str]:
+def run(home: Home, mode: str, flag: Path, args: list[str],
+        env: dict[str, str] | None = None) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-c", RUNNER, mode, str(flag), *args],
                           capture_output=True, text=True, timeout=120, check=False,
-                          env=child_env(home))
+                          env=child_env(home, **(env or {})))
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -120,6 +131,27 @@ def dump(home: Home) -> list[str]:
         conn.close()
 
 
+def crew_files(home: Home) -> list[str]:
+    """Every entry of ``state/crew/``: a symlink's target, a file's mode and bytes (a drain
+    cursor's inode named when it is its status log's), a directory as such."""
+    entries = []
+    for path in sorted(home.crew_dir.iterdir()):
+        st_ = path.lstat()
+        if path.is_symlink():
+            entries.append(f"{path.name} -> {os.readlink(path)}")
+        elif path.is_dir():
+            entries.append(f"{path.name}/")
+        else:
+            data = path.read_bytes()
+            if path.name.endswith(crew.DRAIN_CURSOR):
+                log = path.with_name(path.name[: -len(crew.DRAIN_CURSOR)] + crew.STATUS)
+                inode, _, rest = data.partition(b" ")
+                if log.exists() and not log.is_symlink() and inode == str(log.stat().st_ino).encode():
+                    data = b"<status inode> " + rest
+            entries.append(f"{path.name} {oct(st_.st_mode)} {data!r}")
+    return entries
+
+
 def normalised(text: str) -> str:
     names: dict[str, str] = {}
     return MINTED.sub(lambda m: names.setdefault(m.group(0), f"<gen{len(names) + 1}>"), text)
@@ -132,6 +164,10 @@ class Scenario:
     steps: tuple[Step, ...]
     #: What the fast path answered at each drain or acknowledgement, in order.
     fast: tuple[bool, ...]
+    #: The environment of every command (FM_CAPTAIN_RE ...).
+    env: tuple[tuple[str, str], ...] = ()
+    #: Text the drains print (stdout, on both paths): what the scenario is about.
+    shows: tuple[str, ...] = ()
 
 
 def nothing(_: Home) -> None:
@@ -191,6 +227,97 @@ EPISODES = [("pending", "downtime", "gen-a"), ("announced", "downtime", "gen-a")
 def _crew(home: Home) -> None:
     (home.state / "crew").mkdir(exist_ok=True)
     (home.state / "crew" / "alpha.pane").write_text("%1\n")
+
+
+T0 = 1_700_000_000.0
+
+
+def crews(**logs: list[str]) -> Callable[[Home], None]:
+    """Register each crew and append its status lines (stamped a second apart, in order)."""
+
+    def arrange(home: Home) -> None:
+        for name, lines in logs.items():
+            crew.add(home, name, f"%{len(name)}")
+            for i, line in enumerate(lines):
+                crew.append_status(home, name, line, now=T0 + i)
+
+    return arrange
+
+
+def status(name: str, *lines: str, at: float = T0 + 100) -> Callable[[Home], None]:
+    """More status lines for a registered crew."""
+
+    def arrange(home: Home) -> None:
+        for i, line in enumerate(lines):
+            crew.append_status(home, name, line, now=at + i)
+
+    return arrange
+
+
+def crew_file(name: str, data: bytes, mode: str = "ab") -> Callable[[Home], None]:
+    """Bytes written straight into ``state/crew/NAME`` (a hand-written log, a cursor)."""
+
+    def arrange(home: Home) -> None:
+        with open(home.crew_dir / name, mode) as fh:
+            fh.write(data)
+
+    return arrange
+
+
+def symlink(name: str, target: str) -> Callable[[Home], None]:
+    """``state/crew/NAME`` as a relative symlink to *target* beside it (made first)."""
+
+    def arrange(home: Home) -> None:
+        (home.crew_dir / target).write_bytes(b"1700000000.000\tdone: through a link\n")
+        (home.crew_dir / name).unlink(missing_ok=True)
+        os.symlink(target, home.crew_dir / name)
+
+    return arrange
+
+
+def shrink(name: str, keep: int) -> Callable[[Home], None]:
+    """Cut a status log to its first *keep* bytes, in place (the same inode)."""
+
+    def arrange(home: Home) -> None:
+        path = home.crew_dir / name
+        data = path.read_bytes()[:keep]
+        with open(path, "r+b") as fh:
+            fh.truncate(0)
+            fh.write(data)
+
+    return arrange
+
+
+def signals(*keys: str) -> Callable[[Home], None]:
+    return rows(*[("signal", key, f"signal: {key}") for key in keys])
+
+
+TEAM = crews(alpha=["working: parsing", "blocked: no network", "done: parser"],
+             beta=["needs-decision: key=db postgres or sqlite?", "working: docs meanwhile"])
+DECISIONS = crews(alpha=["needs-decision: key=a first?", "needs-decision: [key=b] second?",
+                         "needs-decision: no key at all", "answered: key=a yes",
+                         "needs-decision: key=b second, reworded", "NEEDS-DECISION: KEY=c loud",
+                         "needs-decision: key=a asked again", "Answered: [KEY=c] quiet",
+                         "needs-decision:    ", "answered: key=zz nobody asked"])
+CAPTAIN = crews(alpha=["working: a", "done: step one", "PR ready for review", "answered: key=z ok",
+                       "merged into main", "shipped the docs", "working: next"],
+                beta=["checks green", "working: b"])
+LONG = crews(alpha=[f"needs-decision: key=k{i:02d} " + "x" * 300 for i in range(40)],
+             beta=[f"done: part {i} " + "\u00e9" * 150 for i in range(60)],
+             gamma=[f"blocked: {i} " + "y" * 90 for i in range(30)],
+             delta=[f"working: {i} " + "z" * 200 for i in range(60)])
+HOSTILE = both(crews(alpha=["working: before"]), crew_file("alpha.status", b"".join([
+    b"1700000001.5\tdone: \x1b[31mred\x1b[0m and \x1b]0;title\x07 osc\n",
+    b"needs-decision: key=h \xff\xfe not utf-8\n",
+    "1700000002\tblocked: line\u2028separated\u2029paragraph\n".encode(),
+    b"\x00\x07 bell and nul\n", b"\r\n", b"   \n", b"failed: carriage\rreturn split\n",
+    "\u0661\u0662\tdone: a stamp in Arabic-Indic digits\n".encode(),
+    "needs-decision: [key=\u017fix] folded key\n".encode(),
+    "\u212aEY=x needs-decision: folded\n".encode(),
+    "ANSWERED: key=h \u2014 dash\n".encode(),
+    "1700000003.123456789\tmerged: caf\u00e9 \U0001f680\n".encode(),
+    "\u0085needs-decision: key=nel after NEL\n".encode(),
+    b"1700000004.0\tdone: no newline yet"])))
 
 
 def _grant(home: Home) -> None:
@@ -260,7 +387,83 @@ SCENARIOS = [
         (drain,), (False,)),
     Scenario("an invalid episode", both(ONE, lambda h: set_episode(h, "bogus", "downtime", "g")),
              (drain, ack()), (False, True)),
-    Scenario("a registered crew", both(ONE, _crew), (drain, ack()), (False, True)),
+    # Registered crews: the fast path presents their status itself.
+    Scenario("a crew registered with nothing else", both(ONE, _crew), (drain, ack()), (True, True)),
+    Scenario("crews with status lines", both(TEAM, signals("alpha.status")), (drain, ack()),
+             (True, True), shows=(EARLIER + "alpha.status: blocked: no network",
+                                  LATEST + "alpha.status: done: parser", UNREAD_HEADER,
+                                  "beta [key=db] needs-decision: postgres or sqlite?")),
+    Scenario("crews and no rows", TEAM, (drain, drain), (True, True),
+             shows=(UNREAD_HEADER, DECISIONS_FOOTER)),
+    Scenario("crews under an open episode, no rows",
+             both(TEAM, lambda h: set_episode(h, "pending", "downtime", "gen-a")), (drain, ack()),
+             (True, True), shows=(UNREAD_HEADER,)),
+    Scenario("unread lines since a cursor, then a second drain presenting nothing new",
+             both(TEAM, signals("alpha.status")),
+             (drain, ack(), Arrange(status("alpha", "working: more", "done: again")),
+              append("signal", "alpha.status", "signal: alpha.status"), drain, drain, ack()),
+             (True, True, True, True, True),
+             shows=("alpha working: more\n", LATEST + "alpha.status: done: again")),
+    Scenario("a cursor of another inode", both(TEAM, crew_file("alpha.drain-cursor", b"1 40\n", "wb"),
+                                               signals("alpha.status")), (drain, drain), (True, True),
+             shows=("alpha working: parsing",)),
+    Scenario("a cursor that is not one", both(TEAM, crew_file("beta.drain-cursor", b"junk\xff", "wb")),
+             (drain, drain), (True, True), shows=("beta working: docs meanwhile",)),
+    Scenario("a shrunk log", both(TEAM, signals("alpha.status")),
+             (drain, Arrange(shrink("alpha.status", 20)), Arrange(status("alpha", "done: anew")),
+              drain), (True, True), shows=("alpha worki\n", LATEST + "alpha.status: done: anew")),
+    Scenario("decisions open, answered, re-asked, keyless", both(DECISIONS, signals("alpha.status")),
+             (drain, ack(), drain), (True, True, True),
+             shows=("alpha [key=line3] needs-decision: no key at all\n"
+                    "alpha [key=b] needs-decision: second, reworded\n"
+                    "alpha [key=a] needs-decision: asked again\n"
+                    "alpha [key=line9] needs-decision:\n",)),
+    Scenario("turn-end rows with and without a status row of the same crew",
+             both(TEAM, crews(gamma=[]), crews(delta=["working: d"]),
+                  signals("alpha.turn-ended", "alpha.status", "beta.turn-ended", "gamma.turn-ended",
+                          "delta.turn-ended", "ghost.status", "ghost.turn-ended", "alpha.status")),
+             (drain,), (True,),
+             shows=(LATEST + "beta.status: working: docs meanwhile" + HISTORICAL,
+                    LATEST + "gamma.turn-ended: (no status line reported)" + HISTORICAL)),
+    Scenario("captain-relevant earlier lines", both(CAPTAIN, signals("alpha.status", "beta.status")),
+             (drain,), (True,), shows=(EARLIER + "alpha.status: PR ready for review",
+                                       EARLIER + "beta.status: checks green")),
+    Scenario("a custom captain pattern", both(CAPTAIN, signals("alpha.status", "beta.status")),
+             (drain,), (True,), env=(("FM_CAPTAIN_RE", "shipped|WORKING"),),
+             shows=(EARLIER + "alpha.status: shipped the docs", "alpha merged into main")),
+    Scenario("an invalid captain pattern", both(CAPTAIN, signals("alpha.status")), (drain,), (True,),
+             env=(("FM_CAPTAIN_RE", "(unclosed"),), shows=(EARLIER + "alpha.status: done: step one",)),
+    Scenario("byte caps: many long lines", both(LONG, signals("alpha.status", "beta.status",
+                                                                "gamma.turn-ended")),
+             (drain, drain), (True, True),
+             shows=("wake annotation: 112 more omitted (byte cap)", "more omitted (byte cap)\n"
+                    "OPEN DECISIONS (", "OPEN DECISIONS: 22 more omitted (byte cap)")),
+    Scenario("hostile text", both(HOSTILE, signals("alpha.status")), (drain, drain), (True, True),
+             shows=("alpha [key=\u017fix] needs-decision: folded key", "[key=nel] needs-decision",
+                    "merged: caf\u00e9 \U0001f680", "alpha bell and nul")),
+    Scenario("a crew with no status file", both(TEAM, crews(gamma=[]),
+                                                signals("gamma.status", "gamma.turn-ended")),
+             (drain,), (True,), shows=(LATEST + "gamma.turn-ended: (no status line reported)\n",)),
+    Scenario("a dotted crew name", both(crews(**{"a.b": ["done: dotted"], "a": ["working: a"]}),
+                                        signals("a.b.status", "a.status")), (drain,), (True,),
+             shows=(LATEST + "a.b.status: done: dotted", LATEST + "a.status: working: a")),
+    # Crew files the full path reads another way: the fast path hands over, changing nothing.
+    Scenario("a symlinked status log", both(TEAM, symlink("alpha.status", "elsewhere"),
+                                            signals("alpha.status")), (drain, ack()), (False, True),
+             shows=(INCOMPLETE,)),
+    Scenario("a symlinked drain cursor", both(TEAM, symlink("beta.drain-cursor", "elsewhere")),
+             (drain, drain), (False, False), shows=(INCOMPLETE,)),
+    Scenario("a symlinked registration", both(TEAM, symlink("gamma.pane", "elsewhere")),
+             (drain,), (False,), shows=(INCOMPLETE,)),
+    Scenario("a status log that is a directory",
+             both(TEAM, crews(gamma=[]), lambda h: (h.crew_dir / "gamma.status").mkdir()),
+             (drain,), (False,), shows=(INCOMPLETE,)),
+    Scenario("a registration that is a directory",
+             both(TEAM, lambda h: (h.crew_dir / "gamma.pane").mkdir()), (drain,), (False,),
+             shows=(INCOMPLETE,)),
+    Scenario("a registration whose name is not a crew's (the full path skips it)",
+             both(TEAM, crew_file(".hidden.pane", b"%9\n"), signals("alpha.status")),
+             (drain, drain), (False, False), shows=(EARLIER + "alpha.status: blocked: no network",)),
 ]
 
 
@@ -272,7 +475,7 @@ def test_fast_and_full_paths_agree(scenario: Scenario, fm_home: Home, tmp_path: 
     homes = {}
     for mode in ("fast", "full"):
         root = tmp_path / mode / "home"
-        shutil.copytree(fm_home.root, root)
+        shutil.copytree(fm_home.root, root, symlinks=True)
         homes[mode] = Home(root)
     transcripts: dict[str, Outputs] = {"fast": [], "full": []}
     for mode, home in homes.items():
@@ -281,16 +484,19 @@ def test_fast_and_full_paths_agree(scenario: Scenario, fm_home: Home, tmp_path: 
             if isinstance(step, Arrange):
                 step.fn(home)
             else:
-                transcripts[mode].append(run(home, mode, flag, step(transcripts[mode])))
+                transcripts[mode].append(run(home, mode, flag, step(transcripts[mode]),
+                                             dict(scenario.env)))
     fast_flag = tmp_path / "fast.flag"
     answered = fast_flag.read_text().split() if fast_flag.exists() else []
     assert tuple(word.endswith("=True") for word in answered) == scenario.fast, answered
     assert not (tmp_path / "full.flag").exists()
-    sides = {mode: normalised(repr(transcripts[mode]) + "\n" + "\n".join(dump(home)))
+    sides = {mode: normalised("\n".join([repr(transcripts[mode]), *dump(home), *crew_files(home)]))
              for mode, home in homes.items()}
     assert sides["fast"].splitlines() == sides["full"].splitlines()
     # Every scenario did something to compare: a drain printed or exited.
     assert transcripts["fast"]
+    printed = "".join(out for _, out, _ in transcripts["fast"])
+    assert [text for text in scenario.shows if text not in printed] == []
 
 
 #: Never on the drain's or the acknowledgement's path (the project's classes, the heavy imports).
@@ -315,6 +521,7 @@ def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None
     assert drained.returncode == 0, drained.stderr
     assert "firstmate.base.drainpath" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
+    assert "re" not in names and "firstmate.base.crewview" not in names  # no crews: not needed
     assert len(drained.stdout.splitlines()) == 41  # 40 keys and the heartbeat
     found = ACK.search(drained.stderr)
     assert found is not None and found.group(1).startswith("--ack-through 1201 ")
@@ -325,6 +532,44 @@ def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None
     with raw(fm_home) as conn:
         assert conn.execute("SELECT count(*) FROM wakes").fetchone() == (0,)
         assert conn.execute("SELECT status FROM episode").fetchone() == ("acked",)
+
+
+def test_a_drain_presenting_crews_imports_no_attrs_and_no_re(fm_home: Home) -> None:
+    crews(**{f"crew{i}": ["working: on it", "done: part one", f"needs-decision: key=k{i} which way?",
+                          "answered: key=zz fine", "blocked: caf\u00e9 \u2014 waiting"]
+             for i in range(5)})(fm_home)
+    with raw(fm_home) as conn:
+        conn.executemany("INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, 1, 'signal', ?, ?)",
+                         [(seq, f"crew{seq % 7}.status", f"signal: {seq}") for seq in range(1, 1201)])
+    drained, names = imported(fm_home, "wake", "drain")
+    assert drained.returncode == 0, drained.stderr
+    assert "firstmate.base.crewview" in names  # the fast path presented them
+    assert sorted(n for n in FORBIDDEN if n in names) == []
+    # Printable text in any script is judged without the patterns.
+    assert "re" not in names
+    assert "crew4 [key=k4] needs-decision: which way?" in drained.stdout.splitlines()
+    assert LATEST + "crew0.status: blocked: caf\u00e9 \u2014 waiting" in drained.stdout.splitlines()
+    assert all((fm_home.crew_dir / f"crew{i}.drain-cursor").exists() for i in range(5))
+
+
+def test_rows_ack_line_and_presentation_keep_their_order_across_the_streams(
+        fm_home: Home, tmp_path: Path) -> None:
+    # As a terminal shows them (one stream): the rows, the acknowledgement line, then the
+    # presentation, on both paths.
+    both(TEAM, signals("alpha.status", "beta.turn-ended"))(fm_home)
+    merged = {}
+    for mode in ("fast", "full"):
+        home = Home(tmp_path / mode / "home")
+        shutil.copytree(fm_home.root, home.root, symlinks=True)
+        proc = subprocess.run([sys.executable, "-c", RUNNER, mode, str(tmp_path / f"{mode}.flag"),
+                               "wake", "drain"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=120, check=False, env=child_env(home))
+        assert proc.returncode == 0, proc.stdout
+        merged[mode] = normalised(proc.stdout).splitlines()
+    assert (tmp_path / "fast.flag").read_text() == "drain=True\n"
+    assert merged["fast"] == merged["full"]
+    assert [line.split(":")[0].split("\t")[0] for line in merged["fast"]][:4] == [
+        "1", "2", "WAKE_ACK_REQUIRED", "wake annotation"]
 
 
 FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_size=8)
