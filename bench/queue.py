@@ -11,12 +11,15 @@ Run with ``python bench/queue.py``. Two parts, each against a baseline measured 
   scale): throughput at the largest count is not below throughput with one producer, and p99
   per append at 32 producers is at most 50 ms.
 * **commands at 10,000 rows**: the rows are written by producer processes (as above), then
-  ``fm status``, ``fm wake drain`` and the acknowledgement ``fm wake drain --ack-through N
-  --recovery-generation G`` run as a user's shell runs them (the ``fm`` script next to this
-  interpreter, else ``python -m firstmate``), ``FM_BENCH_RUNS`` times each (default 9),
-  alternating with ``python -c pass``. Each acknowledgement runs on its own copy of the filled
-  home. Goal: each at most 3.0x ``python -c pass``. Beside it, ``python -c "import attrs"``: the
-  floor of any command that builds the project's value classes.
+  ``fm status``, ``fm wake drain``, the same drain in a copy of the home with crews registered
+  (as a real home has them: 5 crews, each with a few status lines and one open decision, and a
+  signal row for each, so every drain annotates them and folds their decisions) and the
+  acknowledgement ``fm wake drain --ack-through N --recovery-generation G`` run as a user's
+  shell runs them (the ``fm`` script next to this interpreter, else ``python -m firstmate``),
+  ``FM_BENCH_RUNS`` times each (default 9), alternating with ``python -c pass``. Each
+  acknowledgement runs on its own copy of the filled home. Goal: each at most 3.0x ``python -c
+  pass``. Beside it, ``python -c "import attrs"``: the floor of any command that builds the
+  project's value classes.
 
 The last line is one JSON object. ``FM_BENCH_ROWS`` changes the 10,000.
 """
@@ -171,6 +174,27 @@ def alternate(label: str, run: Callable[[int], float], env: dict[str, str],
             "goal": GOAL_COMMAND_RATIO}
 
 
+CREWS = 5
+
+
+def with_crews(root: Path, copy: Path, env: dict[str, str]) -> dict[str, str]:
+    """A copy of the home at *root* with :data:`CREWS` crews reporting (outside the timing)."""
+    fm, _ = fm_argv()
+    shutil.copytree(root, copy, symlinks=True)
+    copy_env = {**env, "FM_HOME": str(copy)}
+    for i in range(CREWS):
+        name = f"crew{i}"
+        steps = [["crew", "add", name, "--pane", f"%{i}"],
+                 ["crew", "status", name, f"working: task {i}"],
+                 ["crew", "status", name, f"done: part one of task {i}"],
+                 ["crew", "status", name, f"needs-decision: key=k{i} which way for part two?"],
+                 ["crew", "status", name, "working: meanwhile, the docs"],
+                 ["wake", "append", "signal", f"{name}.status", f"signal: {name}.status"]]
+        for args in steps:  # (fm crew add warns that no tmux pane is there: harmless here)
+            subprocess.run([*fm, *args], env=copy_env, capture_output=True, check=True, timeout=120)
+    return copy_env
+
+
 def bench_commands(tmp: Path, pycache: Path) -> list[dict[str, object]]:
     fm, _ = fm_argv()
     root, env = fresh_home(tmp, "filled", pycache)
@@ -184,6 +208,9 @@ def bench_commands(tmp: Path, pycache: Path) -> list[dict[str, object]]:
         alternate("fm status", lambda i: timed([*fm, "status"], env), env, baselines),
         alternate("fm wake drain", lambda i: timed([*fm, "wake", "drain"], env), env, baselines),
     ]
+    crew_env = with_crews(root, tmp / "crews", env)
+    results.append(alternate(f"fm wake drain, {CREWS} crews",
+                             lambda i: timed([*fm, "wake", "drain"], crew_env), env, baselines))
     # The acknowledgement consumes the rows: each run gets its own copy of the filled home,
     # drained (outside the timing) as the model would have drained it.
     acks: list[tuple[list[str], dict[str, str]]] = []

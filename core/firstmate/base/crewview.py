@@ -64,6 +64,12 @@ def snapshot(crew_dir: str, *, strict: bool = False) -> list[Snapshot]:
     return snaps
 
 
+def row_keys(snaps: Iterable[Snapshot]) -> frozenset[str]:
+    """The row keys :func:`render` can annotate: it passes over every row with another key, so
+    a caller holding many rows may hand it only these."""
+    return frozenset(name + suffix for name, *_ in snaps for suffix in (STATUS, TURN_ENDED))
+
+
 def _capped(items: Sequence[str], label: str, *, newest: bool = False) -> list[str]:
     """*items* (each cut to 220 bytes) within 4000 bytes, plus an omission line when some did
     not fit."""
@@ -163,4 +169,4 @@ def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
            "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "advance",
-           "render", "snapshot"]
+           "render", "row_keys", "snapshot"]

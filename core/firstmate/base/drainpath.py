@@ -112,6 +112,8 @@ def _presentation(state: str, env: Mapping[str, str],
     try:
         snaps = crewview.snapshot(os.path.join(state, "crew"), strict=True)
         captain = relevance(env.get("FM_CAPTAIN_RE"))
+        keys = crewview.row_keys(snaps)
+        rows = [row for row in rows if row[2] in keys]  # (all of them, usually: a few)
         return crewview.render(snaps, [(row[1], row[2], row[3]) for row in rows], captain), snaps
     except Exception as exc:
         raise _Fallback from exc

@@ -19,6 +19,10 @@ is opened without following symlinks.
 Decisions: a ``needs-decision:`` line opens a decision, keyed by ``key=K`` (or ``[key=K]``) right
 after the verb, else by its line number (``line<N>``). It stays open until an
 ``answered: key=K <answer>`` line, written by :func:`answer` (``fm crew answer``), closes it.
+
+Reading the registry, the logs and the cursors, and these line rules, are plain functions in
+:mod:`firstmate.base.crewlog` (shared with the ``fm wake drain`` fast path); the value classes
+here wrap what they return.
 """
 
 from __future__ import annotations
