@@ -105,7 +105,8 @@ def _presentation(state: str, env: Mapping[str, str],
                   rows: list[tuple[Any, ...]]) -> tuple[list[str], list[Snapshot]]:
     """Inside the queue transaction, under the presentation lock: the crew-status lines for
     the drained *rows* and the snapshot they were made from. :class:`_Fallback` when the full
-    path would read any crew's files some other way (it then reports or skips them)."""
+    path would read any crew's files some other way (it then reports or skips them), or when
+    anything else fails here (it meets that again, after its own commit, and reports it)."""
     from firstmate.base import crewview
     from firstmate.base.captain import relevance
 
