@@ -121,7 +121,7 @@ def test_cut_marks_a_cut_within_the_bytes() -> None:
     assert crewlog.cut("\u00e9\u00e9\u00e9", 5) == "\u00e9..."
 
 
-def test_a_strict_snapshot_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+def test_a_snapshot_refuses_what_is_not_a_regular_file_without_waiting(tmp_path: Path) -> None:
     from firstmate.base import crewview
     from firstmate.base.errors import StateError
 
@@ -129,27 +129,28 @@ def test_a_strict_snapshot_refuses_what_is_not_a_regular_file(tmp_path: Path) ->
     crew_dir.mkdir()
     (crew_dir / "alpha.pane").write_text("%1\n")
     (crew_dir / "alpha.status").write_text("1700000000.000\tdone: x\n")
-    assert crewview.snapshot(str(crew_dir), strict=True) == [
+    assert crewview.snapshot(str(crew_dir)) == [
         ("alpha", (os.stat(crew_dir / "alpha.status").st_ino, 0, 23,
                    (("done: x", 1_700_000_000.0, 0, 23),)),
          ("done: x", 1_700_000_000.0, 0, 23), ())]
-    # A FIFO is refused at once (opened without waiting for a writer), never read.
+    # A FIFO is refused at once (opened without waiting for a writer), never read: the drain
+    # prints STATUS PRESENTATION INCOMPLETE instead of hanging.
     os.mkfifo(crew_dir / "alpha.drain-cursor")
-    with pytest.raises(crewlog.NotSure):
-        crewview.snapshot(str(crew_dir), strict=True)
+    with pytest.raises(StateError, match=r"alpha\.drain-cursor is not a regular file"):
+        crewview.snapshot(str(crew_dir))
     os.unlink(crew_dir / "alpha.drain-cursor")
     os.unlink(crew_dir / "alpha.status")
     os.mkfifo(crew_dir / "alpha.status")
-    with pytest.raises(crewlog.NotSure):
-        crewview.snapshot(str(crew_dir), strict=True)
+    with pytest.raises(StateError, match=r"alpha\.status is not a regular file"):
+        crewview.snapshot(str(crew_dir))
     os.unlink(crew_dir / "alpha.status")
     (crew_dir / "alpha.status").mkdir()
-    with pytest.raises(crewlog.NotSure):
-        crewview.snapshot(str(crew_dir), strict=True)
     with pytest.raises(StateError, match="is not a regular file"):
-        crewview.snapshot(str(crew_dir))  # the store's own answer: STATUS PRESENTATION INCOMPLETE
+        crewview.snapshot(str(crew_dir))
     (crew_dir / "alpha.status").rmdir()
+    os.mkfifo(crew_dir / "beta.pane")
+    with pytest.raises(StateError, match=r"beta\.pane is not a regular file"):
+        crewview.snapshot(str(crew_dir))
+    os.unlink(crew_dir / "beta.pane")
     (crew_dir / "bad name.pane").write_text("%2\n")
-    with pytest.raises(crewlog.NotSure):
-        crewview.snapshot(str(crew_dir), strict=True)
     assert [snap[0] for snap in crewview.snapshot(str(crew_dir))] == ["alpha"]  # skipped

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -141,6 +142,8 @@ def crew_files(home: Home) -> list[str]:
             entries.append(f"{path.name} -> {os.readlink(path)}")
         elif path.is_dir():
             entries.append(f"{path.name}/")
+        elif stat.S_ISFIFO(st_.st_mode):
+            entries.append(f"{path.name} |")
         else:
             data = path.read_bytes()
             if path.name.endswith(crew.DRAIN_CURSOR):
@@ -262,6 +265,16 @@ def crew_file(name: str, data: bytes, mode: str = "ab") -> Callable[[Home], None
             fh.write(data)
 
     return arrange
+
+
+def fifo(name: str) -> Arrange:
+    """``state/crew/NAME`` replaced by a FIFO (a step after the copy: copying one would wait)."""
+
+    def arrange(home: Home) -> None:
+        (home.crew_dir / name).unlink(missing_ok=True)
+        os.mkfifo(home.crew_dir / name)
+
+    return Arrange(arrange)
 
 
 def symlink(name: str, target: str) -> Callable[[Home], None]:
@@ -449,21 +462,28 @@ SCENARIOS = [
              shows=(LATEST + "a.b.status: done: dotted", LATEST + "a.status: working: a")),
     # Crew files the full path reads another way: the fast path hands over, changing nothing.
     Scenario("a symlinked status log", both(TEAM, symlink("alpha.status", "elsewhere"),
-                                            signals("alpha.status")), (drain, ack()), (False, True),
+                                            signals("alpha.status")), (drain, ack()), (True, True),
              shows=(INCOMPLETE,)),
     Scenario("a symlinked drain cursor", both(TEAM, symlink("beta.drain-cursor", "elsewhere")),
-             (drain, drain), (False, False), shows=(INCOMPLETE,)),
+             (drain, drain), (True, True), shows=(INCOMPLETE,)),
     Scenario("a symlinked registration", both(TEAM, symlink("gamma.pane", "elsewhere")),
-             (drain,), (False,), shows=(INCOMPLETE,)),
+             (drain,), (True,), shows=(INCOMPLETE,)),
     Scenario("a status log that is a directory",
              both(TEAM, crews(gamma=[]), lambda h: (h.crew_dir / "gamma.status").mkdir()),
-             (drain,), (False,), shows=(INCOMPLETE,)),
+             (drain,), (True,), shows=(INCOMPLETE,)),
+    Scenario("a status log that is a FIFO", both(TEAM, signals("alpha.status")),
+             (fifo("alpha.status"), drain, drain),
+             (True, True), shows=(INCOMPLETE,)),
+    Scenario("a drain cursor that is a FIFO",
+             both(TEAM, signals("beta.status")),
+             (fifo("beta.drain-cursor"), drain),
+             (True,), shows=(INCOMPLETE,)),
     Scenario("a registration that is a directory",
-             both(TEAM, lambda h: (h.crew_dir / "gamma.pane").mkdir()), (drain,), (False,),
+             both(TEAM, lambda h: (h.crew_dir / "gamma.pane").mkdir()), (drain,), (True,),
              shows=(INCOMPLETE,)),
     Scenario("a registration whose name is not a crew's (the full path skips it)",
              both(TEAM, crew_file(".hidden.pane", b"%9\n"), signals("alpha.status")),
-             (drain, drain), (False, False), shows=(EARLIER + "alpha.status: blocked: no network",)),
+             (drain, drain), (True, True), shows=(EARLIER + "alpha.status: blocked: no network",)),
 ]
 
 

@@ -307,6 +307,20 @@ def test_a_symlinked_status_log_is_skipped_with_a_note_not_a_crash(home: Home, t
     assert any("w1: skipped" in line and "symlink" in line for line in triage)
 
 
+def test_a_status_log_or_cursor_that_is_a_fifo_is_skipped_without_waiting(home: Home) -> None:
+    # Opened without blocking and refused as not a regular file: the poll never waits for a
+    # writer that will not come.
+    crew.add(home, "w3", "p3")
+    (home.crew_dir / "w1.status").unlink(missing_ok=True)
+    os.mkfifo(home.crew_dir / "w1.status")
+    crew.append_status(home, "w2", "done: real", now=T0)
+    os.mkfifo(home.crew_dir / "w2.signal-cursor")
+    crew.append_status(home, "w3", "done: also real", now=T0)
+    triage: list[str] = []
+    wake = StatusSource(home, Panes()).poll(ctx(home, T0 + 31, triage))
+    assert wake is not None and wake.key == "w3.status"
+    assert any("w1: skipped" in line and "not a regular file" in line for line in triage)
+    assert any("w2: skipped" in line and "not a regular file" in line for line in triage)
 
 
 def test_marks_rewritten_under_the_source_are_read_again(home: Home) -> None:

@@ -2,7 +2,7 @@
 
 The attrs-free rules behind :mod:`firstmate.store.crew` (whose value classes wrap what these
 return) and the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`), which imports
-this module only when crews are registered (it needs :mod:`re`). Plain tuples:
+this module only when crews are registered. Plain tuples:
 
 ``Line``      ``(text, at, start, end)``: one status line, its ``fm crew status`` stamp (None for
               a line written another way) and its byte offsets (start, just past the newline)
@@ -11,10 +11,9 @@ this module only when crews are registered (it needs :mod:`re`). Plain tuples:
 ``Decision``  ``(crew, key, note, at, keyed)``; *keyed* is False for a key made from the line
               number
 
-Every file is opened without following a symlink; one that cannot be read safely is a
-:class:`~firstmate.base.errors.StateError`. *strict* (the fast path) also refuses, as
-:class:`NotSure`, whatever the store would read some other way: a file that is not a regular
-one, a registration that is skipped or vanished.
+Every file is opened without following a symlink and without blocking, and must be a regular
+file: a symlink, a FIFO, a directory or an unreadable file is a
+:class:`~firstmate.base.errors.StateError` naming the path (never a read that hangs).
 
 The line rules are regular expressions (below), but a drain reads every line of every log, and
 importing :mod:`re` costs the fast path a third of its budget: text they cannot mistake (no
@@ -80,10 +79,6 @@ def _foldless(text: str) -> bool:
     return text.isascii() or FOLDS.isdisjoint(text)
 
 
-class NotSure(Exception):
-    """*strict*: the store reads this state some other way (or skips it); let it."""
-
-
 def crew_path(crew_dir: str, name: str, suffix: str) -> str:
     return os.path.join(crew_dir, name + suffix)
 
@@ -91,11 +86,10 @@ def crew_path(crew_dir: str, name: str, suffix: str) -> str:
 # --- reading files -----------------------------------------------------------------------------
 
 
-def open_read(path: str, *, strict: bool = False) -> int | None:
-    """A read-only descriptor for *path*, None when it does not exist; a symlink is refused.
-    *strict*: anything but a regular file is :class:`NotSure` (opened without blocking, so a
-    FIFO is refused rather than waited on)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_NONBLOCK if strict else 0)
+def open_read(path: str) -> int | None:
+    """A read-only descriptor for the regular file *path*, None when it does not exist.
+    Opened without blocking, so a FIFO is refused rather than waited on."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -107,15 +101,14 @@ def open_read(path: str, *, strict: bool = False) -> int | None:
             ) from exc
         raise state_error(f"cannot read {path}: {exc.strerror}; check the state directory's "
                           "permissions") from exc
-    if strict:
-        try:
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        except BaseException:
-            os.close(fd)
-            raise
-        if not regular:
-            os.close(fd)
-            raise NotSure(path)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise state_error(f"{path} is not a regular file; move it aside and retry")
     return fd
 
 
@@ -134,9 +127,9 @@ def read_fd(fd: int, start: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_text(path: str, limit: int = 4096, *, strict: bool = False) -> str | None:
+def read_text(path: str, limit: int = 4096) -> str | None:
     """The first *limit* bytes of *path* as text (None: absent)."""
-    fd = open_read(path, strict=strict)
+    fd = open_read(path)
     if fd is None:
         return None
     try:
@@ -166,21 +159,19 @@ def parse_line(raw: str, start: int, end: int) -> Line:
     return raw, None, start, end
 
 
-def read_span(path: str, start: int = 0, *, inode: int | None = None, limit: int | None = None,
-              strict: bool = False) -> Span | None:
+def read_span(path: str, start: int = 0, *, inode: int | None = None,
+              limit: int | None = None) -> Span | None:
     """Complete lines of *path* from byte *start* (at most *limit* bytes, default all; blank
     lines skipped); None when *path* is absent.
 
     When the file is no longer the one the offset belongs to (another *inode*) or it shrank
     below *start*, reading restarts at 0.
     """
-    fd = open_read(path, strict=strict)
+    fd = open_read(path)
     if fd is None:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise state_error(f"{path} is not a regular file; move it aside and retry")
         if (inode is not None and inode != st.st_ino) or start > st.st_size:
             start = 0
         size = st.st_size - start
@@ -294,8 +285,8 @@ def parse_cursor(text: str | None) -> Cursor | None:
     return None
 
 
-def read_cursor(path: str, *, strict: bool = False) -> Cursor | None:
-    fd = open_read(path, strict=strict)
+def read_cursor(path: str) -> Cursor | None:
+    fd = open_read(path)
     if fd is None:
         return None
     try:
@@ -316,12 +307,12 @@ def write_cursor(path: str, cursor: Cursor) -> None:
 # --- the registry ------------------------------------------------------------------------------
 
 
-def registration(crew_dir: str, name: str, *, strict: bool = False) -> tuple[str, float] | None:
+def registration(crew_dir: str, name: str) -> tuple[str, float] | None:
     """``(pane, registered at)`` of crew *name* (a valid name), None when it is not registered;
     a symlinked registration is refused."""
     path = crew_path(crew_dir, name, PANE)
     refuse_symlink(path)
-    fd = open_read(path, strict=strict)
+    fd = open_read(path)
     if fd is None:
         return None
     try:
@@ -332,10 +323,9 @@ def registration(crew_dir: str, name: str, *, strict: bool = False) -> tuple[str
     return pane, added
 
 
-def registered(crew_dir: str, *, strict: bool = False) -> list[tuple[str, str, float]]:
+def registered(crew_dir: str) -> list[tuple[str, str, float]]:
     """Every registered crew as ``(name, pane, registered at)``, by name. A ``.pane`` entry
-    whose name is not a crew's, or that vanished while listed, is skipped (*strict*:
-    :class:`NotSure`)."""
+    whose name is not a crew's, or that vanished while listed, is skipped."""
     try:
         entries = os.listdir(crew_dir)
     except FileNotFoundError:
@@ -347,17 +337,15 @@ def registered(crew_dir: str, *, strict: bool = False) -> list[tuple[str, str, f
         if not entry.endswith(PANE):
             continue
         name = entry[: -len(PANE)]
-        found = registration(crew_dir, name, strict=strict) if valid_name(name) else None
+        found = registration(crew_dir, name) if valid_name(name) else None
         if found is None:
-            if strict:
-                raise NotSure(entry)
             continue  # not a crew's name, or removed while we listed
         crews.append((name, *found))
     return crews
 
 
 __all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_RE", "MAX_PANE_CHARS", "PANE",
-           "STATUS", "TURN_ENDED", "VERB_RE", "NotSure", "answered", "crew_path", "cut",
+           "STATUS", "TURN_ENDED", "VERB_RE", "answered", "crew_path", "cut",
            "decision", "encode_cursor", "fold_decisions", "from_captain", "open_read",
            "parse_cursor", "parse_line", "read_cursor", "read_fd", "read_span", "read_text",
            "registered", "registration", "verb", "write_cursor"]

@@ -45,14 +45,12 @@ DECISIONS_FOOTER = (
 INCOMPLETE = "STATUS PRESENTATION INCOMPLETE: status snapshot could not be read."
 
 
-def snapshot(crew_dir: str, *, strict: bool = False) -> list[Snapshot]:
-    """What every registered crew's status log holds right now (*strict*: see
-    :mod:`firstmate.base.crewlog`)."""
+def snapshot(crew_dir: str) -> list[Snapshot]:
+    """What every registered crew's status log holds right now."""
     snaps: list[Snapshot] = []
-    for name, _pane, _added in crewlog.registered(crew_dir, strict=strict):
-        span = crewlog.read_span(crewlog.crew_path(crew_dir, name, STATUS), 0, strict=strict)
-        cursor = crewlog.read_cursor(crewlog.crew_path(crew_dir, name, DRAIN_CURSOR),
-                                     strict=strict)
+    for name, _pane, _added in crewlog.registered(crew_dir):
+        span = crewlog.read_span(crewlog.crew_path(crew_dir, name, STATUS), 0)
+        cursor = crewlog.read_cursor(crewlog.crew_path(crew_dir, name, DRAIN_CURSOR))
         unread = span
         if span is not None and cursor is not None and cursor[0] == span[0] and cursor[1] <= span[2]:
             unread = (span[0], cursor[1], span[2],

@@ -9,18 +9,18 @@ for a drain, :mod:`firstmate.app.drain_context`'s crew-status presentation (the 
 :mod:`firstmate.base.crewview`) under the same locks (the queue lock ``state/queue.lock`` with
 its owner record, and, for a drain, the presentation's ``state/status-presentation.lock``) and
 prints the same bytes in the same order: the rows, the acknowledgement line, then the
-presentation. The crews' status logs and drain cursors are read inside the queue transaction,
-before it commits; the cursors advance only once every line was written and flushed.
+presentation. The crews' status logs and drain cursors are read after the commit, with the
+queue lock already released, as the full path reads them; the cursors advance only once every
+line was written and flushed.
 
 Each entry returns False, having changed and printed nothing, whenever it is not sure: a new
 home or no database, another schema, a grant, a branch-claimed, unusable or undecodable row, an
 invalid episode, a lock held by someone else (the drain; the full path then waits its bounded
 wait and says so), a refused acknowledgement (the full path words the refusal), any SQLite
-error, or crew files the presentation would read some other way: a crew directory that cannot
-be listed, a ``.pane`` entry that is not a crew's name or vanished, a registration, status log
-or cursor that is a symlink, not a regular file or unreadable (the full path then prints
-``STATUS PRESENTATION INCOMPLETE`` or the error). The caller then runs the full path, which
-handles every state.
+error, or a crew directory that cannot be listed. The caller then runs the full path, which
+handles every state. Crew files that cannot be read (a symlink, not a regular file, no
+permission) do not hand over: both paths print ``STATUS PRESENTATION INCOMPLETE`` after the
+rows and advance no cursor.
 """
 
 from __future__ import annotations
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
     from firstmate.base.crewview import Snapshot
 
     T = TypeVar("T")
-    #: What a drain prints and leaves to do: the acknowledgement command (if one is owed), the
-    #: rows' lines, the status presentation's lines and the snapshot its cursors advance to.
-    Drained = tuple[str | None, str, list[str], list[Snapshot]]
 
 #: The crew-status presentation's lock (:data:`firstmate.app.drain_context.LOCK_NAME`).
 PRESENTATION_LOCK = "status-presentation"
@@ -103,21 +100,22 @@ def _crews(state: str) -> bool | None:
 
 def _presentation(state: str, env: Mapping[str, str],
                   rows: list[tuple[Any, ...]]) -> tuple[list[str], list[Snapshot]]:
-    """Inside the queue transaction, under the presentation lock: the crew-status lines for
-    the drained *rows* and the snapshot they were made from. :class:`_Fallback` when the full
-    path would read any crew's files some other way (it then reports or skips them), or when
-    anything else fails here (it meets that again, after its own commit, and reports it)."""
+    """After the drain's commit, under the presentation lock (as
+    :func:`firstmate.app.drain_context.prepare` does it): the crew-status lines for the drained
+    *rows* and the snapshot they were made from; ``INCOMPLETE`` and no snapshot when a crew's
+    files cannot be read."""
     from firstmate.base import crewview
     from firstmate.base.captain import relevance
+    from firstmate.base.errors import FirstmateError
 
     try:
-        snaps = crewview.snapshot(os.path.join(state, "crew"), strict=True)
-        captain = relevance(env.get("FM_CAPTAIN_RE"))
-        keys = crewview.row_keys(snaps)
-        rows = [row for row in rows if row[2] in keys]  # (all of them, usually: a few)
-        return crewview.render(snaps, [(row[1], row[2], row[3]) for row in rows], captain), snaps
-    except Exception as exc:
-        raise _Fallback from exc
+        snaps = crewview.snapshot(os.path.join(state, "crew"))
+    except (FirstmateError, OSError):
+        return [crewview.INCOMPLETE], []
+    keys = crewview.row_keys(snaps)
+    rows = [row for row in rows if row[2] in keys]  # (all of them, usually: a few)
+    return crewview.render(snaps, [(row[1], row[2], row[3]) for row in rows],
+                           relevance(env.get("FM_CAPTAIN_RE"))), snaps
 
 
 def _no_grant(conn: sqlite3.Connection) -> None:
@@ -181,12 +179,13 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                         out.flush()
                         return True
                     raise
-                command, shown, lines, snaps = _transact(
-                    conn, db, lambda conn: _drain_locked(conn, state, env if crews else None))
+                command, shown, rows = _transact(conn, db, _drain_locked)
             except _Fallback:
                 return False
             finally:
                 ownerlock.release(queue)
+            # Read once the queue lock is free again (appends never wait on crews' logs).
+            lines, snaps = _presentation(state, env, rows) if crews else ([], [])
             if shown:
                 out.write(shown)
             if command is not None:
@@ -224,16 +223,7 @@ _MAIN = frozenset(("main",))
 _KEPT: list[object] = []
 
 
-def _drain_locked(conn: sqlite3.Connection, state: str, crews: Mapping[str, str] | None) -> Drained:
-    """Claim and present main's rows; with *crews* (the environment, when crews are
-    registered) read their status for the presentation as well."""
-    command, shown, rows = _claim(conn)
-    if crews is None:
-        return command, shown, [], []
-    return command, shown, *_presentation(state, crews, rows)
-
-
-def _claim(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple[Any, ...]]]:
+def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple[Any, ...]]]:
     """Claim and present main's rows: the acknowledgement command, if one is owed, the rows'
     lines and the rows shown."""
     import gc
