@@ -25,14 +25,13 @@ and leaves every cursor. Cursors (``state/crew/NAME.drain-cursor``) advance only
 output was written and flushed.
 
 The rules are plain functions in :mod:`firstmate.base.crewview` (shared with the ``fm wake
-drain`` fast path); this module wraps them in value classes and the store's lock.
+drain`` fast path); this module holds them under the store's bounded lock for the full path.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import attrs
@@ -52,7 +51,6 @@ from firstmate.base.crewview import (
 )
 from firstmate.base.envnum import env_int
 from firstmate.base.errors import FirstmateError, LockTimeout
-from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
@@ -76,26 +74,6 @@ class RowLike(Protocol):
 Row = tuple[str, str, str] | RowLike
 
 
-@attrs.frozen
-class CrewSnapshot:
-    name: str
-    unread: crewmod.Span | None
-    latest: crewmod.StatusLine | None
-    decisions: tuple[crewmod.Decision, ...]
-
-    @classmethod
-    def of(cls, snap: Snapshot) -> CrewSnapshot:
-        name, unread, latest, decisions = snap
-        return cls(name, None if unread is None else crewmod.Span.of(unread),
-                   None if latest is None else crewmod.StatusLine(*latest),
-                   tuple(crewmod.Decision(*d) for d in decisions))
-
-    def plain(self) -> Snapshot:
-        return (self.name, None if self.unread is None else self.unread.plain(),
-                None if self.latest is None else self.latest.plain(),
-                tuple((d.crew, d.key, d.note, d.at, d.keyed) for d in self.decisions))
-
-
 def lock_timeout(env: Mapping[str, str]) -> int:
     return env_int(env, "FM_STATUS_PRESENTATION_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
 
@@ -104,22 +82,6 @@ def _triple(row: Row) -> tuple[str, str, str]:
     if isinstance(row, tuple):
         return row
     return row.kind, row.key, row.payload
-
-
-def snapshot(home: Home) -> list[CrewSnapshot]:
-    """What every registered crew's status log holds right now."""
-    return [CrewSnapshot.of(snap) for snap in crewview.snapshot(str(home.crew_dir))]
-
-
-def render(snaps: Sequence[CrewSnapshot], rows: Iterable[Row], captain: re.Pattern[str]) -> list[str]:
-    """The presentation's lines (pure: reads nothing, writes nothing)."""
-    return crewview.render([snap.plain() for snap in snaps], [_triple(row) for row in rows],
-                           captain.search)
-
-
-def advance(home: Home, snaps: Iterable[CrewSnapshot]) -> None:
-    """Move each crew's drain cursor past what this presentation read."""
-    crewview.advance(str(home.crew_dir), [snap.plain() for snap in snaps])
 
 
 @attrs.define(eq=False)
@@ -194,6 +156,5 @@ def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, s
 
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
-           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "CrewSnapshot",
-           "Presentation", "Row", "RowLike", "advance", "lock_timeout", "prepare", "present",
-           "render", "snapshot"]
+           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "Presentation",
+           "Row", "RowLike", "lock_timeout", "prepare", "present"]

@@ -95,9 +95,6 @@ class StatusLine:
         """``answered:`` lines are the captain's own replies, not crew events."""
         return crewlog.from_captain(self.text)
 
-    def plain(self) -> crewlog.Line:
-        return self.text, self.at, self.start, self.end
-
 
 @attrs.frozen
 class Span:
@@ -112,9 +109,6 @@ class Span:
     def of(cls, span: crewlog.Span) -> Span:
         """The value of a :func:`firstmate.base.crewlog.read_span` result."""
         return cls(span[0], span[1], span[2], tuple(StatusLine(*line) for line in span[3]))
-
-    def plain(self) -> crewlog.Span:
-        return self.inode, self.start, self.end, tuple(line.plain() for line in self.lines)
 
 
 @attrs.frozen
@@ -398,16 +392,11 @@ def last_line(home: Home, name: str, *, tail: int = 65536) -> StatusLine | None:
 # --- decisions ---------------------------------------------------------------------------------
 
 
-def fold_decisions(crew: str, lines: Iterable[StatusLine]) -> builtins.list[Decision]:
-    """The decisions still open after reading *lines* (a whole log, oldest first) in order
-    (:func:`firstmate.base.crewlog.fold_decisions`)."""
-    return [Decision(*found) for found in crewlog.fold_decisions(crew, (line.plain() for line in lines))]
-
-
 def open_decisions(home: Home, name: str) -> builtins.list[Decision]:
-    """The crew's open decisions, folded from its whole status log."""
-    span = read_span(path(home, name, STATUS), 0)
-    return [] if span is None else fold_decisions(name, span.lines)
+    """The crew's open decisions, folded from its whole status log
+    (:func:`firstmate.base.crewlog.fold_decisions`)."""
+    span = crewlog.read_span(os.fspath(path(home, name, STATUS)), 0)
+    return [] if span is None else [Decision(*found) for found in crewlog.fold_decisions(name, span[3])]
 
 
 def answer(home: Home, name: str, key: str, text: str, *, now: float | None = None) -> Decision:
