@@ -161,11 +161,11 @@ def test_many_producers_with_concurrent_main_and_branch_consumers(
 
 
 APPEND_ONE = """
-import os
+import os, sys
 from firstmate.store import queue
 from firstmate.store.home import open_home
 from firstmate.store.database import open_store
-print(queue.append(open_store(open_home(os.environ)), "stale", "race", "raced"), flush=True)
+print(queue.append(open_store(open_home(os.environ)), "stale", sys.argv[1], "raced"), flush=True)
 """
 
 
@@ -173,8 +173,10 @@ def test_a_drain_racing_an_append_never_loses_or_double_presents_the_row(fm_home
     db = db_for(fm_home)
     presented: list[int] = []
     appended: list[int] = []
-    for _ in range(15):
-        proc = python(APPEND_ONE, fm_home)
+    for n in range(15):
+        # A key of its own: rows of one key collapse into the newest when drained together,
+        # which would hide a row this test must see presented.
+        proc = python(APPEND_ONE, fm_home, f"race{n}")
         try:
             result = drain.drain(db, "main", env={})
             seq = int(read_line(proc, DEADLINE))
