@@ -294,7 +294,7 @@ def test_waiters_proceed_when_the_queue_lock_holder_is_killed(fm_home: Home) -> 
         lock = FileLock(fm_home.lock_path("queue"), "queue", fm_home.root)
         record = lock.holder()
         assert record is not None and record.pid == holder.pid and record.verified
-        waiters = [python(APPEND_ONE, fm_home) for _ in range(3)]
+        waiters = [python(APPEND_ONE, fm_home, f"waiter{i}") for i in range(3)]
         assert all(w.poll() is None for w in waiters)
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=DEADLINE)
