@@ -356,6 +356,10 @@ class CrewRig:
                 if "firstmate" in " ".join(words) and ("arm" in words or "watch" in words) \
                         and proc.environ().get("FM_CREW") == name:
                     raise AssertionError(f"a watcher process of the crew: {words}")
+        # An arm relays its reason the moment the watcher prints it and writes the cycle's row
+        # only after the watcher exits: every row is written once every arm has exited.
+        for arm in self.arms:
+            assert arm.wait(deadline=30) == 0, arm.stderr()
         rows = (self.home.logs / "cycle-exits.tsv").read_text().splitlines()
         arms = {field.split("=", 1)[1] for row in rows for field in row.split("\t")
                 if field.startswith("arm_pid=")}
