@@ -28,16 +28,30 @@ def spooled(home: Home) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
 
 
-def whole(home: Home) -> int:
-    """How many spooled rows are completely written (a file appears before its row is in it)."""
+def riding(home: Home) -> int:
+    """How many whole rows ride the announcement now under the name ``.commit``."""
+    try:
+        data = (Path(appendspool.spool_dir(home.state)) / appendspool.NOTE).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return sum(1 for record in data.split(b"\x01")[1:] if b"\x00\x00" in record)
+
+
+def legacy_spool(home: Home, key: str, content: bytes | None = None) -> str:
+    """A row spooled as a file, as an earlier version's follower wrote it: its id."""
     folder = Path(appendspool.spool_dir(home.state))
-    return sum(1 for name in spooled(home) if (folder / name).read_bytes().endswith(b"\x00\x00"))
+    folder.mkdir(mode=0o700, exist_ok=True)
+    ident = appendspool.new_ident()
+    if content is None:
+        content = f"{time.time()!r}\x00check\x00{key}\x00check: {key}\x00\x00".encode()
+    (folder / ident).write_bytes(content)
+    return ident
 
 
-def markers(home: Home) -> dict[str, int]:
+def markers(home: Home, prefix: str = appendspool.RIDER) -> dict[str, int]:
     with raw(home) as conn:
-        return {str(k)[len(appendspool.MARKER):]: int(v) for k, v in conn.execute(
-            "SELECT key, value FROM kv WHERE key LIKE 'spool:%'")}
+        return {str(k)[len(prefix):]: int(v) for k, v in conn.execute(
+            "SELECT key, value FROM kv WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))}
 
 
 def append_cli(home: Home, key: str) -> subprocess.CompletedProcess[str]:
@@ -65,14 +79,16 @@ def queue_lock(fm_home: Home) -> Iterator[FileLock]:
             lock.release()
 
 
-def commit_as_holder(home: Home, key: str, served: list[tuple[str, int]] | None = None) -> int:
-    """Commit every spooled row and one of our own, as a leader does (the caller holds the
-    locks it wants held); *served* gets what the announcement would list."""
+def commit_as_holder(home: Home, key: str, served: list[tuple[str, int]] | None = None,
+                     note: int = -1) -> int:
+    """Commit every row that rode *note* (when given), every spooled file and one row of our
+    own, as a leader does (the caller holds the locks it wants held); *served* gets what the
+    announcement would list."""
     db = open_store(home)
     try:
         return appendpath.commit_locked(db.connection(), db.path, home.state,
                                         (time.time(), "check", key, f"check: {key}"),
-                                        served=served)
+                                        served=served, note=note)
     finally:
         db.close()
 
@@ -85,9 +101,9 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     gate.__enter__()
     procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
     try:
-        wait_for(lambda: whole(fm_home) == 3)
+        wait_for(lambda: riding(fm_home) == 3)
         served: list[tuple[str, int]] = []
-        own = commit_as_holder(fm_home, "holder", served)
+        own = commit_as_holder(fm_home, "holder", served, gate.note)
         appendspool.publish(gate.note, served)
         gate.__exit__(None, None, None)
         # The queue lock is still ours: each waiter learns its number from the announcement.
@@ -100,11 +116,12 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     got = {f"waiter-{i}": int(out.strip()) for i, (out, _) in enumerate(outs)}
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {**got, "holder": own}  # every row once, at the number its producer was told
-    assert own == max(table.values())  # the spooled rows went in first, oldest first
-    # The announcement named each spooled row (its id carries its producer's pid) once.
+    assert own == max(table.values())  # the riding rows went in first, in the order they came
+    # The announcement named each riding row (its id carries its producer's pid) once.
     assert sorted((int(ident.split("-")[1]), seq) for ident, seq in served) == sorted(
         (p.pid, got[f"waiter-{i}"]) for i, p in enumerate(procs))
-    assert spooled(fm_home) == []  # each waiter removed its own request
+    assert spooled(fm_home) == []  # no file was made for any row
+    assert set(markers(fm_home)) == {ident for ident, _seq in served}
 
 
 def test_following_a_commit_in_progress_needs_no_gate(fm_home: Home, queue_lock: FileLock) -> None:
@@ -115,9 +132,9 @@ def test_following_a_commit_in_progress_needs_no_gate(fm_home: Home, queue_lock:
     fcntl.flock(gate, fcntl.LOCK_EX)
     proc = producer(fm_home, "follower")
     try:
-        wait_for(lambda: whole(fm_home) == 1)
+        wait_for(lambda: riding(fm_home) == 1)
         served: list[tuple[str, int]] = []
-        own = commit_as_holder(fm_home, "leader", served)
+        own = commit_as_holder(fm_home, "leader", served, leading.note)
         appendspool.publish(leading.note, served)
         leading.__exit__(None, None, None)
         out, err = proc.communicate(timeout=DEADLINE)
@@ -137,18 +154,18 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
     proc = producer(fm_home, "sleepy")
     second = -1
     try:
-        wait_for(lambda: whole(fm_home) == 1)
+        wait_for(lambda: riding(fm_home) == 1)
         first = gate.note
         took: list[tuple[str, int]] = []
-        commit_as_holder(fm_home, "first", took)  # takes the row; its list is never written
-        # The next commit is announced before the first one ends: the follower can learn its
-        # number only from the second announcement, which repeats it.
+        commit_as_holder(fm_home, "first", took, first)  # takes the row; its list is never written
+        # The next commit is announced before the first one ends: woken without its number, the
+        # follower rides it again, and the second commit names the row instead of inserting it.
         second = appendspool.announce(fm_home.state)
-        served: list[tuple[str, int]] = []
-        commit_as_holder(fm_home, "second", served)
         os.close(first)
+        wait_for(lambda: riding(fm_home) == 1)
+        served: list[tuple[str, int]] = []
+        commit_as_holder(fm_home, "second", served, second)
         appendspool.publish(second, served)
-        announced = os.fstat(second).st_ino
         os.close(second)
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
@@ -156,8 +173,9 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
         finish(proc)
     assert served == took  # the second commit inserted nothing twice and named the row
     assert int(out) == took[0][1]
-    # The follower never led (a leader announces itself in a file of its own).
-    assert (Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE).stat().st_ino == announced
+    # The follower never led (a leader announces itself under the name; the second commit
+    # took its own announcement off it).
+    assert not (Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE).exists()
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {"sleepy": int(out), "first": int(out) + 1, "second": int(out) + 2}
     assert spooled(fm_home) == []
@@ -172,8 +190,8 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
     gate.__enter__()
     proc = producer(fm_home, "late")
     try:
-        wait_for(lambda: whole(fm_home) == 1)
-        holder = commit_as_holder(fm_home, "holder")
+        wait_for(lambda: riding(fm_home) == 1)
+        holder = commit_as_holder(fm_home, "holder", note=gate.note)
         gate.__exit__(None, None, None)
         # It now leads, and reads its marker once no commit can be in flight: with the queue lock.
         queue_lock.release()
@@ -183,11 +201,23 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
         finish(proc)
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {"late": int(out), "holder": holder}  # not inserted a second time
-    # The marker outlives the file only until the next commit, which deletes it.
-    assert spooled(fm_home) == [] and set(markers(fm_home)) != set()
-    done = append_cli(fm_home, "next")
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) == int(out) + 2 and markers(fm_home) == {}
+    assert list(markers(fm_home).values()) == [int(out)] and spooled(fm_home) == []
+
+
+def test_markers_of_rows_that_rode_are_deleted_once_abandoned(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    old = f"{time.time_ns() - int((appendspool.ABANDONED_SECONDS + 5) * 1e9):020d}-1-old"
+    young = f"{time.time_ns() - int(1e9):020d}-1-young"
+    with raw(fm_home) as conn:
+        conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?)",
+                         [(appendspool.RIDER + old, "7"), (appendspool.RIDER + young, "8")])
+    lead = appendspool.committing(fm_home.state)
+    lead.__enter__()
+    try:
+        commit_as_holder(fm_home, "tidy", note=lead.note)
+    finally:
+        lead.__exit__(None, None, None)
+    assert markers(fm_home) == {young: 8}  # a producer may still come for the young one
 
 
 def leading(home: Home) -> bool:
@@ -208,64 +238,127 @@ def leading(home: Home) -> bool:
 def test_a_leader_reads_its_marker_only_once_the_commit_before_it_has_ended(
     fm_home: Home, queue_lock: FileLock
 ) -> None:
-    # The next leader gets ready while the commit before it runs; that commit may be taking
-    # the next leader's own spooled row right then.
+    # A follower that rode an announcement cannot tell whether its leader read the row: it may
+    # lead the next commit while the one before is taking its row right then.
     ending = appendspool.committing(fm_home.state)
     ending.__enter__()
+    # What the commit before reads once the follower leads (opened anew: a dup would share the
+    # announcement's lock and keep the follower asleep).
+    kept = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE, os.O_RDONLY)
     proc = producer(fm_home, "early")
     try:
-        wait_for(lambda: whole(fm_home) == 1)
-        ending.__exit__(None, None, None)  # (nothing listed: the follower leads next)
+        wait_for(lambda: riding(fm_home) == 1)
+        ending.__exit__(None, None, None)  # (nothing listed, nothing read yet: it leads next)
         wait_for(lambda: leading(fm_home))
-        holder = commit_as_holder(fm_home, "holder")  # takes the row, under the queue lock
+        holder = commit_as_holder(fm_home, "holder", note=kept)  # takes the row, holding the lock
+        assert leading(fm_home)  # (the follower's own announcement was not taken off the name)
         queue_lock.release()
         out, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
     finally:
+        os.close(kept)
         finish(proc)
     table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
     assert table == {"early": int(out), "holder": holder}  # once, at the number it was told
     assert len(rows(fm_home)) == 2 and spooled(fm_home) == []
 
 
-def test_a_commit_withdraws_its_announcement_once_it_has_read_the_spool(fm_home: Home) -> None:
+def test_a_commit_withdraws_its_announcement_before_it_reads_the_riders(fm_home: Home) -> None:
     open_store(fm_home).close()
     note = Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE
     lead = appendspool.committing(fm_home.state)
     lead.__enter__()
-    seen: list[bool] = []
-
-    def collected() -> None:
-        seen.append(leading(fm_home))
-        appendspool.withdraw(fm_home.state, lead.note)
-        seen.append(note.exists())
-
-    db = open_store(fm_home)
     try:
-        own = appendpath.commit_locked(db.connection(), db.path, fm_home.state,
-                                       (time.time(), "check", "k", "check: k"),
-                                       collected=collected)
+        theirs = os.open(note, os.O_RDWR | os.O_APPEND)
+        try:
+            # In time: the name is still this announcement's once the row is in it.
+            assert appendspool.ride(fm_home.state, theirs, (time.time(), "check", "a", "check: a"),
+                                    appendspool.new_ident())
+            served: list[tuple[str, int]] = []
+            own = commit_as_holder(fm_home, "leader", served, lead.note)
+            assert not note.exists() and not leading(fm_home)  # the next producer leads
+            # Late: written after the leader read it. The producer is told so, and goes again.
+            late = appendspool.new_ident()
+            assert not appendspool.ride(fm_home.state, theirs,
+                                        (time.time(), "check", "b", "check: b"), late)
+        finally:
+            os.close(theirs)
     finally:
-        db.close()
         lead.__exit__(None, None, None)
-    # Announced until the spool was read, then off the name: the next producer leads.
-    assert seen == [True, False] and own == rows(fm_home)[-1][0]
-    assert not leading(fm_home)
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["a", "leader"]
+    assert own == rows(fm_home)[-1][0] and len(served) == 1
+
+
+def test_a_row_that_rode_two_announcements_is_inserted_once_and_named_by_both(
+    fm_home: Home
+) -> None:
+    open_store(fm_home).close()
+    ident = appendspool.new_ident()
+    row = (time.time(), "check", "twice", "check: twice")
+    told: list[list[tuple[str, int]]] = []
+    for name in ("first", "second"):
+        lead = appendspool.committing(fm_home.state)
+        lead.__enter__()
+        try:
+            theirs = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE,
+                             os.O_RDWR | os.O_APPEND)
+            try:
+                assert appendspool.ride(fm_home.state, theirs, row, ident)
+            finally:
+                os.close(theirs)
+            served: list[tuple[str, int]] = []
+            commit_as_holder(fm_home, name, served, lead.note)
+            appendspool.publish(lead.note, served)
+            told.append(served)
+        finally:
+            lead.__exit__(None, None, None)
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["twice", "first", "second"]
+    assert told[0] == told[1] == [(ident, rows(fm_home)[0][0])]
+
+
+@pytest.mark.parametrize("record", [b"\x01garbage\x00\x00", b"\x01id\x001.0\x00nosuchkind\x00k\x00p\x00\x00",
+                                    b"\x01id\x001.0\x00check\x00\x00p\x00\x00",
+                                    b"\x01id\x00\xff\xfe\x00check\x00k\x00p\x00\x00",
+                                    b"\x01\xffid\x001.0\x00check\x00k\x00p\x00\x00"])
+def test_a_riding_record_that_is_not_a_row_is_set_aside_and_one_cut_short_passed_over(
+    fm_home: Home, record: bytes
+) -> None:
+    open_store(fm_home).close()
+    lead = appendspool.committing(fm_home.state)
+    lead.__enter__()
+    try:
+        theirs = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE,
+                         os.O_RDWR | os.O_APPEND)
+        try:
+            os.write(theirs, record + b"\x01cut-short\x001.0\x00check\x00k")
+            assert appendspool.ride(fm_home.state, theirs,
+                                    (time.time(), "check", "real", "check: real"),
+                                    appendspool.new_ident())
+        finally:
+            os.close(theirs)
+        commit_as_holder(fm_home, "leader", note=lead.note)
+    finally:
+        lead.__exit__(None, None, None)
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["real", "leader"]
+    with raw(fm_home) as conn:
+        kept = [r for (r,) in conn.execute("SELECT record FROM set_aside WHERE what = 'riding row'")]
+    assert len(kept) == 1 and "cut-short" not in kept[0]
 
 
 def test_a_spooled_row_whose_producer_died_is_committed_once_then_cleared(fm_home: Home) -> None:
     open_store(fm_home).close()
-    # A producer killed while waiting leaves its request behind: the next commit takes it.
-    ident = appendspool.write(fm_home.state, time.time(), "check", "orphan", "check: orphan")
+    # A producer of an earlier version, killed while waiting, leaves its request behind as a
+    # file: the next commit takes it.
+    ident = legacy_spool(fm_home, "orphan")
     commit_as_holder(fm_home, "first")
     commit_as_holder(fm_home, "second")  # the marker keeps the orphan from a second insert
     keys = [key for _seq, _kind, key, _payload, _claim in rows(fm_home)]
     assert keys == ["orphan", "first", "second"]
-    assert spooled(fm_home) == [ident] and ident in markers(fm_home)
+    assert spooled(fm_home) == [ident] and ident in markers(fm_home, appendspool.MARKER)
     old = time.time() - appendspool.ABANDONED_SECONDS - 5
     os.utime(Path(appendspool.spool_dir(fm_home.state)) / ident, (old, old))
     commit_as_holder(fm_home, "third")
-    assert spooled(fm_home) == [] and markers(fm_home) == {}
+    assert spooled(fm_home) == [] and markers(fm_home, appendspool.MARKER) == {}
     assert [k for _s, _k, k, _p, _c in rows(fm_home)].count("orphan") == 1
 
 
@@ -300,7 +393,7 @@ def test_followers_of_a_leader_killed_mid_commit_commit_their_rows_once(fm_home:
     try:
         assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
         procs = [producer(fm_home, f"orphaned-{i}") for i in range(4)]
-        wait_for(lambda: whole(fm_home) == 4)  # each follows the leader's commit
+        wait_for(lambda: riding(fm_home) == 4)  # each rides the leader's commit
         leader.kill()
         leader.wait(timeout=DEADLINE)
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
@@ -337,12 +430,12 @@ def test_a_spool_file_without_its_end_mark_waits_until_abandoned_then_is_set_asi
 ) -> None:
     # A row still being written, or whose writer was killed mid-write (here: cut short).
     open_store(fm_home).close()
-    whole = appendspool.write(fm_home.state, time.time(), "check", "cut", "check: cut short")
+    whole = legacy_spool(fm_home, "cut")
     path = Path(appendspool.spool_dir(fm_home.state)) / whole
     path.write_bytes(path.read_bytes()[:-3])
     commit_as_holder(fm_home, "first")
     assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first"]
-    assert spooled(fm_home) == [whole] and markers(fm_home) == {}  # left for a later commit
+    assert spooled(fm_home) == [whole] and markers(fm_home, appendspool.MARKER) == {}  # left for later
     old = time.time() - appendspool.ABANDONED_SECONDS - 5
     os.utime(path, (old, old))
     commit_as_holder(fm_home, "second")

@@ -6,12 +6,13 @@ always the same, whoever calls them:
 
 1. validate and clean the arguments (:mod:`firstmate.base.wakeinput`), before touching the home;
 2. lead the commit, or follow one (:mod:`firstmate.base.appendspool`: a producer that finds
-   another committing spools its row, and that commit or the next takes it);
+   another committing rides its row on that commit's announcement, and that commit or the next
+   takes it);
 3. the leader takes the queue lock ``state/queue.lock`` (a kernel ``flock`` with the usual owner
    record, so ``FileLock.holder()`` names us) and waits for it as long as it takes;
    ``BEGIN IMMEDIATE``; publishes downtime evidence for the append
    (:func:`firstmate.base.episoderow.publish_downtime`), allocates the sequence numbers and
-   inserts its row and the spooled ones; ``COMMIT`` (so a queued row never exists without its
+   inserts its row and the ones that rode with it; ``COMMIT`` (so a queued row never exists without its
    episode); releases the lock;
 4. ring the watcher's doorbell.
 
@@ -66,9 +67,10 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
 
     Producers take turns before the queue lock (:mod:`firstmate.base.appendspool`). One that
     finds no commit in progress leads: it takes the queue lock and commits, in one transaction,
-    its row and every spooled one. One that finds a commit in progress spools its row and
-    sleeps until that commit ends; its row rode along, or it takes its turn again: concurrent
-    producers share fsyncs instead of queueing for one each.
+    its row and every one that rode its announcement. One that finds a commit in progress
+    rides its row on that announcement and sleeps until that commit ends; its row went in with
+    it, or it takes its turn again: concurrent producers share fsyncs instead of queueing for
+    one each.
     """
     seq = _commit(_Given(conn), db_path, lock_path, root, (kind, key, payload), at, token)
     assert seq is not None  # a given connection is the current schema's (the store migrated it)
@@ -135,17 +137,19 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
         try:
             while True:
                 note, theirs, seq = appendspool.take_turn(state, gate, ident)
-                if seq is None and theirs >= 0:  # a commit is in progress: follow it
+                if seq is None and theirs >= 0:  # a commit is in progress: ride it
                     try:
                         if ident is None:
-                            ident = appendspool.write(state, at, kind, key, payload)
+                            ident = appendspool.new_ident()
+                        in_time = appendspool.ride(state, theirs, (at, kind, key, payload), ident)
                     except BaseException:
                         os.close(theirs)
                         raise
-                    seq = appendspool.await_commit(theirs, ident)
+                    if in_time:
+                        seq = appendspool.await_commit(theirs, ident)
+                    else:  # its leader may have read the rows already: the next commit, now
+                        os.close(theirs)
                 if seq is not None:
-                    if ident is not None:
-                        appendspool.discard(state, ident)
                     return seq
                 if note >= 0:
                     break
@@ -153,10 +157,10 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
             os.close(gate)
     except OSError as exc:
         raise ownerlock.lock_failed(lock_path, exc) from exc
-    # We lead: our announcement is up, and our row (spooled as *ident*, or not) is not known
-    # to be committed. The commit before ours may still be running (it withdrew its
-    # announcement once it had collected its rows): the queue lock waits for it, and only
-    # then are markers final.
+    # We lead: our announcement is up, and our row (if it rode an earlier one, as *ident*) is
+    # not known to be committed. The commit before ours may still be running (it withdrew its
+    # announcement once it held the queue lock): the queue lock waits for it, and only then are
+    # markers final.
     try:
         conn()  # opened now if it was not, while the commit before ours finishes
         try:
@@ -178,63 +182,54 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
                         raise
                     seq = None  # a database not yet migrated has no markers
                 if seq is not None:  # a commit whose list we missed took it
-                    appendspool.discard(state, ident)
                     return seq
             if not conn.current:
-                if ident is not None:  # not ours to insert into this database: the store will
-                    appendspool.discard(state, ident)
-                return None
+                return None  # not ours to insert into this database: the store will
             ownerlock.write_record(fd, lock_path, "queue", root, token)
             seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
-                                lambda: appendspool.withdraw(state, note))
-        except BaseException:
-            # We hold the queue lock, so no commit is reading our request now: withdrawn, it
-            # cannot land after we reported a failure (a row an earlier commit took stays).
-            if ident is not None:
-                appendspool.discard(state, ident)
-            raise
+                                note)
         finally:
             ownerlock.release(fd)
         appendspool.publish(note, served)
     finally:
         os.close(note)  # closing the last descriptor releases it: our followers wake
-    if ident is not None:
-        appendspool.discard(state, ident)
     return seq
 
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                   own: tuple[float, str, str, str], ident: str | None = None,
-                  served: list[tuple[str, int]] | None = None,
-                  collected: Callable[[], None] | None = None) -> int:
+                  served: list[tuple[str, int]] | None = None, note: int = -1) -> int:
     """For the leader of a commit, holding the queue lock: one transaction with downtime
-    evidence, every spooled row and *own* ``(at, kind, key, payload)`` (spooled as *ident*, or
-    not spooled); returns *own*'s sequence number. Once committed, *served* gets ``(id, seq)``
-    for each spooled row it took and each one an earlier commit took (for the announcement).
-    *collected* is called once the spooled rows are read (the leader withdraws its
-    announcement then: rows spooled from now on are the next commit's)."""
+    evidence, every row that rode its announcement *note* (when given: withdrawn first, then
+    read), every row an earlier version spooled as a file, and *own* ``(at, kind, key,
+    payload)``, which is inserted unless it is among them as *ident*; returns *own*'s sequence
+    number. Once committed, *served* gets ``(id, seq)`` for each row it took and each one an
+    earlier commit took (for the announcement)."""
     from firstmate.base import appendspool
 
     dbconn.start(conn, db_path)
     try:
         episoderow.publish_downtime(conn, append=True)  # once: the batch is one append
         already: list[tuple[str, int]] = []
-        entries = appendspool.collect(conn, state, already)
-        if collected is not None:
-            collected()
-        # Our own spool file may have been removed by hand: then the row goes in unspooled.
-        # (Already committed, it is in no commit again: callers check its marker first.)
+        rode: list[appendspool.Entry] = []
+        if note >= 0:
+            # Off the name first: a row that rides it from now on is known to be late.
+            appendspool.withdraw(state, note)
+            rode = appendspool.riders(conn, note, already)
+        files = appendspool.collect(conn, state, already)
+        entries = files + rode
         spooled = ident is not None and any(entry[0] == ident for entry in entries)
         first = dbconn.next_seqs(conn, len(entries) + (0 if spooled else 1))
         rows = [(first + i, at, kind, key, payload)
                 for i, (_entry, at, kind, key, payload) in enumerate(entries)]
-        seq = first + len(entries)  # (own, when not spooled: after every spooled row)
+        seq = first + len(entries)  # (own, when not among them: after every other row)
         if not spooled:
             rows.append((seq, own[0], own[1], own[2], own[3]))
         conn.executemany("INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)",
                          rows)
         done = [(entry[0], first + i) for i, entry in enumerate(entries)]
-        appendspool.mark(conn, done)
+        appendspool.mark(conn, done[:len(files)], appendspool.MARKER)
+        appendspool.mark(conn, done[len(files):], appendspool.RIDER)
         if spooled:
             seq = next(got for entry, got in done if entry == ident)
     except BaseException as exc:

@@ -6,36 +6,42 @@ and throughput falls. So each producer first takes its turn (:func:`take_turn`; 
 is decided under the spool's gate ``state/spool/.gate``, held for a few system calls):
 
 1. with no commit in progress, it *leads*: it announces its commit (a fresh
-   ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and
-   commits its row and *every* spooled row in one transaction, with beside each spooled row a
-   marker ``kv['spool:<id>'] = seq``; once it has read the spool it takes its announcement off
-   the name (:func:`withdraw`: producers coming now lead or follow the next commit, which gets
-   ready while this one commits); after the ``COMMIT`` it writes ``<id> <seq>`` lines for the
-   rows it took into the announcement, then lets go of it;
-2. with a commit in progress, it *follows*: it writes its already-validated row to
-   ``state/spool/<id>`` (a private file ending in a mark, so a row still being written is
-   never taken; no fsync: until committed it is only a request) and sleeps on that commit's
-   announcement (shared). Woken by the end of the commit, it reads its number there; if its
-   row came too late for that commit it takes its turn again: it leads or follows the next.
+   ``state/spool/.commit``, held exclusively until the commit ends), takes the queue lock and,
+   in one transaction, takes its announcement off the name (:func:`withdraw`: producers coming
+   now lead or follow the next commit, which gets ready while this one commits), reads the rows
+   that rode on it (:func:`riders`) and commits them with its own, with beside each a marker
+   ``kv['rode:<id>'] = seq``; after the ``COMMIT`` it appends ``<id> <seq>`` lines for the rows
+   it took to the announcement, then lets go of it;
+2. with a commit in progress, it *follows*: it appends its already-validated row to that
+   commit's announcement (:func:`ride`: one ``O_APPEND`` write of a framed record, no fsync:
+   until committed it is only a request) and sleeps on it (shared). Woken by the end of the
+   commit, it reads its number there. A row that may have come after its leader read the
+   announcement (the name was already withdrawn once it was written) takes its turn again at
+   once: it rides the next commit or leads it.
+
+Riding costs a follower one write to a file that already exists: no file is created or removed
+per row, so producers never queue on the spool directory's lock nor on the filesystem's inode
+allocation, which under load cost more than the rest of an append.
 
 Followers never wait for the queue lock, nor for a lock a next leader could take again before
-they run: each announcement is a new file, locked once. An announcement also repeats the
-numbers of rows an earlier commit took whose producers have not read them yet, so a follower
-that slept through the commit of its row learns its number from the next. A follower that
-comes to lead checks its marker first (a leader killed between its ``COMMIT`` and its list), and
-only once it holds the queue lock: the commit before its own may be taking its row right then.
+they run: each announcement is a new file, locked once. A row may ride more than one
+announcement (its producer cannot tell whether a withdrawn one was read): the markers commit
+atomically with the rows, and a leader reads them holding the queue lock, after every earlier
+commit, so a row whose marker exists is never inserted again: its number is listed instead. So
+a follower whose leader was killed between its ``COMMIT`` and its list learns its number from the
+next commit it rides, and one that comes to lead checks its marker first. Markers older than
+:data:`ABANDONED_SECONDS` (their id starts with the time) are deleted by the next commit. A
+record that is not a valid row (damaged, or written by another program) is set aside in the
+database, never inserted.
 
-Why markers in the database: they commit atomically with the rows, so a leader that dies after
-its ``COMMIT`` can never lead a later one to insert the same spooled row twice (a spool file
-with a marker is never inserted again). A marker whose spool file is gone has been read; the
-next commit deletes it. A spool file whose producer died after its row was committed is removed
-after :data:`ABANDONED_SECONDS`. A spool file that cannot be read as a row (damaged, or planted)
-is set aside in the database, never inserted; one without its end mark is left for a later
-commit until it is as old, then set aside.
+Rows an earlier version spooled as files ``state/spool/<id>`` (a producer still waiting while fm
+was upgraded) are still committed by :func:`collect`, with markers ``kv['spool:<id>']``, under
+that version's rules: a marker whose file is gone is deleted; a committed file whose producer
+died is removed after :data:`ABANDONED_SECONDS`; a file that is not a row is set aside.
 
-An uncontended append (no commit in progress) writes no spool file; its extra cost is the gate,
-the announcement (a create and a rename) and one ``listdir``. Standard library only, like the
-rest of the append path.
+An uncontended append (no commit in progress) rides nothing; its extra cost is the gate, the
+announcement (a create and a rename) and one ``listdir``. Standard library only, like the rest
+of the append path.
 """
 
 from __future__ import annotations
@@ -52,7 +58,10 @@ if TYPE_CHECKING:
     from firstmate.base.safepaths import StrPath
 
 SPOOL_DIR = "spool"
+#: The marker of a row an earlier version spooled as a file.
 MARKER = "spool:"
+#: The marker of a row that rode an announcement.
+RIDER = "rode:"
 #: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"
 #: The commit in progress, renamed into place fresh by each leader and held exclusively until
@@ -62,6 +71,7 @@ NOTE = ".commit"
 ABANDONED_SECONDS = 600.0
 _SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
 _END = "\x00\x00"  # after the last field: the row is whole
+_START = "\x01"  # before a riding record's first field (never in cleaned text either)
 
 #: One spooled row: (id, at, kind, key, payload).
 Entry = tuple[str, float, str, str, str]
@@ -69,27 +79,6 @@ Entry = tuple[str, float, str, str, str]
 
 def spool_dir(state: StrPath) -> str:
     return os.path.join(os.fspath(state), SPOOL_DIR)
-
-
-def write(state: StrPath, at: float, kind: str, key: str, payload: str) -> str:
-    """Spool one validated row; returns its id. The directory is created 0700 on first use."""
-    from firstmate.base.safepaths import make_private_dir, open_private
-
-    folder = spool_dir(state)
-    if not os.path.isdir(folder) or os.path.islink(folder):
-        make_private_dir(folder)
-    ident = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
-    # Created under its own name, not renamed into place: every change to the directory takes
-    # its lock, which all producers share. A reader tells a row still being written (or whose
-    # writer was killed) by its missing end mark.
-    fd = open_private(os.path.join(folder, ident), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        data = memoryview((_SEP.join((repr(float(at)), kind, key, payload)) + _END).encode())
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
-    return ident
 
 
 def open_gate(state: StrPath) -> int:
@@ -155,10 +144,11 @@ def announce(state: StrPath) -> int:
 
 
 def withdraw(state: StrPath, note: int) -> None:
-    """For a leader that has read the spool: take its announcement *note* (still held) off the
-    name ``.commit``, so that producers coming now lead or follow the next commit, which can
-    get ready (announce, open its database) while this one commits, instead of sleeping
-    through this one first. Its followers keep the descriptor they sleep on."""
+    """For a leader holding the queue lock, before it reads the rows that rode *note*: take its
+    announcement (still held) off the name ``.commit``, so that producers coming now lead or
+    follow the next commit, which can get ready (announce, open its database) while this one
+    commits, instead of sleeping through this one first, and so that a row written from now on
+    is known to be late (:func:`ride`). Its followers keep the descriptor they sleep on."""
     path = os.path.join(spool_dir(state), NOTE)
     try:
         named, held = os.lstat(path), os.fstat(note)
@@ -166,16 +156,18 @@ def withdraw(state: StrPath, note: int) -> None:
         if (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev):
             os.unlink(path)
     except OSError:
-        pass  # best effort: producers then follow this commit, as before
+        pass  # best effort: a row that rides it late then waits for this commit, and goes again
 
 
 def publish(note: int, served: list[tuple[str, int]]) -> None:
     """After the commit: write ``<id> <seq>`` lines for the rows it took into the announcement,
     so that followers woken by its release read their numbers without opening the database.
-    One write; losing it (a leader killed first) costs followers only a look at their markers."""
+    One write; losing it (a leader killed first) costs followers only a look at their markers.
+    (It starts with a line break: a follower looks for ``\\n<id> ``, and the announcement may
+    end in a record that rode it too late.)"""
     if served:
         try:  # noqa: SIM105 - contextlib costs the append path an import
-            os.write(note, "".join(f"{ident} {seq}\n" for ident, seq in served).encode())
+            os.write(note, "".join(f"\n{ident} {seq}" for ident, seq in served).encode() + b"\n")
         except OSError:  # (a full disk): the rows are committed all the same
             pass
 
@@ -204,8 +196,9 @@ def _in_progress(state: StrPath, ident: str | None) -> tuple[int, int | None]:
     import fcntl
 
     try:
+        # Read-write, appending: a follower rides it (:func:`ride`), then reads its number there.
         note = os.open(os.path.join(spool_dir(state), NOTE),
-                       os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+                       os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return -1, None
     except OSError as exc:
@@ -251,6 +244,30 @@ def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, i
         fcntl.flock(gate, fcntl.LOCK_UN)
 
 
+def new_ident() -> str:
+    """A row's id: the time first (markers are pruned by it), then who and a random part."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def ride(state: StrPath, note: int, row: tuple[float, str, str, str], ident: str) -> bool:
+    """Append the validated row ``(at, kind, key, payload)`` as *ident* to the announcement
+    *note* of the commit in progress: True when it came in time (its leader reads it), False
+    when the announcement was already withdrawn once it was written (its leader may have read
+    the rows before it: the caller takes its turn again at once, and the markers see to it that
+    a row read twice is inserted once).
+
+    One ``O_APPEND`` write, so records of producers riding at once never interleave. A short
+    write (a full disk) leaves a record without its end, which the leader passes over."""
+    at, kind, key, payload = row
+    os.write(note, (_START + _SEP.join((ident, repr(float(at)), kind, key, payload)) + _END).encode())
+    try:
+        named, held = os.lstat(os.path.join(spool_dir(state), NOTE)), os.fstat(note)
+    except FileNotFoundError:
+        return False
+    # Still under the name once written: its leader withdraws it before reading, so reads it.
+    return (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev)
+
+
 def await_commit(note: int, ident: str) -> int | None:
     """Sleep until the commit announced by *note* ends (then close it): the number it gave
     *ident*, or None when it did not take our row (it came too late, or the leader was killed
@@ -292,16 +309,10 @@ class committing:  # (lower case: used like a function, ``with committing(state)
         os.close(self.note)  # closing the last descriptor releases the flock
 
 
-def discard(state: StrPath, ident: str) -> None:
-    try:  # noqa: SIM105 - contextlib costs the append path an import
-        os.unlink(os.path.join(spool_dir(state), ident))
-    except FileNotFoundError:
-        pass
-
-
 def committed(conn: sqlite3.Connection, ident: str) -> int | None:
-    """The sequence number a committer gave spooled row *ident*, if one did."""
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (MARKER + ident,)).fetchone()
+    """The sequence number a committer gave row *ident* (that rode, or was spooled), if one did."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ? OR key = ?",
+                       (RIDER + ident, MARKER + ident)).fetchone()
     try:
         return int(row[0]) if row else None
     except (TypeError, ValueError):
@@ -321,12 +332,51 @@ def _parse(data: bytes) -> tuple[float, str, str, str] | None:
         return None
 
 
+def riders(conn: sqlite3.Connection, note: int, already: list[tuple[str, int]]) -> list[Entry]:
+    """Inside the write transaction, once *note* (the leader's own announcement) is withdrawn:
+    the rows that rode it, in the order they came, each once. A row an earlier commit took
+    (its marker exists) is added to *already* as ``(id, seq)`` instead: the announcement names
+    it. A record cut short (a full disk) is passed over; one that is not a row is set aside.
+    Markers older than :data:`ABANDONED_SECONDS` are deleted."""
+    cutoff = f"{RIDER}{time.time_ns() - int(ABANDONED_SECONDS * 1e9):020d}"
+    conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (RIDER, cutoff))
+    size = os.fstat(note).st_size
+    data = os.pread(note, size, 0) if size else b""
+    out: list[Entry] = []
+    seen: set[str] = set()
+    for record in data.split(_START.encode())[1:]:
+        end = record.find(_END.encode())
+        if end < 0:
+            continue  # cut short: its producer rides again or leads
+        fields = None
+        ident, _, rest = record[:end].partition(_SEP.encode())
+        try:
+            name = ident.decode("ascii")
+        except UnicodeDecodeError:
+            name = ""
+        if name and name.isprintable() and _SEP not in name and len(name) <= 100:
+            fields = _parse(rest)
+        if fields is None:
+            dbconn.set_aside(conn, "riding row", record[:500].decode("utf-8", "replace"))
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        got = committed(conn, name)
+        if got is not None:
+            already.append((name, got))
+            continue
+        out.append((name, *fields))
+    return out
+
+
 def collect(conn: sqlite3.Connection, state: StrPath,
             already: list[tuple[str, int]] | None = None) -> list[Entry]:
-    """Inside the write transaction: the spooled rows still to insert, oldest first. Each
-    spooled row a commit already took, still waiting for its producer to read its number, is
-    added to *already* as ``(id, seq)``: the leader's announcement repeats it, so a follower
-    that slept through the commit which took its row learns its number from the next one.
+    """Inside the write transaction: the rows an earlier version spooled as files, still to
+    insert, oldest first. Each one a commit already took, still waiting for its producer to
+    read its number, is added to *already* as ``(id, seq)``: the leader's announcement repeats
+    it, so a follower that slept through the commit which took its row learns its number from
+    the next one.
 
     Also tidies up: markers whose spool file is gone are deleted, abandoned files (and the
     temporary files of leaders killed before renaming their announcement) removed, and files
@@ -404,12 +454,13 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     return out
 
 
-def mark(conn: sqlite3.Connection, done: list[tuple[str, int]]) -> None:
-    """Inside the write transaction: ``kv['spool:<id>'] = seq`` for each committed spooled row."""
+def mark(conn: sqlite3.Connection, done: list[tuple[str, int]], prefix: str = RIDER) -> None:
+    """Inside the write transaction: ``kv['<prefix><id>'] = seq`` for each committed row that
+    rode (:data:`RIDER`) or was spooled (:data:`MARKER`)."""
     conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
-                     "value = excluded.value", [(MARKER + ident, str(seq)) for ident, seq in done])
+                     "value = excluded.value", [(prefix + ident, str(seq)) for ident, seq in done])
 
 
 __all__ = ["ABANDONED_SECONDS", "Entry", "announce", "await_commit", "collect", "committed",
-           "committing", "discard", "mark", "open_gate", "publish", "take_turn", "withdraw",
-           "write"]
+           "committing", "mark", "new_ident", "open_gate", "publish", "ride", "riders",
+           "take_turn", "withdraw"]
