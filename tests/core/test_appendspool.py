@@ -37,6 +37,12 @@ def riding(home: Home) -> int:
     return sum(1 for record in data.split(b"\x01")[1:] if b"\x00\x00" in record)
 
 
+def rider(home: Home) -> int:
+    """The announcement under the name ``.commit``, opened as a follower opens it to ride it."""
+    return os.open(Path(appendspool.spool_dir(home.state)) / appendspool.NOTE,
+                   os.O_RDWR | os.O_APPEND)
+
+
 def legacy_spool(home: Home, key: str, content: bytes | None = None) -> str:
     """A row spooled as a file, as an earlier version's follower wrote it: its id."""
     folder = Path(appendspool.spool_dir(home.state))
@@ -269,7 +275,7 @@ def test_a_commit_withdraws_its_announcement_before_it_reads_the_riders(fm_home:
     lead = appendspool.committing(fm_home.state)
     lead.__enter__()
     try:
-        theirs = os.open(note, os.O_RDWR | os.O_APPEND)
+        theirs = rider(fm_home)
         try:
             # In time: the name is still this announcement's once the row is in it.
             assert appendspool.ride(fm_home.state, theirs, (time.time(), "check", "a", "check: a"),
@@ -300,8 +306,7 @@ def test_a_row_that_rode_two_announcements_is_inserted_once_and_named_by_both(
         lead = appendspool.committing(fm_home.state)
         lead.__enter__()
         try:
-            theirs = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE,
-                             os.O_RDWR | os.O_APPEND)
+            theirs = rider(fm_home)
             try:
                 assert appendspool.ride(fm_home.state, theirs, row, ident)
             finally:
@@ -327,8 +332,7 @@ def test_a_riding_record_that_is_not_a_row_is_set_aside_and_one_cut_short_passed
     lead = appendspool.committing(fm_home.state)
     lead.__enter__()
     try:
-        theirs = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE,
-                         os.O_RDWR | os.O_APPEND)
+        theirs = rider(fm_home)
         try:
             os.write(theirs, record + b"\x01cut-short\x001.0\x00check\x00k")
             assert appendspool.ride(fm_home.state, theirs,
