@@ -77,6 +77,25 @@ def test_owner_records_read_as_json_reads_them(data: str, as_bytes: bool) -> Non
     assert ownerrecord.parse(raw) == reference_record(raw)
 
 
+def test_a_record_whose_time_no_float_can_hold_is_refused_not_raised() -> None:
+    data = record_json(42, "42:1.50:abcdef0123456789", "/h", "queue", 1.0).replace(
+        '"acquired_at": 1.0', '"acquired_at": 1' + "0" * 400)
+    assert json.loads(data)["acquired_at"] == 10**400
+    assert ownerrecord.parse(data) is None
+    assert ownerrecord.parse(data.replace("1" + "0" * 400, "2.5")) is not None
+
+
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**400), 10**400)))
+def test_finite_is_math_isfinite_without_raising(value: float) -> None:
+    from firstmate.base.envnum import finite
+
+    try:
+        expected = math.isfinite(value)
+    except OverflowError:
+        expected = False
+    assert finite(value) is expected
+
+
 def test_a_record_as_fm_writes_it_is_read_without_json() -> None:
     data = record_json(42, "42:1.50:abcdef0123456789", "/home/u/.firstmate", "watcher", 1.25)
     assert ownerrecord._canonical(data) == (42, "42:1.50:abcdef0123456789", "/home/u/.firstmate",

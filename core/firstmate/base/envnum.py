@@ -6,13 +6,22 @@ the default for an empty, non-numeric, negative or otherwise unusable value.
 
 from __future__ import annotations
 
-import math
-
 # Not imported at run time: collections costs a status call (firstmate.base.statusview) more
 # than this whole module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+
+def finite(value: float) -> bool:
+    """``math.isfinite``, without importing ``math`` (loading its shared library is a cost every
+    short command would pay), and False for an int too large for a float, where
+    ``math.isfinite`` raises."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return number - number == 0  # inf - inf and nan - nan are nan
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
@@ -24,7 +33,7 @@ def env_float(env: Mapping[str, str], name: str, default: float, *, allow_zero: 
         value = float(raw)
     except ValueError:
         return default
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    if not finite(value) or value < 0 or (value == 0 and not allow_zero):
         return default
     return value
 

@@ -8,10 +8,10 @@ waits on a lock taken here can name its holder.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 
+from firstmate.base.envnum import finite
 from firstmate.base.safepaths import open_private, state_error
 
 TYPE_CHECKING = False
@@ -33,7 +33,7 @@ def _json_str(text: str) -> str:
 
 
 def _json_float(value: float) -> str:
-    if math.isfinite(value):
+    if finite(value):
         return repr(float(value))
     import json
 

@@ -8,7 +8,7 @@ cost ``fm status`` cannot afford); anything else goes through ``json.loads`` wit
 
 from __future__ import annotations
 
-import math
+from firstmate.base.envnum import finite
 
 #: (pid, identity, home, role, acquired_at): the fields of an owner record.
 Record = tuple[int, str, str, str, float]
@@ -36,7 +36,7 @@ def parse(data: str | bytes) -> Record | None:
         return None
     if not (isinstance(identity, str) and isinstance(home, str) and isinstance(role, str)):
         return None
-    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+    if isinstance(at, bool) or not isinstance(at, int | float) or not finite(at):
         return None
     return pid, identity, home, role, float(at)
 
@@ -79,7 +79,7 @@ def _canonical(data: str | bytes) -> Record | None:
         at = float(at_text)
     except ValueError:
         return None
-    if not math.isfinite(at) or repr(at) != at_text:
+    if not finite(at) or repr(at) != at_text:
         return None
     return int(pid_text), identity, home, role, at
 

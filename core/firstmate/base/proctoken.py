@@ -9,9 +9,9 @@ unreadable process) it says so, and the caller asks psutil through the store.
 
 from __future__ import annotations
 
-import math
 import sys
 
+from firstmate.base.envnum import finite
 from firstmate.base.procself import Fields, from_proc
 
 _HEX = frozenset("0123456789abcdef")
@@ -36,7 +36,7 @@ def parse(token: object) -> Fields | None:
             and 8 <= len(digest) <= 64 and _HEX.issuperset(digest)):
         return None
     pid, started = int(pid_text), float(started_text)
-    if pid <= 0 or not math.isfinite(started):
+    if pid <= 0 or not finite(started):
         return None
     return pid, started, digest
 
