@@ -392,6 +392,12 @@ SCENARIOS = [
     Scenario("an undecodable row", both(ONE, sql(
         "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (9, 1, 'signal', 'u', CAST(x'ff41' AS TEXT))")),
         (drain, ack()), (False, True)),
+    Scenario("a time that is not a number, the row otherwise usable", both(ONE, sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (9, 'soon', 'signal', 'k', 'p')")),
+        (drain, ack()), (False, True)),
+    Scenario("a claim naming neither actor is main's to take", sql(
+        "INSERT INTO wakes (seq, at, kind, key, payload, claim) VALUES (3, 1.5, 'signal', 'k', 'p', 'x')"),
+        (drain, ack()), (True, True)),
     Scenario("a key of whitespace only", sql(
         "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (3, 1, 'signal', char(9), 'p')"),
         (drain,), (False,)),
@@ -598,6 +604,18 @@ FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_s
 @given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
 def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
     assert wakedrain.text(rows) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+
+
+def test_pieces_split_at_row_boundaries_and_clean_only_the_piece_that_needs_it() -> None:
+    per = wakedrain.PIECE_ROWS
+    rows = [(seq, "signal", f"k{seq}.status", f"signal: row {seq}") for seq in range(1, 2 * per + 6)]
+    rows[per + 3] = (per + 4, "signal", "hostile\tkey", "line\nbreak \x1b[31m")
+    pieces = list(wakedrain.pieces(rows))
+    assert [piece.count("\n") for piece in pieces] == [per, per, 5]
+    assert "".join(pieces) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+    assert pieces[1].splitlines()[3] == wakedrain.line(*rows[per + 3])
+    assert "\x1b" not in pieces[1] and pieces[0] == "".join(f"{s}\t{k}\t{y}\t{p}\n"
+                                                           for s, k, y, p in rows[:per])
 
 
 def test_fast_path_locks_name_their_holder_and_refuse_a_second_taker(fm_home: Home) -> None:

@@ -179,15 +179,18 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                         out.flush()
                         return True
                     raise
-                command, shown, rows = _transact(conn, db, _drain_locked)
+                command, shown = _transact(conn, db, _drain_locked)
             except _Fallback:
                 return False
             finally:
                 ownerlock.release(queue)
             # Read once the queue lock is free again (appends never wait on crews' logs).
-            lines, snaps = _presentation(state, env, rows) if crews else ([], [])
-            if shown:
-                out.write(shown)
+            lines, snaps = _presentation(state, env, shown) if crews else ([], [])
+            from firstmate.base import wakedrain
+
+            # Built as they are written, one piece at a time (wakedrain.pieces says why).
+            for piece in wakedrain.pieces(shown):
+                out.write(piece)
             if command is not None:
                 out.flush()
                 err.write(f"{ack_required(command)}\n")
@@ -218,14 +221,21 @@ def _close(conn: sqlite3.Connection) -> None:
 
 _KINDS = frozenset(KINDS)
 _TEXT = frozenset((str,))
-_NUMBERS = frozenset((int, float))
-_MAIN = frozenset(("main",))
+#: What the drain needs of a row's ``at`` and ``claim``, as one small integer per row (cached
+#: by the interpreter: no object made per row, where the columns themselves cost one each):
+#: -1 for an ``at`` that is not a number (the full path retires the row), else 1 for a row
+#: main claimed, 2 for one reserved for a grant, 0 for an unclaimed one (wakeactor.UNCLAIMED_SQL).
+_FLAG_SQL = ("CASE WHEN typeof(at) NOT IN ('integer', 'real') THEN -1 WHEN claim = 'main' THEN 1"
+             " WHEN claim = 'branch' THEN 2 ELSE 0 END")
+_SCAN_CACHE_PAGES = 32
+_MAIN = frozenset((1,))
+_HANDED_OVER = frozenset((-1, 2))
 _KEPT: list[object] = []
 
 
-def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple[Any, ...]]]:
-    """Claim and present main's rows: the acknowledgement command, if one is owed, the rows'
-    lines and the rows shown."""
+def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, list[tuple[Any, ...]]]:
+    """Claim and present main's rows: the acknowledgement command, if one is owed, and the
+    rows shown (deduped)."""
     import gc
 
     from firstmate.base import wakedrain
@@ -236,13 +246,19 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple
     collecting = gc.isenabled()
     gc.disable()
     try:
+        # A scan reads each page once: with a small page cache a fresh process reuses a few
+        # page buffers instead of faulting in one per page of the table. (The default comes
+        # back before an update, which may dirty every page.)
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size = {_SCAN_CACHE_PAGES}")
         # (undecodable text raises here: an SQLite error, so the full path retires the row)
         rows = conn.execute(
-            "SELECT seq, kind, key, payload, at, claim FROM wakes ORDER BY seq").fetchall()
+            f"SELECT seq, kind, key, payload, {_FLAG_SQL} FROM wakes ORDER BY seq").fetchall()
+        conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if not rows:
             presented = wakedrain.episode_only(conn, "main", "")
-            return None if presented is None else presented[2], "", []
-        claims, shown, text = _lines(rows)
+            return None if presented is None else presented[2], []
+        flags, shown = _lines(rows)
         # Kept, not freed: ``fm wake drain`` leaves without its teardown once it printed
         # (cli.main.leave_at_once), and freeing the rows' objects one by one would cost it
         # as much as deduping them. A caller in the same process frees them on its next drain.
@@ -250,31 +266,32 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, str, list[tuple
     finally:
         if collecting:
             gc.enable()
-    if claims != _MAIN:
+    if flags != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    return wakedrain.present(conn, "main", rows[-1][0], "")[2], text, shown
+    return wakedrain.present(conn, "main", rows[-1][0], "")[2], shown
 
 
-def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[object], list[tuple[Any, ...]], str]:
-    """The claims found on *rows* (``seq, kind, key, payload, at, claim``), the rows the drain
-    shows (deduped) and what it prints for them (cleaned when any field needs it). Whole
-    columns at a time (C loops, not a Python one per row)."""
-    from firstmate.base import wakedrain
-
-    seqs, kinds, keys, payloads, ats, claims = zip(*rows, strict=True)
-    claim_set = set(claims)
+def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[int], list[tuple[Any, ...]]]:
+    """The flags found on *rows* (``seq, kind, key, payload, flag``, the flag as
+    :data:`_FLAG_SQL` makes it) and the rows the drain shows (deduped). Whole columns at a time
+    (C loops, not a Python one per row)."""
+    seqs, kinds, keys, payloads, flags = zip(*rows, strict=True)
+    flag_set = set(flags)
+    kind_set = set(kinds)
     # The full path's test of a usable row (firstmate.store.queue's scan), column by column:
     # anything it would retire and report is its job, and so is a row reserved for a grant.
-    if not (seqs[0] > 0 and set(kinds) <= _KINDS and set(map(type, keys)) == _TEXT
-            and set(map(type, payloads)) == _TEXT and set(map(type, ats)) <= _NUMBERS
-            and all(map(str.strip, keys)) and "branch" not in claim_set):
+    if not (seqs[0] > 0 and kind_set <= _KINDS and set(map(type, keys)) == _TEXT
+            and set(map(type, payloads)) == _TEXT and all(map(str.strip, keys))
+            and not flag_set & _HANDED_OVER):
         raise _Fallback
     by = keys
-    if "heartbeat" in kinds:  # heartbeats collapse into one, whatever their keys
+    if "heartbeat" in kind_set:  # heartbeats collapse into one, whatever their keys
         by = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
-    # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown.
-    shown = list(dict(zip(zip(kinds, by, strict=True), rows, strict=True)).values())
-    return claim_set, shown, wakedrain.text(shown)
+    # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown. Rows of
+    # one kind (the usual case) are told apart by their keys alone: no pair made per row.
+    index = by if len(kind_set) == 1 else zip(kinds, by, strict=True)
+    shown = list(dict(zip(index, rows, strict=True)).values())
+    return flag_set, shown
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:

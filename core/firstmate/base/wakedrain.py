@@ -16,7 +16,7 @@ from firstmate.base.wakeinput import clean
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from typing import Any, TypeVar
 
     from firstmate.base.dbconn import sqlite3
@@ -67,12 +67,27 @@ def line(seq: int, kind: str, key: str, payload: str) -> str:
 
 def text(rows: Sequence[tuple[Any, ...]]) -> str:
     """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``), each ending in a
-    newline: what :func:`line` makes of each, built at once when every field is printable
-    ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves it as it is)."""
-    joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in rows])
-    if plain(joined, len(rows)):
-        return joined
-    return "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in rows])
+    newline: what :func:`line` makes of each."""
+    return "".join(pieces(rows))
+
+
+def pieces(rows: Sequence[tuple[Any, ...]]) -> Iterator[str]:
+    """:func:`text` of *rows* in pieces of :data:`PIECE_ROWS` rows, each built at once when
+    every field in it is printable ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves
+    it as it is). In pieces, each made when it is asked for, because a drain of thousands of
+    rows is a fresh process: a piece written and dropped before the next is built lends that
+    one its memory (its strings, its bytes, the stream's encoding of it) instead of the
+    process faulting in new pages for the whole text."""
+    for start in range(0, len(rows), PIECE_ROWS):
+        part = rows[start:start + PIECE_ROWS]
+        joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in part])
+        if not plain(joined, len(part)):
+            joined = "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in part])
+        yield joined
+
+
+#: Rows per piece of :func:`pieces`: about 100 KB of lines for typical rows.
+PIECE_ROWS = 1000
 
 
 def plain(lines: str, count: int) -> bool:
@@ -91,4 +106,5 @@ def plain(lines: str, count: int) -> bool:
 _PRINTABLE = bytes(range(0x20, 0x7F))
 
 
-__all__ = ["Presented", "dedupe", "episode_only", "line", "plain", "present", "text"]
+__all__ = ["PIECE_ROWS", "Presented", "dedupe", "episode_only", "line", "pieces", "plain", "present",
+           "text"]
