@@ -12,16 +12,16 @@ always the same, whoever calls them:
    record, so ``FileLock.holder()`` names us) and waits for it as long as it takes;
    ``BEGIN IMMEDIATE``; publishes downtime evidence for the append
    (:func:`firstmate.base.episoderow.publish_downtime`), allocates the sequence numbers and
-   inserts its row and the ones that rode with it; ``COMMIT`` (so a queued row never exists without its
-   episode); releases the lock;
+   inserts its row and the ones that rode with it; ``COMMIT`` (so a queued row never exists
+   without its episode); releases the lock;
 4. ring the watcher's doorbell.
 
 The command-line entry :func:`append` opens the database itself, when it exists, only when it
 needs it (a follower told its number by the commit that took its row never does), and writes
-only at the current schema; anything else (a new home, an older schema that needs migrating, a platform without
-``/proc/self`` or POSIX ``flock``) goes through the caller's *fallback*: the full
-:func:`firstmate.store.queue.append`, which creates or migrates the store. This module stays inside the
-standard-library layer: it never imports the store itself.
+only at the current schema; anything else (a new home, an older schema that needs migrating, a
+platform without ``/proc/self`` or POSIX ``flock``) goes through the caller's *fallback*: the
+full :func:`firstmate.store.queue.append`, which creates or migrates the store. This module
+stays inside the standard-library layer: it never imports the store itself.
 """
 
 from __future__ import annotations

@@ -454,7 +454,7 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     return out
 
 
-def mark(conn: sqlite3.Connection, done: list[tuple[str, int]], prefix: str = RIDER) -> None:
+def mark(conn: sqlite3.Connection, done: list[tuple[str, int]], prefix: str) -> None:
     """Inside the write transaction: ``kv['<prefix><id>'] = seq`` for each committed row that
     rode (:data:`RIDER`) or was spooled (:data:`MARKER`)."""
     conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
