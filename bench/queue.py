@@ -14,7 +14,9 @@ Run with ``python bench/queue.py``. Two parts, each against a baseline measured 
   ``fm status``, ``fm wake drain``, the same drain in a copy of the home with crews registered
   (as a real home has them: 5 crews, each with a few status lines and one open decision, and a
   signal row for each, so every drain annotates them and folds their decisions) and the
-  acknowledgement ``fm wake drain --ack-through N --recovery-generation G`` run as a user's
+  acknowledgement ``fm wake drain --ack-through N --recovery-generation G``, and ``fm status``
+  in a copy of the home whose session lock a live process running as the Claude Code harness
+  holds (as a primary's home has it while its session runs), run as a user's
   shell runs them (the ``fm`` script next to this interpreter, else ``python -m firstmate``),
   ``FM_BENCH_RUNS`` times each (default 21), alternating with ``python -c pass``. Each
   acknowledgement runs on its own copy of the filled home. Goal: each at most 3.0x ``python -c
@@ -198,6 +200,32 @@ def with_crews(root: Path, copy: Path, env: dict[str, str]) -> dict[str, str]:
     return copy_env
 
 
+# Runs as a harness would (argv[0] "claude"): takes the session lock for itself through fm lock
+# acquire, says "ready", and holds the lock until stdin closes.
+SESSION_HOLDER = """
+import os, subprocess, sys
+subprocess.run(sys.argv[1:] + ["lock", "acquire"], check=True, stdout=subprocess.DEVNULL,
+               env={**os.environ, "FM_SESSION_HOLDER_PID": str(os.getpid())})
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def with_session(root: Path, copy: Path, env: dict[str, str]) -> tuple[dict[str, str], subprocess.Popen[str]]:
+    """A copy of the home at *root* whose session lock a live harness-like process holds, as a
+    primary's home has it while its session runs (the status then judges the holder)."""
+    fm, _ = fm_argv()
+    shutil.copytree(root, copy, symlinks=True)
+    copy_env = {**env, "FM_HOME": str(copy)}
+    proc = subprocess.Popen(["claude", "-c", SESSION_HOLDER, *fm], executable=sys.executable,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=copy_env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    held = subprocess.run([*fm, "lock", "status"], env=copy_env, capture_output=True, text=True,
+                          check=True, timeout=120).stdout
+    assert "held by live" in held, held
+    return copy_env, proc
+
+
 def bench_commands(tmp: Path, pycache: Path) -> list[dict[str, object]]:
     fm, _ = fm_argv()
     root, env = fresh_home(tmp, "filled", pycache)
@@ -214,6 +242,13 @@ def bench_commands(tmp: Path, pycache: Path) -> list[dict[str, object]]:
     crew_env = with_crews(root, tmp / "crews", env)
     results.append(alternate(f"fm wake drain, {CREWS} crews",
                              lambda i: timed([*fm, "wake", "drain"], crew_env), env, baselines))
+    session_env, session = with_session(root, tmp / "session", env)
+    try:
+        results.append(alternate("fm status, session lock held",
+                                 lambda i: timed([*fm, "status"], session_env), env, baselines))
+    finally:
+        session.kill()
+        session.wait()
     # The acknowledgement consumes the rows: each run gets its own copy of the filled home,
     # drained (outside the timing) as the model would have drained it.
     acks: list[tuple[list[str], dict[str, str]]] = []

@@ -8,7 +8,8 @@ read here with plain functions over plain values (:mod:`firstmate.base.lockprobe
 :func:`snapshot` returns None whenever it is not sure, for :func:`firstmate.cli.status.snapshot`
 to take the full path instead:
 
-* a session-lock record or a bridge record is present (judging them probes harness plugins);
+* a bridge record is present, or a session-lock record that
+  :func:`firstmate.base.sessionview.judge` cannot call held without probing a harness plugin;
 * the database is not at the current schema (the store migrates it);
 * the watcher singleton is held but its holder cannot be verified from ``/proc`` at once (the
   full path re-reads a record still being written), or a grant's owner cannot be read;
@@ -27,7 +28,7 @@ import os
 import stat
 import time
 
-from firstmate.base import dbconn, watcherverdict
+from firstmate.base import dbconn, sessionview, watcherverdict
 from firstmate.base.dbconn import sqlite3
 
 TYPE_CHECKING = False
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     Publish = Callable[[str], object]
 
 #: state/session.lock: the primary session lock's record (continuity.sessionrecord).
-SESSION_RECORD = "session.lock"
+SESSION_RECORD = sessionview.RECORD
 
 
 class _Unsure(Exception):
@@ -63,6 +64,7 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
     state = os.path.join(root, "state")
     refuse_non_directory(root)
     refuse_non_directory(state)
+    lock_state: dict[str, object] = {"state": "free", "pid": None}
     lock = os.path.join(state, f"{watcherverdict.LOCK_NAME}.lock")
     beacon = os.path.join(state, "watcher.beat")
     state_dir = _real_dir(state)
@@ -70,8 +72,15 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
         # A planted link at the singleton's lock or the beacon is unsafe state, not "no watcher".
         refuse_symlink(lock)
         refuse_symlink(beacon)
-        if os.path.lexists(os.path.join(state, SESSION_RECORD)) or _bridge_records(state):
+        if _bridge_records(state):
             raise _Unsure
+        if os.path.lexists(os.path.join(state, SESSION_RECORD)):
+            # The full path's plugin probe reads the process's own environment, so the memo's
+            # table key is checked against that one too.
+            session = None if os.path.islink(root) else sessionview.judge(state, os.environ)
+            if session is None:
+                raise _Unsure
+            lock_state = {"state": session[0], "pid": session[1]}
     verdict = _watcher(root, state_dir, lock, beacon, watcherverdict.grace(env))
     db = os.path.join(state, "firstmate.db")
     conn = None
@@ -107,7 +116,7 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
         },
         "queue": queue,
         "episode": episode,
-        "session_lock": {"state": "free", "pid": None},
+        "session_lock": lock_state,
         "away": _exists(os.path.join(state, "away")),
         "bridges": [],
     }

@@ -24,6 +24,7 @@ from typing import Literal
 import attrs
 
 from firstmate.base.errors import StateError, UsageError
+from firstmate.continuity import sessionmemo
 from firstmate.continuity.sessionrecord import (
     SESSION_ID,
     HarnessNotFound,
@@ -431,10 +432,10 @@ def acquire(
             # die together) and only take up a newly trusted session id.
             session_id = holder.session_id or previous.session_id
             if session_id == previous.session_id:
-                return AcquireResult(holder, previous, previous, "kept")
+                return _remembered(home, AcquireResult(holder, previous, previous, "kept"))
             record = attrs.evolve(previous, session_id=session_id)
             _write(home, record)
-            return AcquireResult(holder, record, previous, "written")
+            return _remembered(home, AcquireResult(holder, record, previous, "written"))
         outcome: Literal["written", "reclaimed", "replaced"] = (
             "reclaimed" if previous is not None
             else "replaced" if found.kind != "absent" else "written"
@@ -443,7 +444,17 @@ def acquire(
                                harness=holder.harness, acquired_at=time.time(),
                                session_id=holder.session_id)
         _write(home, record)
-        return AcquireResult(holder, record, previous, outcome)
+        return _remembered(home, AcquireResult(holder, record, previous, outcome))
+
+
+def _remembered(home: Home, result: AcquireResult) -> AcquireResult:
+    sessionmemo.remember(home, result.record, _live_as_named)
+    return result
+
+
+def _live_as_named(record: SessionRecord) -> bool:
+    facts = probe(record.pid, record.harness)
+    return facts.harness_checked and classify(record, facts) == "live"
 
 
 def _same_holder(holder: Holder, record: SessionRecord) -> bool:
@@ -523,6 +534,7 @@ def release(
                 "released; leave it to that session (fm lock status says whether it is live)",
                 holder_pid=record.pid,
             )
+        sessionmemo.forget(home)
         try:
             os.unlink(record_path(home))
         except FileNotFoundError:
