@@ -41,14 +41,49 @@ def parse(data: str | bytes) -> Record | None:
     return pid, identity, home, role, float(at)
 
 
-def _string(text: str) -> str | None:
-    # A JSON string with no escapes: printable ASCII between quotes, no quote or backslash inside.
+def string(text: str) -> str | None:
+    """A JSON string with no escapes: printable ASCII between quotes, no quote or backslash
+    inside; None for anything else."""
     if len(text) < 2 or text[0] != '"' or text[-1] != '"':
         return None
     inner = text[1:-1]
     if not inner.isprintable() or '"' in inner or "\\" in inner:
         return None
     return inner
+
+
+def positive(text: str) -> int | None:
+    """A JSON integer above zero, written without a sign or leading zeros; else None."""
+    if not (text.isdigit() and str(int(text)) == text and int(text) > 0):
+        return None
+    return int(text)
+
+
+def number(text: str) -> float | None:
+    """A finite float exactly as ``json.dumps`` writes it (its ``repr``); else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if finite(value) and repr(value) == text else None
+
+
+def fields(text: str, labels: tuple[str, ...]) -> list[str] | None:
+    """The raw values of a one-line JSON object as ``json.dumps(sort_keys=True)`` writes it
+    with printable ASCII values: *labels* are its opening ``{"name": `` and each ``, "name": ``
+    after it, in order. None when *text* is not of that shape."""
+    if not (text.isascii() and text.startswith(labels[0]) and text.endswith("}")):
+        return None
+    values: list[str] = []
+    rest = text[len(labels[0]):-1]
+    for label in labels[1:]:
+        # No value holds a quote, so the first ', "<name>": ' after a value's opening ends it.
+        value, found, rest = rest.partition(label)
+        if not found:
+            return None
+        values.append(value)
+    values.append(rest)
+    return values
 
 
 def _canonical(data: str | bytes) -> Record | None:
@@ -58,30 +93,15 @@ def _canonical(data: str | bytes) -> Record | None:
         if not data.isascii():
             return None
         data = data.decode("ascii")
-    if not (data.isascii() and data.startswith(_FIELDS[0]) and data.endswith("}")):
+    values = fields(data, _FIELDS)
+    if values is None:
         return None
-    values: list[str] = []
-    rest = data[len(_FIELDS[0]):-1]
-    for label in _FIELDS[1:]:
-        # No value holds a quote, so the first ', "<name>": ' after a value's opening ends it.
-        value, found, rest = rest.partition(label)
-        if not found:
-            return None
-        values.append(value)
-    values.append(rest)
     at_text, home_text, identity_text, pid_text, role_text = values
-    home, identity, role = _string(home_text), _string(identity_text), _string(role_text)
-    if home is None or identity is None or role is None:
+    home, identity, role = string(home_text), string(identity_text), string(role_text)
+    pid, at = positive(pid_text), number(at_text)
+    if home is None or identity is None or role is None or pid is None or at is None:
         return None
-    if not (pid_text.isdigit() and str(int(pid_text)) == pid_text and int(pid_text) > 0):
-        return None
-    try:
-        at = float(at_text)
-    except ValueError:
-        return None
-    if not finite(at) or repr(at) != at_text:
-        return None
-    return int(pid_text), identity, home, role, at
+    return pid, identity, home, role, at
 
 
-__all__ = ["Record", "parse"]
+__all__ = ["Record", "fields", "number", "parse", "positive", "string"]

@@ -63,54 +63,30 @@ def read_small(path: str, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
-def _string(text: str) -> str | None:
-    # A JSON string with no escapes: printable ASCII between quotes, no quote or backslash.
-    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
-        return None
-    inner = text[1:-1]
-    if not inner.isprintable() or '"' in inner or "\\" in inner:
-        return None
-    return inner
-
-
 def parse_record(data: bytes) -> tuple[int, str, str] | None:
     """``(pid, identity, harness)`` of a record exactly as the lock writes it (sorted keys,
     printable ASCII, a live holder's pid), else None (the full path reads anything else)."""
-    from firstmate.base.envnum import finite
+    from firstmate.base.ownerrecord import fields, number, positive, string
     from firstmate.base.proctoken import parse
 
-    if not data.isascii():
+    if not (data.isascii() and data.endswith(b"\n")):
         return None
-    text = data.decode("ascii")
-    if not (text.startswith(_FIELDS[0]) and text.endswith("}\n")):
+    values = fields(data[:-1].decode("ascii"), _FIELDS)
+    if values is None:
         return None
-    values: list[str] = []
-    rest = text[len(_FIELDS[0]):-2]
-    for label in _FIELDS[1:]:
-        value, found, rest = rest.partition(label)
-        if not found:
-            return None
-        values.append(value)
-    values.append(rest)
     at_text, harness_text, identity_text, pid_text, session_text, version = values
-    harness, identity = _string(harness_text), _string(identity_text)
-    if harness is None or identity is None or not harness or version != "1":
+    harness, identity, pid = string(harness_text), string(identity_text), positive(pid_text)
+    if not harness or identity is None or pid is None or version != "1":
         return None
     if session_text != "null":
-        session = _string(session_text)
+        session = string(session_text)
         if not (session and len(session) <= 200 and session[0] in _SESSION_ID_FIRST
                 and _SESSION_ID_REST.issuperset(session)):
             return None
-    if not (pid_text.isdigit() and str(int(pid_text)) == pid_text and int(pid_text) > 0):
-        return None
-    try:
-        at = float(at_text)
-    except ValueError:
-        return None
     token = parse(identity)
-    if not finite(at) or repr(at) != at_text or token is None or token[0] != int(pid_text):
+    if number(at_text) is None or token is None or token[0] != pid:
         return None
-    return int(pid_text), identity, harness
+    return pid, identity, harness
 
 
 def process_view(pid: int) -> str | None:
