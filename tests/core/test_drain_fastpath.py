@@ -603,7 +603,7 @@ FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_s
 
 @given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
 def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
-    assert wakedrain.text(rows) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+    assert "".join(wakedrain.pieces(rows)) == "".join(wakedrain.line(*row) + "\n" for row in rows)
 
 
 def test_pieces_split_at_row_boundaries_and_clean_only_the_piece_that_needs_it() -> None:

@@ -17,6 +17,9 @@ CORE_PLUGIN_NAME = "firstmate-core"
 PLUGINS_ENV = "FIRSTMATE_PLUGINS"
 #: Comma list: never load these plugins.
 DISABLE_PLUGINS_ENV = "FIRSTMATE_DISABLE_PLUGINS"
+#: Comma list: more process names, each recognised as a harness of that name
+#: (firstmate.plugin.harnessprocs).
+HARNESS_NAMES_ENV = "FM_HARNESS_PROCESS_NAMES"
 #: Where the per-home secrets live (firstmate.base.keyring).
 KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
 
@@ -33,5 +36,5 @@ def plugin_module(harness: str) -> str:
 
 
 __all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP",
-           "GATE_SUBMODULE", "KEYS_DIR_ENV", "PLUGINS_ENV", "PLUGIN_MODULE_PREFIX",
+           "GATE_SUBMODULE", "HARNESS_NAMES_ENV", "KEYS_DIR_ENV", "PLUGINS_ENV", "PLUGIN_MODULE_PREFIX",
            "PLUGIN_SUBMODULE", "PROJECT", "plugin_module"]

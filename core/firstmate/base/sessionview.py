@@ -21,7 +21,7 @@ import stat
 import sys
 
 from firstmate.base.fasthash import sha256_hex
-from firstmate.base.names import DISABLE_PLUGINS_ENV, PLUGINS_ENV
+from firstmate.base.names import DISABLE_PLUGINS_ENV, HARNESS_NAMES_ENV, PLUGINS_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ MEMO_MAX = 1024
 MEMO_VERSION = "v1"
 #: What the full path's harness check reads besides the process
 #: (:func:`firstmate.plugin.harnessprocs.harness_table`).
-TABLE_ENV = (PLUGINS_ENV, DISABLE_PLUGINS_ENV, "FM_HARNESS_PROCESS_NAMES")
+TABLE_ENV = (PLUGINS_ENV, DISABLE_PLUGINS_ENV, HARNESS_NAMES_ENV)
 
 _FIELDS = ('{"acquired_at": ', ', "harness": ', ', "identity": ', ', "pid": ',
            ', "session_id": ', ', "version": ')

@@ -4,7 +4,7 @@ The attrs-free core of :func:`firstmate.store.drain.drain_locked` and of the ``f
 fast path (:mod:`firstmate.base.drainpath`). Inside the queue lock and one write transaction,
 once the actor's rows are claimed: :func:`present` opens (or reuses) the recovery episode, moves
 it to handling and records what was presented; :func:`episode_only` does the same for an open
-episode when no rows are queued; :func:`dedupe` and :func:`line` make what is printed.
+episode when no rows are queued; :func:`dedupe`, :func:`line` and :func:`pieces` make what is printed.
 """
 
 from __future__ import annotations
@@ -65,19 +65,14 @@ def line(seq: int, kind: str, key: str, payload: str) -> str:
     return f"{seq}\t{clean(kind)}\t{clean(key)}\t{clean(payload)}"
 
 
-def text(rows: Sequence[tuple[Any, ...]]) -> str:
-    """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``), each ending in a
-    newline: what :func:`line` makes of each."""
-    return "".join(pieces(rows))
-
-
 def pieces(rows: Sequence[tuple[Any, ...]]) -> Iterator[str]:
-    """:func:`text` of *rows* in pieces of :data:`PIECE_ROWS` rows, each built at once when
-    every field in it is printable ASCII (then :func:`~firstmate.base.wakeinput.clean` leaves
-    it as it is). In pieces, each made when it is asked for, because a drain of thousands of
-    rows is a fresh process: a piece written and dropped before the next is built lends that
-    one its memory (its strings, its bytes, the stream's encoding of it) instead of the
-    process faulting in new pages for the whole text."""
+    """The presentation lines of *rows* (``(seq, kind, key, payload, ...)``): what :func:`line`
+    makes of each row, each ending in a newline, in pieces of :data:`PIECE_ROWS` rows. A piece
+    whose every field is printable ASCII (which :func:`~firstmate.base.wakeinput.clean` leaves
+    as it is) is built at once. Each piece is made when it is asked for, because a drain of
+    thousands of rows is a fresh process: a piece written and dropped before the next is built
+    lends that one its memory (its strings, its bytes, the stream's encoding of it) instead of
+    the process faulting in new pages for the whole text."""
     for start in range(0, len(rows), PIECE_ROWS):
         part = rows[start:start + PIECE_ROWS]
         joined = "".join([f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]}\n" for r in part])
@@ -106,5 +101,5 @@ def plain(lines: str, count: int) -> bool:
 _PRINTABLE = bytes(range(0x20, 0x7F))
 
 
-__all__ = ["PIECE_ROWS", "Presented", "dedupe", "episode_only", "line", "pieces", "plain", "present",
-           "text"]
+__all__ = ["PIECE_ROWS", "Presented", "dedupe", "episode_only", "line", "pieces", "plain",
+           "present"]

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from firstmate.base.names import HARNESS_NAMES_ENV
 from firstmate.store.identity import DEFAULT_MAX_HOPS, ProcInfo, ancestry
 
 #: Extra harness process basenames, comma-separated (for tests and unusual installs).
-HARNESS_NAMES_ENV = "FM_HARNESS_PROCESS_NAMES"
 
 
 @attrs.frozen
