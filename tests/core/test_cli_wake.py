@@ -89,19 +89,28 @@ def test_ack_beyond_the_presented_rows_exits_2_naming_the_command_and_keeps_ever
     assert claims(fm_home) == {2: None}  # the row nobody saw waits for the next drain
 
 
-def test_ack_with_a_made_up_generation_exits_2_naming_the_current_one(fm_home: Home) -> None:
+def test_ack_with_a_made_up_generation_consumes_the_rows_and_names_the_remedy(fm_home: Home) -> None:
+    # The generation binds only the episode: the handled row goes, the episode stays open, and
+    # the notice says how to retire it.
     fm(fm_home, "wake", "append", "signal", "a", "x")
     fm(fm_home, "wake", "drain")
     gen = current_generation(fm_home)
-    out = fm(fm_home, "wake", "drain", "--ack-through", "1", "--recovery-generation", "made.up.gen")
-    assert (out.returncode, out.stdout) == (2, "")
+    out = fm(fm_home, "wake", "drain", "--ack-through", "1", "--recovery-generation", "bogus.1")
+    assert (out.returncode, out.stdout) == (0, "")
     assert out.stderr == (
-        "fm: wake drain: unknown recovery generation made.up.gen (the current episode is "
-        f"pending:handling:{gen}); nothing was acknowledged: run fm wake drain --ack-through 1 "
-        f"--recovery-generation {gen} after handling it\n"
+        "wake drain: acknowledged wakes through 1 (1 row(s) consumed), but recovery generation "
+        f"bogus.1 was never printed by a drain (the current episode is pending:handling:{gen}), "
+        "so the episode stays open: re-run fm wake drain and use the WAKE_ACK_REQUIRED command "
+        "it prints\n"
     )
-    assert claims(fm_home) == {1: "main"}
+    assert claims(fm_home) == {}
     assert current_generation(fm_home) == gen
+    again = fm(fm_home, "wake", "drain")
+    assert again.returncode == 0 and again.stdout == ""
+    assert again.stderr.endswith(f"--ack-through 0 --recovery-generation {gen}\n")
+    done = fm(fm_home, "wake", "drain", "--ack-through", "0", "--recovery-generation", gen)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert fm(fm_home, "wake", "query", "--json").stdout.count(f'"acked:handling:{gen}"') == 1
 
 
 def test_drain_json_is_one_object_with_the_same_facts(fm_home: Home) -> None:

@@ -169,7 +169,7 @@ class Scenario:
     fast: tuple[bool, ...]
     #: The environment of every command (FM_CAPTAIN_RE ...).
     env: tuple[tuple[str, str], ...] = ()
-    #: Text the drains print (stdout, on both paths): what the scenario is about.
+    #: Text the commands print (stdout or stderr, on both paths): what the scenario is about.
     shows: tuple[str, ...] = ()
 
 
@@ -341,7 +341,8 @@ SCENARIOS = [
     Scenario("empty queue, no episode", nothing, (drain, drain), (True, True)),
     Scenario("empty queue, ack of a made-up generation", nothing,
              (drain, lambda _: ["wake", "drain", "--ack-through", "0", "--recovery-generation",
-                                "made-up"]), (True, False)),
+                                "made-up"]), (True, True),
+             shows=("recovery generation made-up was never printed by a drain",)),
     Scenario("one row, drain and ack", ONE, (drain, ack()), (True, True)),
     Scenario("duplicates and heartbeats", DUPES, (drain, ack()), (True, True)),
     Scenario("duplicates and heartbeats in plain text", PLAIN_DUPES, (drain, ack()), (True, True)),
@@ -358,7 +359,10 @@ SCENARIOS = [
     Scenario("ack beyond the presented rows", ONE, (drain, ack(through=lambda n: n + 5)),
              (True, False)),
     Scenario("ack of an unknown generation", ONE, (drain, ack(generation="nobody-printed-it")),
-             (True, False)),
+             (True, True), shows=("(1 row(s) consumed), but recovery generation nobody-printed-it",)),
+    Scenario("ack of an unknown generation below a presented row", DUPES,
+             (drain, ack(through=lambda n: n - 2, generation="nobody-printed-it"), drain, ack()),
+             (True, True, True, True), shows=("so the episode stays open: run fm wake drain",)),
     Scenario("ack below every presented row", ONE,
              (drain, ack(), append("signal", "t2.status", "later"), drain,
               ack(through=lambda n: n - 1)), (True, True, True, True)),
@@ -521,7 +525,7 @@ def test_fast_and_full_paths_agree(scenario: Scenario, fm_home: Home, tmp_path: 
     assert sides["fast"].splitlines() == sides["full"].splitlines()
     # Every scenario did something to compare: a drain printed or exited.
     assert transcripts["fast"]
-    printed = "".join(out for _, out, _ in transcripts["fast"])
+    printed = "".join(out + err for _, out, err in transcripts["fast"])
     assert [text for text in scenario.shows if text not in printed] == []
 
 

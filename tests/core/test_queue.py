@@ -308,28 +308,35 @@ def test_repeating_a_completed_ack_is_a_silent_no_op(db: Store, fm_home: Home) -
     assert (again.consumed, again.retired, again.notices) == (0, True, ())
 
 
-def test_an_unknown_generation_is_refused_naming_the_current_one(db: Store, fm_home: Home) -> None:
+def test_an_unknown_generation_consumes_the_rows_and_leaves_the_episode_open(db: Store, fm_home: Home) -> None:
     queue.append(db, "signal", "a", "1")
+    queue.append(db, "signal", "b", "2")
     presented = drain(db)
     gen = presented.generation
     assert gen is not None
-    before = (rows(fm_home), episode(db))
-    with pytest.raises(UsageError) as err:
-        ack(db, 1, "made.up.gen")
-    assert err.value.exit_code == 2
-    assert err.value.message == (
-        "wake drain: unknown recovery generation made.up.gen (the current episode is "
-        f"pending:handling:{gen}); nothing was acknowledged: run fm wake drain --ack-through 1 "
-        f"--recovery-generation {gen} after handling it"
+    result = ack(db, 1, "made.up.gen")
+    assert (result.consumed, result.retired, result.moved) == (1, False, True)
+    # Row 2 is still presented and the episode is the one the drain named: the exact command.
+    assert result.notices == (
+        "wake drain: acknowledged wakes through 1 (1 row(s) consumed), but recovery generation "
+        f"made.up.gen was never printed by a drain (the current episode is pending:handling:{gen}"
+        f"), so the episode stays open: run fm wake drain --ack-through 2 --recovery-generation "
+        f"{gen} after handling it",
     )
-    assert (rows(fm_home), episode(db)) == before
+    assert [r[0] for r in rows(fm_home)] == [2]
+    assert episode(db) == Episode("pending", "handling", gen)
+    assert ack(db, 2, gen).retired
 
 
-def test_an_unknown_generation_with_nothing_open_is_refused(db: Store, fm_home: Home) -> None:
+def test_an_unknown_generation_with_nothing_open_still_consumes(db: Store, fm_home: Home) -> None:
     set_episode(fm_home, "acked", "handling", "done.1.a")
-    with pytest.raises(UsageError, match=r"unknown recovery generation stale\.9\.z \(the current "
-                       r"episode is acked:handling:done\.1\.a\); nothing was acknowledged: re-run "):
-        ack(db, 0, "stale.9.z")
+    result = ack(db, 0, "stale.9.z")
+    assert (result.consumed, result.retired, result.moved) == (0, False, False)
+    assert result.notices == (
+        "wake drain: acknowledged wakes through 0 (0 row(s) consumed), but recovery generation "
+        "stale.9.z was never printed by a drain (the current episode is acked:handling:done.1.a)"
+        "; nothing to retire",
+    )
     assert episode(db) == Episode("acked", "handling", "done.1.a")
 
 

@@ -312,7 +312,7 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
     def body(conn: sqlite3.Connection) -> None:
         _no_grant(conn)
         try:
-            wakeack.check(conn, "main", through, generation, "")
+            wakeack.check(conn, "main", through, "")
         except UsageError as exc:
             raise _Fallback from exc
         notices.extend(wakeack.consume(conn, "main", through, generation, "")[3])

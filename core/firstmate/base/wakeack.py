@@ -3,8 +3,14 @@
 The attrs-free core of :func:`firstmate.store.drain.acknowledge_locked` and of the ``fm wake
 drain --ack-through`` fast path (:mod:`firstmate.base.drainpath`). Both run inside the queue
 lock and one write transaction: :func:`check` refuses, before anything is consumed, an
-acknowledgement nobody was asked for; :func:`consume` deletes the actor's presented rows up to
-the cutoff, retires the episode when no rows remain, and says what the caller must know.
+acknowledgement through rows nobody was shown; :func:`consume` deletes the actor's presented
+rows up to the cutoff, retires the episode when no rows remain, and says what the caller must
+know.
+
+The generation binds only the episode part. Rows the actor was shown and handled are consumed
+whatever generation the command names: a generation no drain printed (mistyped, made up) or an
+older printed one retires nothing, and the notice names the remedy, so handled rows never come
+back because of a wrong episode name.
 """
 
 from __future__ import annotations
@@ -39,20 +45,12 @@ def remedy(conn: sqlite3.Connection, actor: str, through: int, suffix: str) -> s
     return f"re-run fm wake drain{suffix} and use the WAKE_ACK_REQUIRED command it prints"
 
 
-def check(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str, suffix: str) -> None:
+def check(conn: sqlite3.Connection, actor: str, cutoff: int, suffix: str) -> None:
     """Refuse (:class:`~firstmate.base.errors.UsageError`), before anything is consumed, an
-    acknowledgement nobody was asked for."""
+    acknowledgement through rows nobody was shown."""
     from firstmate.base.errors import UsageError
 
-    state = episoderow.read(conn)
     last = presented_through(conn, actor)
-    current = state[2] if isinstance(state, tuple) else None
-    if generation != current and generation not in printed_generations(conn):
-        raise UsageError(
-            f"wake drain: unknown recovery generation {generation} (the current episode is "
-            f"{episoderow.token(state)}); nothing was acknowledged: "
-            f"{remedy(conn, actor, min(cutoff, last), suffix)}"
-        )
     if cutoff > last:
         raise UsageError(
             f"wake drain: --ack-through {cutoff} is beyond the last wake row presented to you "
@@ -83,6 +81,8 @@ def consume(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str,
         ).rowcount
     remaining = int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
     state = episoderow.read(conn)
+    known = (isinstance(state, tuple) and state[2] == generation) or \
+        generation in printed_generations(conn)
     retired = moved = False
     open_elsewhere = _open(state) and isinstance(state, tuple) and state[2] != generation
     if remaining == 0 and state is not None:
@@ -101,6 +101,16 @@ def consume(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str,
             notices.append(head + f"run {ack_command(presented_max, state[2], suffix)} after handling it")
         else:
             notices.append(head + f"re-run fm wake drain{suffix} and use the WAKE_ACK_REQUIRED command it prints")
+    elif not known:
+        # Never printed by a drain: the episode part is refused; the rows were still handled.
+        head = (f"wake drain: acknowledged wakes through {cutoff} ({consumed} row(s) consumed), "
+                f"but recovery generation {generation} was never printed by a drain (the current "
+                f"episode is {episoderow.token(state)})")
+        if isinstance(state, tuple) and _open(state):
+            notices.append(head + ", so the episode stays open: "
+                           + remedy(conn, actor, presented_max, suffix))
+        else:
+            notices.append(head + "; nothing to retire")
     elif (not retired and not moved and remaining == 0 and isinstance(state, tuple)
             and state[2] != generation):
         notices.append(

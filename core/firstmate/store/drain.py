@@ -4,10 +4,10 @@ Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
 ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
 (:mod:`firstmate.store.presented`) the highest row it presented to its actor and the generation
-its acknowledgement command named: an acknowledgement through a row never presented, or naming a
-generation that is neither the current episode's nor one a drain printed, is refused whole (a
-usage error naming the right command), so a mistyped number or generation never consumes a row
-nobody saw. A drain bounds its wait for the queue lock with
+its acknowledgement command named: an acknowledgement through a row never presented is refused
+whole (a usage error naming the right command), so a mistyped number never consumes a row nobody
+saw. The generation binds only the episode: one that is neither the current episode's nor one a
+drain printed still consumes the presented rows, retires nothing, and names the remedy. A drain bounds its wait for the queue lock with
 ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s) and, when the bound runs out, changes
 nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
 lock are :mod:`firstmate.store.queue`'s.
@@ -236,9 +236,9 @@ def acknowledge(
 ) -> AckResult:
     """Delete this actor's presented rows at or below *through*; retire the episode of
     *generation* when it is still the open one and no rows remain. Waits for the queue lock as
-    long as it must. A cutoff beyond the last row presented to the actor, or a generation that
-    is neither the current episode's nor one a drain printed, is a :class:`UsageError` and
-    changes nothing."""
+    long as it must. A cutoff beyond the last row presented to the actor is a
+    :class:`UsageError` and changes nothing; a generation that is not the open episode's retires
+    nothing, and the notices name the remedy."""
     actor = resolve_actor(actor, env)
     cutoff = parse_through(through)
     episodes.require_generation(generation)
@@ -266,7 +266,7 @@ def acknowledge_locked(
             "nothing was acknowledged"
         )
     suffix = command_suffix(actor, env)
-    wakeack.check(conn, actor, cutoff, generation, suffix)
+    wakeack.check(conn, actor, cutoff, suffix)
     consumed, retired, moved, more = wakeack.consume(conn, actor, cutoff, generation, suffix)
     notices += more
     return AckResult(actor=actor, through=cutoff, generation=generation, consumed=consumed,
