@@ -34,7 +34,7 @@ from firstmate_plugin_claude.stophook import GateFacts, Notice, decide_gates, ne
     (GateFacts(True, "owned", False, False), "no-need"),
     (GateFacts(True, "owned", False, True), "proceed"),
     (GateFacts(True, "reclaimable", False, True), "reclaim"),
-    (GateFacts(True, "absent", False, True), "reclaim"),
+    (GateFacts(True, "absent", False, True), "no-lock"),  # nothing stale to recover
 ])
 def test_gates_in_order(facts: GateFacts, verdict: str) -> None:
     assert decide_gates(facts) == verdict
@@ -205,6 +205,26 @@ def test_dead_owners_lock_is_reclaimed_after_the_gates(rig: Rig) -> None:
     rig.append("signal: builder done: RECLAIMED")
     _, err = hook.communicate(timeout=60)
     assert hook.returncode == 2 and "RECLAIMED" in err
+
+
+def test_a_missing_session_lock_keeps_the_turn_end_inert(rig: Rig) -> None:
+    # No SessionStart ever took the lock: with no recorded owner there is nothing stale to
+    # recover, so the turn end neither takes the lock nor arms, though there is a crew to watch.
+    rig.add_crew()
+    lock = rig.home.lock_path("session")
+    assert not lock.exists() and "free" in rig.fm("lock", "status").stdout
+    assert rig.run_hook("stop") == (0, "", "")
+    assert rig.run_hook("stop-failure", rig.payload("StopFailure", error="rate_limit")) == \
+        (0, "", "")
+    assert not lock.exists() and "free" in rig.fm("lock", "status").stdout
+    assert rig.ledger() == {} and rig.healthy_watcher() is None
+    # The SessionStart hook is what takes it; the next turn end then arms.
+    rig.session_start()
+    hook = rig.start_hook("stop")
+    eventually("the hook parked once the session took its lock", rig.parked)
+    rig.append("signal: builder done: AFTER-SESSION-START")
+    _, err = hook.communicate(timeout=60)
+    assert hook.returncode == 2 and "AFTER-SESSION-START" in err
 
 
 def test_open_claim_of_this_session_admits_no_second_hook(rig: Rig) -> None:

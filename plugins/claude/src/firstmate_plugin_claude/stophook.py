@@ -5,9 +5,10 @@ Claude runs ``fm hook claude stop`` (or ``stop-failure``) in the background afte
 is silent. The hook, in order:
 
 1. **Gates** (:func:`decide_gates`): a genuine primary of the home; a session lock this session
-   owns (a dead or absent owner is reclaimed, but only after the next two gates); away mode
-   off; something to supervise. ``stop_hook_active`` is never consulted: Claude keeps it true
-   after every rewake.
+   owns (a dead owner's record is reclaimed, but only after the next two gates; with no record
+   at all there is nothing stale to recover, and the hook stays inert: the SessionStart hook is
+   what takes the lock); away mode off; something to supervise. ``stop_hook_active`` is never
+   consulted: Claude keeps it true after every rewake.
 2. **StopFailure pacing**: an API-error turn end waits out ``FM_CLAUDE_STOPFAILURE_COOLDOWN_MS``
    since the last StopFailure-driven claim, then re-reads away mode and need.
 3. **Generation claim** in the store (:mod:`firstmate_plugin_claude.ledger`): async hooks are not
@@ -82,10 +83,14 @@ def decide_gates(f: GateFacts) -> str:
     """``proceed``, ``reclaim`` (take the lock, then proceed) or the code a stand-down has.
 
     Order matters: a dead owner's lock is only reclaimed once away mode and need allow it, and a
-    session that does not own the lock never learns anything else about the home.
+    session that does not own the lock never learns anything else about the home. An absent
+    lock names no owner, so there is nothing stale to recover: taking it is the SessionStart
+    hook's job, never a turn end's.
     """
     if not f.primary:
         return "out-of-scope"
+    if f.lock == "absent":
+        return "no-lock"
     if f.lock in ("other-live", "unreadable"):
         return "not-owner"
     if f.away:
@@ -124,7 +129,7 @@ def gather_gates(home: Home, payload: Mapping[str, Any] | None,
     if not primary_scope(home, payload, env, project_env=PROJECT_ENV).primary:
         return GateFacts(False, "absent", False, False), None
     lock, pid = lock_state(home, env)
-    if lock in ("other-live", "unreadable"):
+    if lock in ("absent", "other-live", "unreadable"):
         return GateFacts(True, lock, False, False), pid
     return GateFacts(True, lock, _away(home), _needed(home)), pid
 
