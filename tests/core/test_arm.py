@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from firstmate.store import cyclelog, episodes
 from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
 from firstmate.store.identity import identity_of
-from watch_support import Rig, alive, attached_pid, rig, started_pid, wait_for
+from watch_support import Rig, alive, attached_pid, hold_lock, rig, started_pid, wait_for
 
 __all__ = ["rig"]
 
@@ -559,3 +560,52 @@ def test_cycle_rows_round_trip() -> None:
                             "attached-cycle-ended", cyclelog.NO_BEACON)
     assert cyclelog.CycleRow.parse("\t".join(row.fields())) == row
     assert cyclelog.CycleRow.parse("arm_pid=x") is None
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe with no room left: the next write to its write end blocks until it is read."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    for size in (65536, 1):
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(w, b"x" * size)
+    os.set_blocking(w, True)  # (shared with the process it is handed to)
+    return r, w
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def test_a_stop_while_the_failed_line_is_printed_writes_no_second_row(rig: Rig) -> None:
+    # A foreign holder of the singleton fails the start; the arm writes the cycle's row, then
+    # prints the FAILED line into a full pipe, where it is held: TERM lands in between.
+    holder = hold_lock(rig, "watch")
+    r, w = _full_pipe()
+    with open(rig.tmp / "arm.err", "wb") as err:
+        arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"], stdin=subprocess.DEVNULL,
+                               stdout=w, stderr=err,
+                               env={**rig.env, "FM_WATCHER_STARTUP_LOCK_BOUND": "0.5"})
+    os.close(w)
+
+    def mine() -> list[cyclelog.CycleRow]:
+        return [row for row in cyclelog.rows(rig.home) if row.arm_pid == arm.pid]
+
+    try:
+        wait_for(mine, "the failed cycle's row")
+        arm.send_signal(signal.SIGTERM)
+        printed = _read_all(r).lstrip(b"x").decode()
+        assert arm.wait(timeout=30) == 143
+    finally:
+        if arm.poll() is None:
+            arm.kill()
+            arm.wait()
+    assert f"startup lock held by live pid {holder.pid}" in printed \
+        or "arm interrupted by SIGTERM" in printed, printed
+    rows = mine()
+    assert [(row.origin, row.reason) for row in rows] == [("started", "nonzero-exit")], rows

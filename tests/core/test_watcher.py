@@ -23,6 +23,7 @@ from watch_support import (
     Proc,
     Rig,
     alive,
+    hold_lock,
     let_one_go,
     make_rig,
     rig,
@@ -249,30 +250,8 @@ def test_a_watcher_stands_down_for_a_healthy_peer_without_touching_its_cycle(rig
     assert rig.healthy_pid() == pid
 
 
-HOLD = """
-import sys
-from pathlib import Path
-from firstmate.store.locks import FileLock
-lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
-lock.acquire(None)
-print("acquired", flush=True)
-sys.stdin.read()
-"""
-
-
-def _holder(rig: Rig, name: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(rig.home.lock_path(name)), str(rig.home.root)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env,
-    )
-    rig.extra.append(proc)
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"acquired\n"
-    return proc
-
-
 def test_a_live_foreign_holder_of_the_singleton_fails_the_start_after_the_bound(rig: Rig) -> None:
-    holder = _holder(rig, "watch")
+    holder = hold_lock(rig, "watch")
     done = rig.fm("watch", env={"FM_WATCHER_STARTUP_LOCK_BOUND": "1"})
     assert done.returncode == 1
     assert done.stdout == f"watcher: FAILED - startup lock held by live pid {holder.pid}\n"

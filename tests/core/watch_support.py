@@ -181,6 +181,30 @@ class Rig:
                 wait_for(_gone(ident), f"watcher {ident.pid} to die")
 
 
+HOLD = """
+import sys
+from pathlib import Path
+from firstmate.store.locks import FileLock
+lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
+lock.acquire(None)
+print("acquired", flush=True)
+sys.stdin.read()
+"""
+
+
+def hold_lock(rig: Rig, name: str) -> subprocess.Popen[bytes]:
+    """A live process that is no watcher holding the home's lock *name* (with an owner record
+    of its own) until it is killed; returned once it holds it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(rig.home.lock_path(name)), str(rig.home.root)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env,
+    )
+    rig.extra.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"acquired\n"
+    return proc
+
+
 def _gone(ident: ProcessIdentity) -> Callable[[], bool]:
     return lambda: not matches(ident)
 

@@ -100,6 +100,8 @@ class Arm:
     printed: list[str] = attrs.Factory(list)
     _failed_lines: list[str] = attrs.Factory(list)
     _last_age: float | None = None
+    #: The cycles already in the cycle log: (origin, watcher pid, when this arm began it).
+    _logged: set[tuple[str, int | None, float]] = attrs.Factory(set)
 
     @property
     def confirm_timeout(self) -> float:
@@ -161,16 +163,27 @@ class Arm:
     def row(self, *, watcher_pid: int | None, origin: str, started_at: float, reason: str,
             returncode: int | None = None, lock_before: str = "none",
             successor: str = "none") -> None:
-        exit_code, sig = _exit_fields(returncode)
-        after = watcher_health(self.home, self.env) if self.home.state.is_dir() else None
-        cyclelog.append(self.home, CycleRow(
-            arm_pid=self.me.pid, arm_identity=self.me.token(), watcher_pid=watcher_pid,
-            origin=origin, started_at=started_at, ended_at=time.time(), exit_code=exit_code,
-            signal=sig, reason=reason, beacon_age=cyclelog.beacon_age_field(self._last_age),
-            lock_before=lock_before,
-            lock_after=lock_text(after.pid, after.identity) if after else "none",
-            successor=successor,
-        ), self.env)
+        """Write the cycle's one row. A cycle already written is not written again: the mark is
+        set, with stops held, before the write, so an interruption landing after it (while
+        the FAILED line that follows is printed) cannot add an ``arm-interrupted`` row."""
+        key = (origin, watcher_pid, started_at)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, stopsignals.STOP_SIGNALS)
+        try:
+            if key in self._logged:
+                return
+            self._logged.add(key)
+            exit_code, sig = _exit_fields(returncode)
+            after = watcher_health(self.home, self.env) if self.home.state.is_dir() else None
+            cyclelog.append(self.home, CycleRow(
+                arm_pid=self.me.pid, arm_identity=self.me.token(), watcher_pid=watcher_pid,
+                origin=origin, started_at=started_at, ended_at=time.time(),
+                exit_code=exit_code, signal=sig, reason=reason,
+                beacon_age=cyclelog.beacon_age_field(self._last_age), lock_before=lock_before,
+                lock_after=lock_text(after.pid, after.identity) if after else "none",
+                successor=successor,
+            ), self.env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def publish_if_gone(self) -> None:
         """A watcher that ended without closing its cycle (killed outright) is down now:
