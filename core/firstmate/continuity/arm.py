@@ -47,6 +47,7 @@ from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.base.pidfd import open_pidfd
+from firstmate.continuity import armstop
 from firstmate.continuity.armlinks import Link, record_link, started_link
 from firstmate.continuity.watchchild import (
     REASON_RE,
@@ -65,7 +66,6 @@ from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity
 from firstmate.watch.watcher import (
     READY_FD_ENV,
-    cleanup_lock_bound,
     code_dir,
     predecessor_arm_pid,
 )
@@ -342,7 +342,7 @@ class Arm:
                 return self.child_closed(announce=True)
             left = deadline - time.monotonic()
             if left <= 0:
-                return self.confirmation_timeout()
+                return armstop.confirmation_timeout(self)
             events = _readable([child.out_fd, child.ready, child.pidfd], min(0.25, left))
             if child.ready is not None and child.ready in events:
                 child.take_ready()
@@ -379,15 +379,6 @@ class Arm:
         except (FirstmateError, sqlite3.Error):
             return None
         return state.generation if isinstance(state, episodes.Episode) else None
-
-    def confirmation_timeout(self) -> int:
-        child = self.child
-        assert child is not None
-        self.stop_child()
-        self.relay_failures()
-        self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
-                 reason="confirmation-timeout", returncode=child.proc.returncode)
-        return self.fail("no live watcher with a fresh beacon")
 
     def handle_lines(self) -> None:
         child = self.child
@@ -428,7 +419,7 @@ class Arm:
                 continue
             gone = self.ground()
             if gone is not None:
-                self.stop_child()
+                armstop.stop_child(self)
                 self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
                          reason="ground-removed", returncode=child.proc.returncode)
                 return self.ground_failed(gone)
@@ -499,22 +490,6 @@ class Arm:
             return self.ground_failed(gone)
         return self.fail("cycle ended without an actionable reason")
 
-    def stop_child(self) -> None:
-        """TERM our child, wait (bounded), KILL if it must, and reap it."""
-        child = self.child
-        if child is None or child.proc.returncode is not None:
-            return
-        bound = cleanup_lock_bound(self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND")) + 3.0
-        with contextlib.suppress(OSError):
-            child.proc.send_signal(signal.SIGTERM)
-            child.proc.send_signal(signal.SIGCONT)
-        try:
-            child.proc.wait(timeout=bound)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                child.proc.kill()
-            child.proc.wait()
-
     # --- following a watcher we did not start ------------------------------------------------
 
     def follow(self, health: WatcherHealth, *,
@@ -574,21 +549,5 @@ class Arm:
             self.name_successor(pid, successor.pid)
             predecessor = (pid, token)
             health = successor
-
-    # --- interruption --------------------------------------------------------------------------
-
-    def interrupted(self, signum: int) -> int:
-        child = self.child
-        if child is not None:
-            self.stop_child()
-            child.read()
-            self.handle_lines()
-            child.close()
-            self.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
-                     reason="arm-interrupted", returncode=child.proc.returncode)
-        if self.reason is None:
-            self.fail(f"arm interrupted by {signal.Signals(signum).name}")
-        return 128 + signum
-
 
 __all__ = ["Arm"]

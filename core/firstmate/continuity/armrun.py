@@ -38,7 +38,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         out: TextIO | None = None) -> int:
     """``fm arm``: returns the exit status (see docs/cli.md)."""
-    from firstmate.continuity import armcontrol
+    from firstmate.continuity import armcontrol, armstop
     from firstmate.store.identity import current
 
     mode = parse_args(argv)
@@ -96,7 +96,7 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
                 return armcontrol.handling_delivered(arm, mode.generation, mode.watcher_pid)
             return arm.arm()
         except Interrupted as stop:
-            return arm.interrupted(stop.signum)
+            return armstop.interrupted(arm, stop.signum)
         finally:
             arm.db.close()
     except Interrupted as stop:

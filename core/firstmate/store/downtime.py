@@ -13,6 +13,7 @@ queue lock, exactly as the dead watcher's own close would have. The transition i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 
 from firstmate.base import downtimemark
 from firstmate.base.downtimemark import LOCK_BOUND, OPEN_KEY
@@ -46,6 +47,44 @@ def publish_if_gone(db: Store, *, bound: float = LOCK_BOUND) -> bool:
     return False
 
 
+def publish_unwatched(db: Store, env: Mapping[str, str] | None = None, *,
+                      bound: float = LOCK_BOUND) -> bool:
+    """Publish downtime for a start that was stopped before it established supervision (a
+    watcher stopped before its claim, an arm's child that ended or was killed before it), unless
+    a watcher of this home holds the singleton: that one answers for its own cycle. True when
+    this call published.
+
+    The singleton is looked at under the queue lock: a watcher that claims meanwhile opens its
+    cycle (under the same lock) after this publication and resurfaces it, and one that already
+    opened it is seen. A home without a database has never been supervised: nothing to
+    announce. Best effort, like :func:`publish_if_gone`.
+    """
+    from firstmate.base.errors import FirstmateError
+    from firstmate.store import episodes, queue
+    from firstmate.store.health import watcher_health
+
+    if not db.home.db.is_file():
+        return False
+    with contextlib.suppress(FirstmateError, OSError), queue.locked(db, timeout=bound) as conn:
+        if watcher_health(db.home, env).verified:
+            return False
+        episodes.publish_downtime(conn)
+        return True
+    return False
+
+
+def publish_unwatched_for(home: Home, env: Mapping[str, str] | None = None, *,
+                          bound: float = LOCK_BOUND) -> bool:
+    """:func:`publish_unwatched` for *home*'s store, when it has one."""
+    if not home.db.is_file():
+        return False
+    db = Store(home)
+    try:
+        return publish_unwatched(db, env, bound=bound)
+    finally:
+        db.close()
+
+
 def publish_for(home: Home) -> bool:
     """:func:`publish_if_gone` for *home*'s store, when it has one (a reader's entry point)."""
     if not home.db.is_file():
@@ -57,4 +96,5 @@ def publish_for(home: Home) -> bool:
         db.close()
 
 
-__all__ = ["LOCK_BOUND", "OPEN_KEY", "proven_gone", "publish_for", "publish_if_gone"]
+__all__ = ["LOCK_BOUND", "OPEN_KEY", "proven_gone", "publish_for", "publish_if_gone",
+           "publish_unwatched", "publish_unwatched_for"]

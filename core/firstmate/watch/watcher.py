@@ -23,7 +23,10 @@ Startup, in order (see docs/watcher.md):
 Signals: HUP, TERM and INT at any point run the cleanup - stop a running check's process group,
 publish downtime (queue-lock wait bounded by ``FM_WATCHER_CLEANUP_LOCK_BOUND``), release the
 singleton - and exit 128 + signal. Once the close of an actionable event begins, these signals
-are blocked: the reason line, the delivery record and the release cannot be interrupted.
+are blocked: the reason line, the delivery record and the release cannot be interrupted. A stop
+that lands before the claim still announces the supervision that never started as down, unless
+a watcher of this home holds the singleton (:func:`firstmate.store.downtime.publish_unwatched`);
+the arm itself signals its child only from the safe point on.
 """
 
 from __future__ import annotations
@@ -218,8 +221,21 @@ class Watcher:
 
             checks.kill_running()
         name = signal.Signals(signum).name
-        self._note_line(f"watcher: stopped by {name}; publishing downtime and releasing the lock")
-        return self._finish(128 + signum, publish=True)
+        if self.lock is not None and self.lock.held:
+            self._note_line(f"watcher: stopped by {name}; publishing downtime and releasing "
+                            "the lock")
+            return self._finish(128 + signum, publish=True)
+        # Before the claim: nothing of ours to release, but the supervision this start was to
+        # establish never began, and that must not go unannounced.
+        from firstmate.store.downtime import publish_unwatched_for
+
+        self._note_line(f"watcher: stopped by {name} before it claimed the singleton; "
+                        "announcing the downtime unless a watcher holds it")
+        with contextlib.suppress(FirstmateError, OSError):
+            home = self.home if self.home is not None else Home(resolve_root(self.env))
+            publish_unwatched_for(home, self.env, bound=cleanup_lock_bound(
+                self.env.get("FM_WATCHER_CLEANUP_LOCK_BOUND")))
+        return self._finish(128 + signum, publish=False)
 
     # --- startup -----------------------------------------------------------------------------
 
@@ -487,7 +503,14 @@ class Watcher:
     def _finish(self, status: int, *, publish: bool) -> int:
         """End a cycle that delivered nothing: publish downtime (bounded), release, *status*."""
         stopsignals.block()
-        if publish and self.db is not None and self.lock is not None and self.lock.held:
+        held = self.lock is not None and self.lock.held
+        if publish and held and self.db is None and self.home is not None and self.home.db.is_file():
+            # Stopped between the claim (the safe point) and the store's opening.
+            from firstmate.store.database import open_store
+
+            with contextlib.suppress(FirstmateError):
+                self.db = open_store(self.home)
+        if publish and held and self.db is not None:
             from firstmate.store import episodes, queue
             from firstmate.store.database import kv_get, kv_set
 

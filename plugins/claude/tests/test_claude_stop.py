@@ -243,8 +243,10 @@ def test_open_claim_of_this_session_admits_no_second_hook(rig: Rig) -> None:
 def test_failure_episode_failed_still_failing_alarm_then_recovery(rig: Rig) -> None:
     rig.session_start()
     rig.add_crew()
+    # The blocked watcher ends its own start after 2 s (an arm never stops a watcher before
+    # its claim, so the confirmation timeout alone would not end it sooner).
     env = {"FM_CLAUDE_AUTOARM_ATTEMPTS": "1", "FM_CLAUDE_AUTOARM_NOTICE_BUDGET": "2",
-           "FM_ARM_CONFIRM_TIMEOUT": "3"}
+           "FM_ARM_CONFIRM_TIMEOUT": "3", "FM_WATCHER_STARTUP_LOCK_BOUND": "2"}
     blocker = FileLock(rig.home.lock_path("watch"), "test-blocker", rig.home.root)
     blocker.acquire(0)  # a live non-watcher holds the watcher singleton: every arm fails
     try:
@@ -258,7 +260,8 @@ def test_failure_episode_failed_still_failing_alarm_then_recovery(rig: Rig) -> N
         blocker.release()
     # The recovery starts a real watcher: it gets the default start budget (a loaded machine
     # may need it); the short one above only made the blocked arms fail quickly.
-    hook = rig.start_hook("stop", **{k: v for k, v in env.items() if k != "FM_ARM_CONFIRM_TIMEOUT"})
+    hook = rig.start_hook("stop", **{k: v for k, v in env.items() if k not in (
+        "FM_ARM_CONFIRM_TIMEOUT", "FM_WATCHER_STARTUP_LOCK_BOUND")})
     eventually("the recovered hook parked", rig.parked)
     rig.append("signal: builder done: RECOVERED")
     _, err = hook.communicate(timeout=60)
