@@ -18,7 +18,16 @@ from firstmate.store import cyclelog, episodes
 from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
 from firstmate.store.identity import identity_of
-from watch_support import Rig, alive, attached_pid, hold_lock, rig, started_pid, wait_for
+from watch_support import (
+    Rig,
+    alive,
+    attached_pid,
+    episode,
+    hold_lock,
+    rig,
+    started_pid,
+    wait_for,
+)
 
 __all__ = ["rig"]
 
@@ -26,15 +35,6 @@ __all__ = ["rig"]
 # Shortens only the wait for a successor after a close without a delivery: a child's start
 # keeps the default confirmation budget, which a loaded machine needs.
 SHORT_SUCCESSOR = {"FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT": "2"}
-
-
-def _episode(rig: Rig) -> episodes.EpisodeState:
-    db = open_store(rig.home)
-    try:
-        with db.reading() as conn:
-            return episodes.read(conn)
-    finally:
-        db.close()
 
 
 def _drain_and_ack(rig: Rig) -> None:
@@ -90,7 +90,7 @@ def test_a_killed_watcher_fails_its_arms_and_the_next_arm_recovers_once(rig: Rig
     started_pid(nxt.line())
     assert nxt.line() == "check: rearm-resurface"
     assert nxt.wait() == 0
-    state = _episode(rig)
+    state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and state.status == "announced"
     # Announced once: the arm after it does not resurface the same episode again.
     again = rig.spawn("arm")
@@ -110,7 +110,7 @@ def test_a_killed_watcher_with_nothing_queued_is_retired_silently(rig: Rig) -> N
     started_pid(nxt.line())
 
     def retired() -> bool:
-        state = _episode(rig)
+        state = episode(rig.home)
         return isinstance(state, episodes.Episode) and state.status == "acked"
 
     wait_for(retired, "the downtime episode to be retired silently")
@@ -248,7 +248,7 @@ def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet
     assert first.line().startswith("signal: c1.status: needs-decision")
     assert first.wait() == 0
     _drain_and_ack(rig)
-    assert _episode(rig).token().startswith("acked:")  # type: ignore[union-attr]
+    assert episode(rig.home).token().startswith("acked:")  # type: ignore[union-attr]
     victim_arm = rig.spawn("arm", env=SHORT_SUCCESSOR)
     victim = started_pid(victim_arm.line())
     taker = rig.spawn("arm", "--take-over", str(victim_arm.pid))
@@ -390,7 +390,7 @@ def test_stop_stops_the_verified_watcher_and_its_arms_fail_without_a_delivery(ri
         assert arm.wait() == 1
     done = rig.fm("arm", "--stop")
     assert (done.returncode, done.stdout) == (0, "watcher: none running\n")
-    state = _episode(rig)
+    state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and state.status == "pending"
 
 
@@ -471,7 +471,7 @@ def test_handling_delivered_confirms_the_successor_handoff(rig: Rig) -> None:
     ok = rig.fm("arm", "--handling-delivered", generation, "--watcher-pid", str(pid))
     assert (ok.returncode, ok.stdout) == (
         0, f"watcher: handling delivered generation={generation} pid={pid}\n")
-    assert _episode(rig).token() == f"pending:handling:{generation}"
+    assert episode(rig.home).token() == f"pending:handling:{generation}"
     _drain_and_ack(rig)
     again = rig.fm("arm", "--handling-delivered", generation, "--watcher-pid", str(pid))
     assert (again.returncode, again.stdout) == (
@@ -511,7 +511,7 @@ def test_a_signalled_arm_stops_and_reaps_its_watcher(rig: Rig, sig: signal.Signa
     assert arm.line() == f"watcher: FAILED - arm interrupted by {sig.name}"
     assert arm.wait() == 128 + sig
     assert not alive(pid)
-    state = _episode(rig)
+    state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and (state.status, state.kind) == (
         "pending", "downtime")
     row = cyclelog.rows(rig.home)[-1]

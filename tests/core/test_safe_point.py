@@ -17,22 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 from firstmate.store import cyclelog, episodes
-from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
-from watch_support import Rig, hold_lock, rig, wait_for
+from watch_support import Rig, episode, hold_lock, rig, wait_for
 
 __all__ = ["rig"]
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc")
-
-
-def _episode(rig: Rig) -> episodes.EpisodeState:
-    db = open_store(rig.home)
-    try:
-        with db.reading() as conn:
-            return episodes.read(conn)
-    finally:
-        db.close()
 
 
 def _handled_episode(rig: Rig) -> episodes.Episode:
@@ -42,9 +32,17 @@ def _handled_episode(rig: Rig) -> episodes.Episode:
     acked = rig.fm("wake", "drain", "--ack-through", str(drained["ack_through"]),
                    "--recovery-generation", drained["generation"])
     assert acked.returncode == 0, acked.stderr
-    state = _episode(rig)
+    state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and state.status == "acked", state
     return state
+
+
+def _announced_down(rig: Rig, before: episodes.Episode) -> None:
+    """The acknowledged episode *before* gave way to a new pending downtime episode."""
+    after = episode(rig.home)
+    assert isinstance(after, episodes.Episode)
+    assert (after.status, after.kind) == ("pending", "downtime")
+    assert after.generation != before.generation
 
 
 def _has_open(pid: int, path: Path) -> bool:
@@ -103,10 +101,7 @@ def test_a_stopped_arm_signals_its_watcher_only_once_it_holds_the_singleton(rig:
     stderr = arm.stderr()
     assert "watcher: stopped by SIGTERM; publishing downtime and releasing the lock" in stderr
     assert "before it claimed" not in stderr  # it was signalled from the safe point on
-    after = _episode(rig)
-    assert isinstance(after, episodes.Episode)
-    assert (after.status, after.kind) == ("pending", "downtime")
-    assert after.generation != before.generation
+    _announced_down(rig, before)
     row = cyclelog.rows(rig.home)[-1]
     assert (row.arm_pid, row.watcher_pid, row.reason, row.signal) == (
         arm.pid, child, "arm-interrupted", "TERM")
@@ -122,17 +117,14 @@ def test_a_watcher_stopped_before_its_claim_still_announces_the_downtime(rig: Ri
     watch.popen.send_signal(signal.SIGTERM)
     assert watch.wait() == 143
     assert "watcher: stopped by SIGTERM before it claimed the singleton" in watch.stderr()
-    after = _episode(rig)
-    assert isinstance(after, episodes.Episode)
-    assert (after.status, after.kind) == ("pending", "downtime")
-    assert after.generation != before.generation
+    _announced_down(rig, before)
 
 
 def test_a_watcher_stopped_before_its_claim_leaves_a_healthy_watchers_episode_alone(
         rig: Rig) -> None:
     first = rig.spawn("arm")
     assert first.line().startswith("watcher: started pid=")
-    state = _episode(rig)
+    state = episode(rig.home)
     # Held back by the healthy watcher's singleton until it sees that watcher is healthy, the
     # second one stands down; TERMed in its claim, it must not publish over a watched home.
     watch = rig.spawn("watch", env={"FM_GUARD_GRACE": "0.001"})
@@ -141,7 +133,7 @@ def test_a_watcher_stopped_before_its_claim_leaves_a_healthy_watchers_episode_al
     watch.popen.send_signal(signal.SIGTERM)
     assert watch.wait() == 143
     assert "before it claimed the singleton" in watch.stderr()
-    assert _episode(rig) == state
+    assert episode(rig.home) == state
 
 
 STOPPED_AFTER_CLAIM = """
@@ -166,10 +158,7 @@ def test_a_stop_right_after_the_claim_publishes_the_downtime(rig: Rig) -> None:
                           text=True, env=rig.env, timeout=60, check=False)
     assert done.returncode == 143, done.stderr
     assert "stopped by SIGTERM; publishing downtime and releasing the lock" in done.stderr
-    after = _episode(rig)
-    assert isinstance(after, episodes.Episode)
-    assert (after.status, after.kind) == ("pending", "downtime")
-    assert after.generation != before.generation
+    _announced_down(rig, before)
     assert watcher_health(rig.home, rig.env).state == "none"
 
 
@@ -189,10 +178,7 @@ def test_a_stopped_arm_whose_watcher_fails_its_start_relays_it_and_announces_dow
     assert (row.watcher_pid, row.reason, row.exit_code, row.signal) == (
         child, "arm-interrupted", 1, "none")
     # Nothing watches (the holder is no watcher): the arm announced the downtime.
-    after = _episode(rig)
-    assert isinstance(after, episodes.Episode)
-    assert (after.status, after.kind) == ("pending", "downtime")
-    assert after.generation != before.generation
+    _announced_down(rig, before)
 
 
 def test_a_watcher_that_never_claims_is_killed_past_the_bound_and_the_downtime_announced(
@@ -209,7 +195,4 @@ def test_a_watcher_that_never_claims_is_killed_past_the_bound_and_the_downtime_a
     row = cyclelog.rows(rig.home)[-1]
     # Never signalled with a TERM it could not act on: killed once the bound ran out.
     assert (row.watcher_pid, row.reason, row.signal) == (child, "confirmation-timeout", "KILL")
-    after = _episode(rig)
-    assert isinstance(after, episodes.Episode)
-    assert (after.status, after.kind) == ("pending", "downtime")
-    assert after.generation != before.generation
+    _announced_down(rig, before)

@@ -8,20 +8,12 @@ from firstmate.store.home import Home
 from firstmate.watch.sources.base import PollContext
 from firstmate.watch.sources.queued import QueuedSource
 from firstmate.watch.sources.resurface import REASON, ResurfaceSource
+from watch_support import episode
 
 
 def _ctx(home: Home, startup_seq: int | None) -> PollContext:
     return PollContext(home=home, env={}, now=0.0, poll=1, triage=lambda _line: None,
                        startup_seq=startup_seq)
-
-
-def _episode(home: Home) -> episodes.EpisodeState:
-    db = open_store(home)
-    try:
-        with db.reading() as conn:
-            return episodes.read(conn)
-    finally:
-        db.close()
 
 
 def _append(home: Home, payload: str) -> int:
@@ -43,7 +35,7 @@ def test_a_row_appended_after_the_claim_wakes_under_its_own_reason(fm_home: Home
     _append(fm_home, "signal: builder done: LIVE")
     assert ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=0)) is None
     # Nothing was buried: any downtime evidence the append published is retired, not announced.
-    state = _episode(fm_home)
+    state = episode(fm_home)
     assert not isinstance(state, episodes.Episode) or state.status == "acked"
     wake = QueuedSource(fm_home).poll(_ctx(fm_home, startup_seq=0))
     assert wake is not None and wake.reason == "signal: builder done: LIVE"

@@ -23,6 +23,7 @@ from watch_support import (
     Proc,
     Rig,
     alive,
+    episode,
     hold_lock,
     let_one_go,
     make_rig,
@@ -32,15 +33,6 @@ from watch_support import (
 )
 
 __all__ = ["rig"]
-
-
-def _episode(home: Home) -> episodes.EpisodeState:
-    db = open_store(home)
-    try:
-        with db.reading() as conn:
-            return episodes.read(conn)
-    finally:
-        db.close()
 
 
 def _kv(home: Home, key: str) -> str | None:
@@ -279,7 +271,7 @@ def test_term_during_a_hanging_check_kills_its_group_and_publishes_downtime(rig:
         return not alive(check_pid)  # only an unreaped zombie is left
 
     wait_for(group_gone, "the check's process group to be gone")
-    state = _episode(rig.home)
+    state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and (state.status, state.kind) == (
         "pending", "downtime")
     assert watcher_health(rig.home, rig.env).state == "none"

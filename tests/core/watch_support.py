@@ -20,6 +20,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from firstmate.store import episodes
+from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity, identity_of, matches
@@ -234,6 +236,16 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         yield made
     finally:
         made.reap()
+
+
+def episode(home: Home) -> episodes.EpisodeState:
+    """The home's recovery episode, read from its store."""
+    db = open_store(home)
+    try:
+        with db.reading() as conn:
+            return episodes.read(conn)
+    finally:
+        db.close()
 
 
 def alive(pid: int) -> bool:
