@@ -82,6 +82,7 @@ def unmerge(path: Path, **kw: Any) -> Any:
     "/opt/venv/bin/fm hook claude stop-failure",
     "FM_HOME=/x fm hook claude session-start",
     "python3 -m firstmate hook claude stop",
+    "/venv/bin/python3 -P -m firstmate hook claude stop",
     "exec fm hook claude stop",
 ])
 def test_our_commands_are_recognised(command: str) -> None:

@@ -35,8 +35,9 @@ def test_without_our_script_the_interpreter_runs_the_package(
     tmp_path: Path, script: bytes | None, mode: int
 ) -> None:
     python = fake_env(tmp_path, script, mode)
-    assert fmcommand.own_argv(python) == [python, "-m", "firstmate"]
-    assert fmcommand.own_command(python) == f"{python} -m firstmate"
+    # -P: the hooks run in the project directory, whose own firstmate/ must never be imported.
+    assert fmcommand.own_argv(python) == [python, "-P", "-m", "firstmate"]
+    assert fmcommand.own_command(python) == f"{python} -P -m firstmate"
 
 
 def test_this_installation_answers_through_its_own_command() -> None:

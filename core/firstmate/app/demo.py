@@ -30,7 +30,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,6 +42,7 @@ import attrs
 
 from firstmate import hookimpl
 from firstmate.app.demo_panel import LivePanel, Snapshot, WakeRow, sample, wants_live_view
+from firstmate.base.names import fm_module_argv
 from firstmate.continuity.engine import Continuity
 from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
 
@@ -55,7 +55,7 @@ ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-genera
 
 
 def fm(*args: str) -> list[str]:
-    return [sys.executable, "-m", "firstmate", *args]
+    return fm_module_argv(*args)
 
 
 @attrs.frozen

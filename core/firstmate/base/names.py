@@ -22,6 +22,18 @@ DISABLE_PLUGINS_ENV = "FIRSTMATE_DISABLE_PLUGINS"
 HARNESS_NAMES_ENV = "FM_HARNESS_PROCESS_NAMES"
 #: Where the per-home secrets live (firstmate.base.keyring).
 KEYS_DIR_ENV = "FIRSTMATE_KEYS_DIR"
+#: How fm starts itself through its interpreter: ``-P`` keeps the working directory off
+#: ``sys.path``. fm runs in project directories (hooks, arms, bridges), and ``python -m
+#: firstmate`` would otherwise import a ``firstmate/`` package found there (a cloned
+#: repository's) in place of this one.
+MODULE_ARGS = ("-P", "-m", PROJECT)
+
+
+def fm_module_argv(*args: str) -> list[str]:
+    """This interpreter running fm with *args*, safe in any working directory."""
+    import sys
+
+    return [sys.executable, *MODULE_ARGS, *args]
 
 
 #: Submodules of the plugin package tried, after the package itself, for the ``plugin`` object
@@ -36,5 +48,6 @@ def plugin_module(harness: str) -> str:
 
 
 __all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP",
-           "GATE_SUBMODULE", "HARNESS_NAMES_ENV", "KEYS_DIR_ENV", "PLUGINS_ENV", "PLUGIN_MODULE_PREFIX",
-           "PLUGIN_SUBMODULE", "PROJECT", "plugin_module"]
+           "GATE_SUBMODULE", "HARNESS_NAMES_ENV", "KEYS_DIR_ENV", "MODULE_ARGS", "PLUGINS_ENV",
+           "PLUGIN_MODULE_PREFIX", "PLUGIN_SUBMODULE", "PROJECT", "fm_module_argv",
+           "plugin_module"]

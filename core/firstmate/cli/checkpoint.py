@@ -31,6 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from firstmate.base.names import fm_module_argv
+
 if TYPE_CHECKING:
     from firstmate.cli.args import Parser
 
@@ -126,7 +128,7 @@ def main(argv: Sequence[str]) -> int:
     # can be told apart from one nobody planned.
     errors = _Relay()
     try:
-        arm = subprocess.Popen([sys.executable, "-m", "firstmate", "arm"],
+        arm = subprocess.Popen(fm_module_argv("arm"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env, start_new_session=True)
         stopsignals.unblock()

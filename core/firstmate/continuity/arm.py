@@ -46,6 +46,7 @@ from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.base.names import fm_module_argv
 from firstmate.base.pidfd import open_pidfd
 from firstmate.continuity import armstop
 from firstmate.continuity.armlinks import Link, record_link, started_link
@@ -295,7 +296,7 @@ class Arm:
         stopsignals.block()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "firstmate", "watch"], stdin=subprocess.DEVNULL,
+                fm_module_argv("watch"), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, env=env, pass_fds=(ready_w,), close_fds=True,
             )
             started = time.time()

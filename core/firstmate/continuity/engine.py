@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from firstmate.base.names import fm_module_argv
 from firstmate.base.waketext import compose, one_line
 from firstmate.continuity.armchild import ArmChild
 from firstmate.continuity.enginevalues import (
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 
 
 def default_arm_command() -> tuple[str, ...]:
-    return (sys.executable, "-m", "firstmate", "arm")
+    return tuple(fm_module_argv("arm"))
 
 
 @attrs.define(eq=False)

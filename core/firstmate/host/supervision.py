@@ -50,6 +50,7 @@ from typing import Any, TextIO
 import attrs
 
 from firstmate.base.errors import FirstmateError
+from firstmate.base.names import fm_module_argv
 from firstmate.host.config import (
     CONFIG_NAME,
     ENGINE_ENV,
@@ -163,7 +164,7 @@ class Host:
         env.pop(PREDECESSOR_ENV, None)
         if predecessor is not None:
             env[PREDECESSOR_ENV] = str(predecessor)
-        argv = [sys.executable, "-m", "firstmate", "arm", *(["--restart"] if restart else [])]
+        argv = fm_module_argv("arm", *(["--restart"] if restart else []))
         child = ArmChild.launch(argv, env, lambda pid: ArmRef(pid, predecessor, "host"))
         self.arms.append(child)
         self.note(f"launched arm={child.pid} predecessor={predecessor}")
@@ -217,7 +218,7 @@ class Host:
         from firstmate.continuity.watchchild import child_env
 
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([sys.executable, "-m", "firstmate", "arm", "--stop"],
+            subprocess.run(fm_module_argv("arm", "--stop"),
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
                            env=child_env(self.env), check=False)
 

@@ -69,7 +69,7 @@ _OPERATOR = re.compile(r"[();<>|&]+")
 
 def is_ours(command: object, harness: str) -> bool:
     """Whether the shell command *command* is exactly an entry fm writes: ``fm hook <harness>
-    <event> [--home DIR]`` (``fm`` by any path, or ``python -m firstmate``), possibly after
+    <event> [--home DIR]`` (``fm`` by any path, or ``python [-P] -m firstmate``), possibly after
     ``VAR=value`` assignments or ``exec``. A compound command (``fm hook claude stop;
     notify-send done``) or one with words of the user's is the user's: never replaced or
     removed."""
@@ -87,8 +87,11 @@ def is_ours(command: object, harness: str) -> bool:
         words = words[1:]
     if words and os.path.basename(words[0]) == "fm":
         words = words[1:]
-    elif words and os.path.basename(words[0]).startswith("python") and words[1:3] == ["-m", "firstmate"]:
-        words = words[3:]
+    elif words and os.path.basename(words[0]).startswith("python"):
+        words = words[2:] if words[1:2] == ["-P"] else words[1:]
+        if words[:2] != ["-m", "firstmate"]:
+            return False
+        words = words[2:]
     else:
         return False
     if words[:2] != ["hook", harness] or len(words) < 3 or not _EVENT.fullmatch(words[2]):

@@ -4,8 +4,10 @@ A harness started from a desktop launcher, or Firstmate installed into its own e
 pipx does), has no ``fm`` on its PATH: a bare ``fm`` in a hook would fail with exit 127 and
 supervision would be silently off. So ``fm install`` writes this installation's own entry point by
 absolute path: the ``fm`` script installed next to this interpreter when it is ours, else this
-interpreter with ``-m firstmate``. The path is the environment's, never a resolved symlink: a
-venv's ``bin/python`` is what keeps the venv's packages.
+interpreter with ``-P -m firstmate`` (``-P``: hooks run in the project directory, and a
+``firstmate/`` package there must never be imported in fm's place). The path is the
+environment's, never a resolved symlink: a venv's ``bin/python`` is what keeps the venv's
+packages.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+
+from firstmate.base.names import MODULE_ARGS
 
 #: What our ``fm`` script contains (core/scripts/fm): a script of that name from another
 #: package next to the interpreter is not ours.
@@ -34,12 +38,13 @@ def own_script(executable: str | None = None) -> str | None:
 
 
 def own_argv(executable: str | None = None) -> list[str]:
-    """This installation's ``fm`` as argv words: the script by absolute path, else ``python -m``."""
+    """This installation's ``fm`` as argv words: the script by absolute path, else ``python -P
+    -m firstmate``."""
     script = own_script(executable)
     if script is not None:
         return [script]
-    return [os.path.abspath(executable if executable is not None else sys.executable), "-m",
-            "firstmate"]
+    return [os.path.abspath(executable if executable is not None else sys.executable),
+            *MODULE_ARGS]
 
 
 def own_command(executable: str | None = None) -> str:
