@@ -7,7 +7,9 @@ The rules every installer follows through these helpers:
   or a text block between ``<!-- firstmate:begin -->`` / ``<!-- firstmate:end -->`` lines), never
   by position, so the user may reorder or edit around them.
 - A file whose content does not change is not rewritten (install twice = the same bytes, the
-  user's formatting intact). A changed file is replaced atomically, keeping its mode.
+  user's formatting intact). A changed file is replaced atomically, keeping its mode; inside a
+  :func:`firstmate.plugin.filestage.transaction` (every install and uninstall) all the files
+  change together or none does.
 - The first time we change a file that holds anything of the user's, the original is kept as
   ``<file>.fm-backup`` (never overwritten afterwards).
 - Uninstall removes only our entries; a file left holding nothing but the empty skeleton we
@@ -29,6 +31,7 @@ from typing import Any
 
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin import filestage
 from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
 
 BACKUP_SUFFIX = ".fm-backup"
@@ -331,7 +334,11 @@ READ_LIMIT = 8 * 1024 * 1024
 def read_config(path: Path) -> bytes | None:
     """A config file's bytes, None when absent. Only a regular file is read, and at most
     :data:`READ_LIMIT` bytes: a FIFO, a device, a socket or a directory there is refused
-    with one line instead of hanging fm or filling memory."""
+    with one line instead of hanging fm or filling memory. Inside a transaction, a file it
+    already changed reads as changed."""
+    staged, data = filestage.pending(path)
+    if staged:
+        return data
     try:
         # Non-blocking: opening a FIFO must not wait for a writer (it is refused below).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -385,45 +392,10 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
-def _write_atomic(path: Path, data: bytes, mode: int | None) -> None:
-    tmp = path.with_name(f".{path.name}.fm-tmp.{os.getpid()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _keep_backup(path: Path, data: bytes, mode: int) -> Path | None:
     """Copy the original to ``<file>.fm-backup`` unless one exists; the backup's path or None."""
     backup = backup_path(path)
-    try:
-        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except FileExistsError:
-        return None
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return backup
-
-
-def _prune(directory: Path, root: Path) -> None:
-    """Remove *directory* and its parents below *root* while they are empty."""
-    while directory != root and root in directory.parents:
-        try:
-            directory.rmdir()
-        except OSError:
-            return
-        directory = directory.parent
+    return backup if filestage.write(backup, data, mode=mode, exclusive=True) else None
 
 
 def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bool,
@@ -439,13 +411,10 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
     if new is None:
         if not dry_run:
             try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+                filestage.remove(path, prune_upto=prune_upto)
             except OSError as exc:
-                raise ConfigFileError(f"cannot remove {path}: {exc.strerror}; remove it by hand") from exc
-            if prune_upto is not None:
-                _prune(path.parent, prune_upto)
+                raise ConfigFileError(f"cannot remove {path}: {exc.strerror}; remove it by hand; "
+                                      "nothing was changed") from exc
         return FileChange(path, "removed")
     action = "created" if old is None else "merged"
     if dry_run:
@@ -454,15 +423,13 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
                 raise ConfigFileError(f"{path} is read-only, so fm would leave it alone; make it "
                                       f"writable (chmod u+w {path}) and rerun")
         backup = backup_path(path) if old is not None and user_content else None
-        if backup is not None and backup.exists():
+        if backup is not None and filestage.exists(backup):
             backup = None
         return FileChange(path, action, backup)
     try:
         mode = None
         backup = None
-        if old is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        else:
+        if old is not None:
             mode = os.stat(path).st_mode & 0o7777
             if not mode & stat.S_IWUSR:
                 raise ConfigFileError(f"{path} is read-only (mode {mode:04o}), so fm leaves it "
@@ -470,10 +437,11 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
                                       "edit it by hand")
             if user_content:
                 backup = _keep_backup(path, old, mode)
-        _write_atomic(path, new, mode)
+        filestage.write(path, new, mode=mode)
     except OSError as exc:
         raise ConfigFileError(
-            f"cannot write {path}: {exc.strerror}; check that its directory is writable"
+            f"cannot write {path}: {exc.strerror}; free space on its filesystem or check that "
+            "its directory is writable, then rerun (nothing was changed)"
         ) from exc
     return FileChange(path, action, backup)
 
@@ -504,7 +472,7 @@ def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
     new: bytes | None
     if old is not None and result == doc:
         new = old  # same meaning: leave the user's bytes exactly as they are
-    elif delete_if_vacant and vacant(result, skeleton) and not backup_path(path).exists():
+    elif delete_if_vacant and vacant(result, skeleton) and not filestage.exists(backup_path(path)):
         new = None
     else:
         new = render_json(result, _indent_of(old))
@@ -530,7 +498,7 @@ def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Cal
     if old is None and not result.strip():
         return FileChange(path, "unchanged")
     new: bytes | None = result.encode()
-    if delete_if_vacant and not result.strip() and not backup_path(path).exists():
+    if delete_if_vacant and not result.strip() and not filestage.exists(backup_path(path)):
         new = None
     return commit(path, old, new, user_content=user_content, dry_run=dry_run,
                   prune_upto=prune_upto)

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from firstmate.plugin import filestage
 from firstmate.plugin.configfiles import (
     BLOCK_NAME,
     JsonDoc,
@@ -164,10 +165,11 @@ def install(spec: HookInstallSpec, options: InstallOptions) -> InstallResult:
     """``fm install <harness>``: our handlers and blocks merged in (idempotent)."""
     require_project(options)
     notes: list[str] = []
-    hooks = update_json(options.project / spec.path, spec.add(options, notes),
-                        remove_ours=spec.remove, skeleton=spec.skeleton,
-                        dry_run=options.dry_run)
-    changes = [hooks, *(_block_change(b, options, removing=False) for b in spec.blocks)]
+    with filestage.transaction():  # the hooks and their protocol blocks, or none of them
+        hooks = update_json(options.project / spec.path, spec.add(options, notes),
+                            remove_ours=spec.remove, skeleton=spec.skeleton,
+                            dry_run=options.dry_run)
+        changes = [hooks, *(_block_change(b, options, removing=False) for b in spec.blocks)]
     if hooks.action != "unchanged":
         notes.extend(spec.notes)
     notes.extend(spec.standing_notes)
@@ -178,10 +180,11 @@ def uninstall(spec: HookInstallSpec, options: InstallOptions) -> InstallResult:
     """``fm uninstall <harness>``: exactly our handlers and blocks taken out; a file left with
     nothing of the user's is deleted with the directories we made for it."""
     require_project(options)
-    hooks = update_json(options.project / spec.path, spec.remove, remove_ours=spec.remove,
-                        skeleton=spec.skeleton, dry_run=options.dry_run, delete_if_vacant=True,
-                        prune_upto=_prune_root(options, spec.path))
-    changes = [hooks, *(_block_change(b, options, removing=True) for b in spec.blocks)]
+    with filestage.transaction():
+        hooks = update_json(options.project / spec.path, spec.remove, remove_ours=spec.remove,
+                            skeleton=spec.skeleton, dry_run=options.dry_run,
+                            delete_if_vacant=True, prune_upto=_prune_root(options, spec.path))
+        changes = [hooks, *(_block_change(b, options, removing=True) for b in spec.blocks)]
     return install_result(spec.harness, changes, (), options.dry_run)
 
 

@@ -24,6 +24,7 @@ import attrs
 
 from firstmate.base.errors import FirstmateError, UsageError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin import filestage
 from firstmate.plugin.configfiles import (
     ConfigFileError,
     install_result,
@@ -237,15 +238,18 @@ def _replace_with(text: str) -> Callable[[str], str]:
 
 
 def _write(planned: Sequence[Planned], dry_run: bool) -> list[FileChange]:
-    return [update_text(item.path, _replace_with(item.text()), remove_ours=_nothing,
-                        dry_run=dry_run)
-            for item in planned]
+    # The shim imports the client: both (and launch.json) are in place, or none is.
+    with filestage.transaction():
+        return [update_text(item.path, _replace_with(item.text()), remove_ours=_nothing,
+                            dry_run=dry_run)
+                for item in planned]
 
 
 def _remove(planned: Sequence[Planned], dry_run: bool, prune_upto: Path) -> list[FileChange]:
-    return [update_text(item.path, _nothing, remove_ours=_nothing, dry_run=dry_run,
-                        delete_if_vacant=True, prune_upto=prune_upto)
-            for item in planned]
+    with filestage.transaction():
+        return [update_text(item.path, _nothing, remove_ours=_nothing, dry_run=dry_run,
+                            delete_if_vacant=True, prune_upto=prune_upto)
+                for item in planned]
 
 
 def _planned(spec: ShimSpec, options: InstallOptions) -> tuple[list[Planned], Path, Path | None]:
