@@ -16,6 +16,7 @@ from firstmate.plugin.configfiles import (
     ConfigFileError,
     block_markers,
     command_owner,
+    command_words,
     hook_command,
     install_result,
     is_ours,
@@ -105,9 +106,23 @@ def test_our_commands_are_recognised(command: str) -> None:
     "(fm hook claude stop)",
     "fm hook claude stop --home /x --verbose",
     "fm hook claude stop extra",
+    "python3 -I -m firstmate hook claude stop",
+    "python3 -P -P -m firstmate hook claude stop",
+    "python3 -m other hook claude stop",
 ])
 def test_other_commands_are_not_ours(command: str) -> None:
     assert not is_ours(command, "claude")
+
+
+@pytest.mark.parametrize(("command", "assigned", "argv"), [
+    ("fm", {}, ["fm"]),
+    ("FM_HOME=/x exec '/opt/my venv/bin/fm' -v", {"FM_HOME": "/x"}, ["/opt/my venv/bin/fm", "-v"]),
+    ("A=1 B= env fm", {"A": "1", "B": ""}, ["env", "fm"]),
+    ("touch /tmp/x; echo fm", {}, ["touch", "/tmp/x;", "echo", "fm"]),  # words, never a shell
+])
+def test_a_command_line_splits_into_its_assignments_and_argv(
+        command: str, assigned: dict[str, str], argv: list[str]) -> None:
+    assert command_words(command) == (assigned, argv)
 
 
 def test_non_string_commands_are_not_ours() -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.plugin import fmcommand, installrecord
+from firstmate.plugin import filestage, fmcommand, installrecord
 from firstmate.plugin.harness import InstallOptions
 from firstmate.store.home import Home
 
@@ -55,12 +55,16 @@ def opts(project: Path, **flags: str) -> InstallOptions:
 def test_records_round_trip_per_project_and_flags(tmp_path: Path) -> None:
     home = Home(tmp_path / "home").ensure()
     a, b = tmp_path / "a", tmp_path / "b"
-    installrecord.remember(home, opts(a), fm_command_given=False)
-    installrecord.remember(home, opts(a, local="true"), fm_command_given=True)
+    with filestage.transaction():
+        installrecord.remember(home, opts(a), fm_command_given=False)
+        installrecord.remember(home, opts(a, local="true"), fm_command_given=True)
+        # (a read inside the transaction sees what it staged)
+        assert len(installrecord.load(home, "acme").records) == 2
     installrecord.remember(home, opts(b), fm_command_given=False)
     installrecord.remember(home, opts(b), fm_command_given=False)  # the same install again
-    assert len(installrecord.read(home, "acme")) == 3
-    newest, older = installrecord.for_project(home, "acme", a)
+    loaded = installrecord.load(home, "acme")
+    assert len(loaded.records) == 3 and loaded.rejected == 0 and not loaded.complaint()
+    newest, older = loaded.for_project(a)
     assert newest.flags == (("local", "true"),) and older.flags == ()
     assert newest.command() == f"fm install acme --project {a} --fm-command /venv/bin/fm --local"
     assert older.command("uninstall") == f"fm uninstall acme --project {a}"
@@ -68,15 +72,37 @@ def test_records_round_trip_per_project_and_flags(tmp_path: Path) -> None:
         "acme", a, None, True, "/venv/bin/fm", {"local": "true"})
     # After an uninstall only the installs that are gone are dropped.
     installrecord.prune(home, "acme", a, lambda record: record.flags == ())
-    assert [r.flags for r in installrecord.for_project(home, "acme", a)] == [()]
+    assert [r.flags for r in installrecord.load(home, "acme").for_project(a)] == [()]
     installrecord.prune(home, "acme", b, lambda record: False)
     installrecord.prune(home, "acme", a, lambda record: False)
     assert not installrecord.path(home, "acme").exists()
 
 
+def test_every_entry_is_bound_to_its_home_and_harness(tmp_path: Path) -> None:
+    home, other = Home(tmp_path / "home").ensure(), Home(tmp_path / "other").ensure()
+    installrecord.remember(home, opts(tmp_path), fm_command_given=True)
+    file = installrecord.path(home, "acme")
+    doc = json.loads(file.read_text())
+    assert len(doc["installs"][0]["mac"]) == 64
+    # Another home of the same user, another harness's file, one changed word: none verify.
+    for target in (installrecord.path(other, "acme"), installrecord.path(home, "other")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(file.read_text())
+    assert installrecord.load(other, "acme").rejected == 1
+    assert installrecord.load(home, "other").rejected == 1
+    doc["installs"][0]["fm_command"] = "/tmp/evil"
+    file.write_text(json.dumps(doc))
+    loaded = installrecord.load(home, "acme")
+    assert loaded.records == {} and loaded.rejected == 1
+    assert "not written by fm install for this home" in loaded.complaint()
+    assert loaded.fix("acme") == f"rm -- {file}"
+
+
 @pytest.mark.parametrize("content", [b"{", b"[]", b'{"installs": [{"project": 3}]}',
                                      b'{"installs": [{"project": "/p", "fm_command": " "}]}',
                                      b'{"installs": [{"project": "/p", "fm_command": "fm", "flags": [1]}]}',
+                                     b'{"installs": [{"project": "/p", "fm_command": "fm", "at": 1e999}]}',
+                                     b'{"installs": ' + b"[" * 50000 + b"]" * 50000 + b"}",
                                      b"\xff"])
 def test_a_damaged_record_is_named_never_trusted_and_replaced_by_the_next_install(
     tmp_path: Path, content: bytes
@@ -85,7 +111,34 @@ def test_a_damaged_record_is_named_never_trusted_and_replaced_by_the_next_instal
     file = installrecord.path(home, "acme")
     file.parent.mkdir(parents=True)
     file.write_bytes(content)
-    with pytest.raises(ValueError, match="is not an install record"):
-        installrecord.read(home, "acme")
+    loaded = installrecord.load(home, "acme")
+    assert loaded.records == {} and loaded.complaint(), loaded
     installrecord.remember(home, opts(tmp_path), fm_command_given=False)
     assert json.loads(file.read_text())["installs"][0]["project"] == str(tmp_path)
+    assert not installrecord.load(home, "acme").complaint()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "symlink", "shared", "foreign"])
+def test_a_record_that_is_not_a_private_regular_file_is_never_read(
+        tmp_path: Path, kind: str) -> None:
+    home = Home(tmp_path / "home").ensure()
+    file = installrecord.path(home, "acme")
+    file.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(file)  # (a read would wait for a writer forever)
+    elif kind == "dir":
+        file.mkdir()
+    elif kind == "symlink":
+        installrecord.remember(Home(tmp_path / "other").ensure(), opts(tmp_path),
+                               fm_command_given=False)
+        file.symlink_to(installrecord.path(Home(tmp_path / "other"), "acme"))
+    else:
+        installrecord.remember(home, opts(tmp_path), fm_command_given=False)
+        if kind == "shared":
+            file.chmod(0o666)
+        elif os.geteuid() == 0:
+            os.chown(file, 4242, 4242)  # another user's file (as root: a real other uid)
+        else:
+            pytest.skip("only root can give a file to another user")
+    loaded = installrecord.load(home, "acme")
+    assert loaded.records == {} and loaded.problem, loaded

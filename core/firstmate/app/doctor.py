@@ -65,6 +65,8 @@ class Doctor:
     _watcher_state: str = "none"
 
     def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+        # A fix names paths (a cloned repository's): it must not forge report lines either.
+        fix = "".join(ch if ch.isprintable() else "?" for ch in fix)
         self.findings.append(Finding(check, status, _one_line(detail), fix))
 
     def run(self) -> list[Finding]:
@@ -153,21 +155,23 @@ class Doctor:
         from firstmate.plugin import installrecord
         from firstmate.plugin.harness import InstallOptions
 
-        try:
-            records = installrecord.for_project(self.home, name, self.project)
-        except ValueError as exc:
-            self.add("harness-config", "warn", f"{name}: {exc}",
-                     f"rerun the fm install {name} command you used, to record it again")
-            records = []
+        # Only entries fm install wrote for this home are used: one from anywhere else (a
+        # cloned repository's .firstmate/) is named once, and nothing in it is run or proposed.
+        loaded = installrecord.load(self.home, name, self.env)
+        ignored = loaded.complaint()
+        if ignored:
+            self.add("harness-config", "warn", f"{name}: {ignored}", loaded.fix(name))
+        records = loaded.for_project(self.project)
         if not records:
             probe = host.uninstall(self.home, InstallOptions(name, self.project, dry_run=True))
             if probe is None or not probe.changed:
                 unset.append(name)
                 return
-            self.add("harness-config", "warn",
-                     f"{name}: installed in {self.project} with no record of its options "
-                     "(by an older fm, or by hand), so it cannot be checked",
-                     f"rerun the fm install {name} command you used, once")
+            if not ignored:
+                self.add("harness-config", "warn",
+                         f"{name}: installed in {self.project} with no record of its options "
+                         "(by an older fm, or by hand), so it cannot be checked",
+                         f"rerun the fm install {name} command you used, once")
             return
         seen: set[str] = set()
         for record in records:
@@ -196,24 +200,36 @@ class Doctor:
                 self.add("harness-config", problem.status, f"{name}: {problem.detail}", problem.fix)
 
     def _check_command(self, name: str, record: Any) -> None:
-        """Run the installed command's executable the way the harness runs a hook (a shell)."""
-        import shlex
+        """Run the installed command (from an authenticated record only) with ``--version``,
+        as the argv the harness's shell runs, never through a shell."""
         import subprocess
 
-        words = shlex.split(record.fm_command)
+        from firstmate.plugin.configfiles import command_words
+
+        reinstall = attrs.evolve(record, fm_command_given=False).command()
+        try:
+            assigned, words = command_words(record.fm_command)
+        except ValueError as exc:
+            self.add("harness-config", "fail",
+                     f"{name}: the hook command is not a command line ({exc}): "
+                     f"{record.fm_command}", reinstall)
+            return
         if not words:
             return
-        reinstall = attrs.evolve(record, fm_command_given=False).command()
         if not os.path.isabs(words[0]):
             self.add("harness-config", "warn",
                      f"{name}: the hooks run {words[0]!r} from the harness's PATH; a harness "
                      "started from a desktop launcher or another environment may not find it",
                      reinstall)
         try:
-            done = subprocess.run(["/bin/sh", "-c", f"{record.fm_command} --version"],
-                                  capture_output=True, text=True, timeout=30, check=False,
-                                  env=dict(self.env), stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError) as exc:
+            done = subprocess.run([*words, "--version"], capture_output=True, text=True,
+                                  timeout=30, check=False, env={**self.env, **assigned},
+                                  stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            self.add("harness-config", "fail", f"{name}: the hook command cannot start "
+                     f"({exc.strerror or exc}): {record.fm_command}", reinstall)
+            return
+        except (ValueError, subprocess.SubprocessError) as exc:
             self.add("harness-config", "fail", f"{name}: the hook command could not be run: {exc}",
                      reinstall)
             return

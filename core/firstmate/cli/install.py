@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 
@@ -26,6 +26,10 @@ from firstmate.plugin.harness import (
     InstallResult,
 )
 from firstmate.store.home import Home
+
+if TYPE_CHECKING:
+    from firstmate.plugin.filestage import Transaction
+    from firstmate.plugin.manager import PluginHost
 
 _DONE = {"created": "created", "merged": "merged", "removed": "removed", "unchanged": "unchanged"}
 _WOULD = {"created": "would create", "merged": "would merge", "removed": "would remove",
@@ -207,7 +211,7 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     if harness is None:
         parser(verb).parse(argv)  # the usage error for a command line without a harness
         raise parser(verb).usage_error("a HARNESS is required")
-    from firstmate.plugin import installrecord
+    from firstmate.plugin import filestage
     from firstmate.plugin.configfiles import require_project
     from firstmate.plugin.manager import load_harness
     from firstmate.store.home import resolve_root
@@ -217,27 +221,27 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     options = request.options
     require_project(options)
     home = Home(options.home if options.home is not None else resolve_root())
-    result = host.uninstall(home, options) if remove else host.install(home, options)
-    if result is None:
-        raise FirstmateError(
-            f"the {options.harness} plugin does not implement fm {verb}; upgrade it with "
-            f"pip install -U firstmate-plugin-{options.harness}",
-            exit_code=ExitCode.PLUGIN,
-        )
-    if not options.dry_run:
-        # Doctor checks an install with the options it was made with (installrecord).
-        # Kept in the home the hooks use, and in the one fm resolves from the project directory
-        # (where a plain fm doctor run there looks).
-        for where in {home.root, resolve_root(cwd=options.project)}:
-            if remove:
-                def installed(record: installrecord.InstallRecord) -> bool:
-                    probe = host.uninstall(home, record.options(dry_run=True))
-                    return probe is not None and probe.changed
-
-                installrecord.prune(Home(where), options.harness, options.project, installed)
-            else:
-                installrecord.remember(_ensure(Home(where), options), options,
-                                       fm_command_given=request.fm_command_given)
+    made: list[Home] = []
+    ignored: list[str] = []
+    # The harness's files and the install records change together, or nothing changes: a
+    # full disk or any failure halfway leaves every file (and no new home) behind.
+    with filestage.transaction() as tx:
+        result = host.uninstall(home, options) if remove else host.install(home, options)
+        if result is None:
+            raise FirstmateError(
+                f"the {options.harness} plugin does not implement fm {verb}; upgrade it with "
+                f"pip install -U firstmate-plugin-{options.harness}",
+                exit_code=ExitCode.PLUGIN,
+            )
+        if not options.dry_run:
+            # Kept in the home the hooks use, and in the one fm resolves from the project
+            # directory (where a plain fm doctor run there looks).
+            for where in {home.root, resolve_root(cwd=options.project)}:
+                ignored += _record(host, Home(where), request, remove, tx, made)
+    for new in made:
+        _announce(new, options)
+    for line in ignored:
+        sys.stderr.write(f"fm: {verb} {options.harness}: {line}\n")
     if request.as_json:
         from firstmate.cli import jsonout
 
@@ -247,15 +251,57 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     return ExitCode.OK
 
 
-def _ensure(home: Home, options: InstallOptions) -> Home:
-    """*home*, created if new, and said so (a mistyped --home or FM_HOME must not go unnoticed)."""
+def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Transaction,
+            made: list[Home]) -> list[str]:
+    """Stage *home*'s install record of *request* (doctor checks an install with the options it
+    was made with: firstmate.plugin.installrecord); what the file held that was ignored."""
+    from firstmate.plugin import installrecord
+
+    options = request.options
+    if remove:
+        def installed(record: installrecord.InstallRecord) -> bool:
+            probe = host.uninstall(home, record.options(dry_run=True))
+            return probe is not None and probe.changed
+
+        installrecord.prune(home, options.harness, options.project, installed)
+        return []
+    fresh = not home.state.is_dir()
+    if fresh:
+        tx.note_dirs(_missing_dirs(home))  # (removed again if the install fails)
+    home.ensure()  # (and refused unless it is yours alone)
+    if fresh:
+        made.append(home)
+    before = installrecord.remember(home, options, fm_command_given=request.fm_command_given)
+    dropped = before.dropped()
+    return [dropped] if dropped else []
+
+
+def _missing_dirs(home: Home) -> list[str]:
+    """The directories making *home* would create, outermost first."""
+    missing: list[str] = []
+    here = str(home.root)
+    while not os.path.lexists(here):
+        missing.insert(0, here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for sub in ("state", "state/logs", "state/crew", "config"):
+        path = os.path.join(str(home.root), sub)
+        if not os.path.lexists(path):
+            missing.append(path)
+    return missing
+
+
+def _announce(home: Home, options: InstallOptions) -> None:
+    """Say a new home was made (a mistyped --home or FM_HOME must not go unnoticed)."""
     if options.home is not None and home.root == options.home:
-        if not home.state.is_dir():
-            home.ensure()
-            sys.stderr.write(f"fm: created a new home at {home.root} (--home); if you meant an "
-                             "existing home, correct --home\n")
-        return home
-    return home.ensure(announce=os.environ, cwd=options.project)
+        sys.stderr.write(f"fm: created a new home at {home.root} (--home); if you meant an "
+                         "existing home, correct --home\n")
+        return
+    from firstmate.base.homeroot import announce_created
+
+    announce_created(str(home.root), os.environ, str(options.project))
 
 
 def main(argv: Sequence[str]) -> int:

@@ -103,6 +103,20 @@ def is_ours(command: object, harness: str) -> bool:
     return not extra or (len(extra) == 2 and extra[0] == "--home")
 
 
+def command_words(command: str) -> tuple[dict[str, str], list[str]]:
+    """A hook command line as the harness's shell runs it, without a shell: the leading
+    ``VAR=value`` assignments (and an ``exec``) apart, then the argv. Raises ValueError when it
+    is not a command line (unbalanced quotes)."""
+    words = shlex.split(command)
+    assigned: dict[str, str] = {}
+    while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0] == "exec"):
+        word = words.pop(0)
+        if word != "exec":
+            name, _, value = word.partition("=")
+            assigned[name] = value
+    return assigned, words
+
+
 def command_owner(harness: str) -> Callable[[Any], bool]:
     """A predicate for handler objects whose ``command`` is ours for *harness*."""
     return lambda handler: isinstance(handler, Mapping) and is_ours(handler.get("command"), harness)

@@ -6,25 +6,45 @@ made it — never one that would drop an option or register the hooks a second t
 successful ``fm install`` records its options in the home the hooks use
 (``config/installs/<harness>.json``: one entry per project and set of harness flags, since one
 project may hold two variants, e.g. ``--local`` and not). After ``fm uninstall`` the entries of
-that project whose install is gone are dropped. A record that cannot be read is reported by
-doctor, never trusted.
+that project whose install is gone are dropped.
+
+A record is trusted state, like a registered check: doctor runs its command and proposes it. So
+each entry carries ``mac``, an HMAC-SHA256 of the entry and its harness keyed by the home's
+secret, which lives outside the home (:mod:`firstmate.base.keyring`). An entry without a valid
+one — copied, cloned or committed with a home, edited by hand, or written by an older fm — is
+never used: :func:`load` counts it, doctor reports it once, and the next install that rewrites
+the file drops it. A file that cannot be read at all (any content, any file type) is the same:
+reported, never trusted, replaced by the next install.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import shlex
+import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from firstmate.base import keyring
+from firstmate.base.errors import StateError
+from firstmate.base.safepaths import refuse_symlink
+from firstmate.base.trust import untrusted
+from firstmate.plugin import filestage
 from firstmate.plugin.harness import InstallOptions
-from firstmate.store.home import Home, atomic_write
+from firstmate.store.home import Home
 
 FOLDER = "installs"
+#: The largest record file read (a record is a few hundred bytes per project).
+READ_LIMIT = 1 << 20
+#: What the MAC of an entry covers besides the entry, so that no other authenticated body (a
+#: check definition, the host's engine) can pass for an install record.
+MAC_PURPOSE = "firstmate-install-record"
 
 
 @attrs.frozen
@@ -68,9 +88,25 @@ def path(home: Home, harness: str) -> Path:
     return home.config / FOLDER / f"{harness}.json"
 
 
-def _entry(harness: str, raw: object) -> InstallRecord:
-    if not isinstance(raw, dict):
-        raise ValueError("an entry is not an object")
+Key = tuple[Path, tuple[tuple[str, str], ...]]
+
+
+def _mac_body(harness: str, entry: Mapping[str, Any]) -> dict[str, object]:
+    return {"what": MAC_PURPOSE, "harness": harness, "entry": dict(entry)}
+
+
+def _number(value: object) -> float:
+    """A finite float from *value*, else 0.0 (a huge integer, NaN or infinity included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _entry(harness: str, raw: Mapping[str, Any]) -> InstallRecord:
     project, home, command = raw.get("project"), raw.get("home"), raw.get("fm_command")
     flags = raw.get("flags", {})
     if not isinstance(project, str) or not isinstance(command, str) or not command.strip():
@@ -80,80 +116,188 @@ def _entry(harness: str, raw: object) -> InstallRecord:
     if not isinstance(flags, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                               for k, v in flags.items()):
         raise ValueError("an entry's flags are not names and values")
-    at = raw.get("at", 0.0)
     return InstallRecord(harness, Path(project), None if home is None else Path(home), command,
                          raw.get("fm_command_given") is True, tuple(sorted(flags.items())),
-                         float(at) if isinstance(at, int | float) else 0.0)
+                         _number(raw.get("at", 0.0)))
 
 
-Key = tuple[Path, tuple[tuple[str, str], ...]]
+@attrs.frozen
+class Loaded:
+    """What one harness's record file holds for this home: the entries that verify, and what
+    did not (never used)."""
+
+    file: Path
+    records: dict[Key, InstallRecord] = attrs.field(factory=dict)
+    #: Entries that are not this home's (no valid ``mac``).
+    rejected: int = 0
+    #: Why the whole file is unusable ("" when it is not).
+    problem: str = ""
+
+    def for_project(self, project: Path) -> list[InstallRecord]:
+        """The records of installs into *project*, the newest first."""
+        return sorted((r for (where, _), r in self.records.items() if where == project),
+                      key=lambda r: -r.at)
+
+    def complaint(self) -> str:
+        """One line on what is ignored ("" when nothing is)."""
+        if self.problem:
+            return f"{self.file} is not an install record fm can use ({self.problem}), so " \
+                "nothing in it is used"
+        if self.rejected:
+            return (f"{self._entries()} of {self.file} {self._were()} not written by fm install "
+                    "for this home (copied, cloned or committed with it, edited by hand, or "
+                    "written by an older fm), so nothing in them is used or run")
+        return ""
+
+    def dropped(self) -> str:
+        """What an install that rewrote the file dropped ("" when nothing)."""
+        if self.problem:
+            return f"replaced {self.file}, which was not an install record fm can use " \
+                f"({self.problem})"
+        if self.rejected:
+            return (f"dropped {self._entries()} of {self.file} that fm install did not write for "
+                    "this home (copied, cloned or committed with it, edited by hand, or written "
+                    "by an older fm); nothing in them was used or run")
+        return ""
+
+    def _entries(self) -> str:
+        return "1 entry" if self.rejected == 1 else f"{self.rejected} entries"
+
+    def _were(self) -> str:
+        return "was" if self.rejected == 1 else "were"
+
+    def fix(self, harness: str) -> str:
+        """What removes the complaint: the file itself when nothing in it is trusted."""
+        if not self.records:
+            return f"rm -- {shlex.quote(str(self.file))}"
+        return f"rerun an fm install {harness} command you used (it rewrites the file without them)"
 
 
-def read(home: Home, harness: str) -> dict[Key, InstallRecord]:
-    """*harness*'s records by (project, flags). Raises ValueError (with the reason) when
-    unreadable."""
-    file = path(home, harness)
+def _read_file(file: Path) -> tuple[bytes | None, str]:
+    """The file's bytes (None when absent), or why it is not read."""
     try:
-        data = file.read_bytes()
+        refuse_symlink(file.parent.parent)
+        refuse_symlink(file.parent)
+        st = os.lstat(file)
     except FileNotFoundError:
-        return {}
+        return None, ""
     except OSError as exc:
-        raise ValueError(f"cannot read {file}: {exc.strerror}") from exc
+        return None, exc.strerror or "cannot inspect it"
+    except StateError:
+        return None, "a folder above it is a symlink"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        return None, "not a regular file"
+    foreign = untrusted(st)
+    if foreign is not None:
+        return None, foreign
+    if st.st_size > READ_LIMIT:
+        return None, "too large"
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(READ_LIMIT + 1)
+    except OSError as exc:
+        return None, exc.strerror or "unreadable"
+    return (data, "") if len(data) <= READ_LIMIT else (None, "too large")
+
+
+def _verified(harness: str, raw: object, key: bytes | None) -> InstallRecord | None:
+    if not isinstance(raw, dict):
+        return None
+    body = {k: v for k, v in raw.items() if k != "mac"}
+    try:
+        if not keyring.verify_mac(key, _mac_body(harness, body), raw.get("mac")):
+            return None
+        return _entry(harness, body)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        return None  # (content no fm writes: never trusted)
+
+
+def load(home: Home, harness: str, env: Mapping[str, str] | None = None) -> Loaded:
+    """*harness*'s records of *home* that verify, by (project, flags). Never raises for the
+    file's content: what cannot be used is counted (:attr:`Loaded.rejected`) or named
+    (:attr:`Loaded.problem`). Raises :class:`~firstmate.base.errors.StateError` only when your
+    keys directory is not safe to read."""
+    file = path(home, harness)
+    staged, data = filestage.pending(file)
+    problem = ""
+    if not staged:
+        data, problem = _read_file(file)
+    if data is None:
+        return Loaded(file, problem=problem)
     try:
         doc = json.loads(data.decode("utf-8"))
-        entries = doc.get("installs") if isinstance(doc, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("no list of installs")
-        records = [_entry(harness, raw) for raw in entries]
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file} is not an install record ({exc})") from exc
-    return {(record.project, record.flags): record for record in records}
+    except UnicodeDecodeError:
+        return Loaded(file, problem="not UTF-8 text")
+    except (ValueError, RecursionError):
+        return Loaded(file, problem="not JSON")
+    entries = doc.get("installs") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        return Loaded(file, problem="no list of installs")
+    key = keyring.read_key(str(home.root), os.environ if env is None else env)
+    records: dict[Key, InstallRecord] = {}
+    rejected = 0
+    for raw in entries:
+        record = _verified(harness, raw, key)
+        if record is None:
+            rejected += 1
+        else:
+            records[(record.project, record.flags)] = record
+    return Loaded(file, records, rejected)
 
 
-def for_project(home: Home, harness: str, project: Path) -> list[InstallRecord]:
-    """The records of *harness* installs into *project*, the newest first (ValueError when
-    unreadable)."""
-    return sorted((r for (where, _), r in read(home, harness).items() if where == project),
-                  key=lambda r: -r.at)
-
-
-def _write(home: Home, harness: str, records: dict[Key, InstallRecord]) -> None:
+def _write(home: Home, harness: str, records: dict[Key, InstallRecord], key: bytes) -> None:
+    """Replace the file with *records*, each with its MAC (inside a transaction: staged)."""
     file = path(home, harness)
-    if not records:
-        file.unlink(missing_ok=True)
-        return
-    file.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"installs": [records[p].to_json() for p in sorted(records)]}
-    atomic_write(file, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
-
-
-def _current(home: Home, harness: str) -> dict[Key, InstallRecord]:
+    refuse_symlink(home.config)
+    refuse_symlink(file.parent)
+    entries = []
+    for where in sorted(records):
+        body = records[where].to_json()
+        entries.append({**body, "mac": keyring.mac(key, _mac_body(harness, body))})
+    data = (json.dumps({"installs": entries}, indent=2, sort_keys=True) + "\n").encode()
     try:
-        return read(home, harness)
-    except ValueError:
-        return {}  # a damaged record is replaced by the install that knows the truth
+        if records:
+            filestage.write(file, data, mode=0o600)
+        elif filestage.exists(file):
+            filestage.remove(file)
+    except OSError as exc:
+        raise StateError(f"cannot write the install record {file}: {exc.strerror}; free space "
+                         "on its filesystem or fix its directory, then rerun (nothing was "
+                         "changed)") from exc
 
 
-def remember(home: Home, options: InstallOptions, *, fm_command_given: bool) -> InstallRecord:
-    """Record a successful install of ``options.harness`` into ``options.project``."""
+def remember(home: Home, options: InstallOptions, *, fm_command_given: bool,
+             env: Mapping[str, str] | None = None) -> Loaded:
+    """Record a successful install of ``options.harness`` into ``options.project`` (with the
+    home's secret, made on first use). Returns what the file held before: what it ignored is
+    dropped now."""
+    key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
     record = InstallRecord(options.harness, options.project, options.home, options.fm_command,
-                           fm_command_given, tuple(sorted(options.flags.items())), time.time())
-    records = _current(home, options.harness)
+                           fm_command_given, tuple(sorted(options.flags.items())),
+                           round(time.time(), 3))
+    before = load(home, options.harness, env)
+    records = dict(before.records)
     records[(record.project, record.flags)] = record
-    _write(home, options.harness, records)
-    return record
+    _write(home, options.harness, records, key)
+    return before
 
 
 def prune(home: Home, harness: str, project: Path,
-          installed: Callable[[InstallRecord], bool]) -> None:
+          installed: Callable[[InstallRecord], bool],
+          env: Mapping[str, str] | None = None) -> None:
     """After an uninstall: drop the records of *project* whose install is gone
     (``installed(record)`` False: a dry-run uninstall with its options finds nothing of ours)."""
-    records = _current(home, harness)
+    before = load(home, harness, env)
+    records = dict(before.records)
     gone = [key for key, record in records.items() if key[0] == project and not installed(record)]
+    if not gone:
+        return
     for key in gone:
         del records[key]
-    if gone or not records:
-        _write(home, harness, records)
+    secret = keyring.read_key(str(home.root), os.environ if env is None else env)
+    if secret is not None:  # (verified entries exist, so the secret does)
+        _write(home, harness, records, secret)
 
 
-__all__ = ["FOLDER", "InstallRecord", "for_project", "path", "prune", "read", "remember"]
+__all__ = ["FOLDER", "InstallRecord", "Loaded", "load", "path", "prune", "remember"]
