@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from firstmate.store import cyclelog, deliveries, episodes
 from firstmate.store.database import kv_get, open_store
-from firstmate.store.doorbell import Doorbell
+from firstmate.store.doorbell import Doorbell, address
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
 from firstmate.watch.sources.queued import WATERMARK_KEY, reason_line
@@ -126,16 +126,17 @@ def test_rows_wake_a_handling_successor_once_and_a_predecessor_row_never(rig: Ri
 
 
 def test_without_its_doorbell_the_watcher_falls_back_to_polling(rig: Rig) -> None:
-    squatter = Doorbell(rig.home)
-    assert squatter.open()  # the address is taken: the watcher cannot bind it
-    try:
-        arm = rig.spawn("arm", env={"FM_POLL": "0.2"})
-        started_pid(arm.line())
-        rig.append("check", "poll", "check: found by polling")
-        assert arm.line() == "check: found by polling"
-        assert arm.wait() == 0
-    finally:
-        squatter.close()
+    # A directory at the bell's path (never removed by fm) leaves nowhere to bind it.
+    blocker = Path(address(rig.home))
+    blocker.mkdir()
+    (blocker / "keep").write_text("")
+    assert not Doorbell(rig.home).open()
+    arm = rig.spawn("arm", env={"FM_POLL": "0.2"})
+    started_pid(arm.line())
+    rig.append("check", "poll", "check: found by polling")
+    assert arm.line() == "check: found by polling"
+    assert arm.wait() == 0
+    assert (blocker / "keep").exists()
 
 
 def test_term_during_a_hanging_pane_capture_ends_the_watcher(rig: Rig) -> None:

@@ -1,43 +1,61 @@
 """Ringing a home's doorbell: the writer's half of :mod:`firstmate.store.doorbell`, free of attrs.
 
 Writers ring after their write commits; ringing is best effort and never blocks (a missed ring
-costs the watcher at most one poll interval). On Linux the bell is an abstract unix datagram
-socket named after the state directory; elsewhere it is the file ``state/watcher.bell``.
+costs the watcher at most one poll interval). The bell is the unix datagram socket
+``state/watcher.bell``: a file inside the private ``state/`` (0700), bound 0600 by the watcher
+that holds the singleton, so only the home's owner (and root) can bind it or ring it. An
+address derived from the path in a namespace everyone shares (the abstract one) would let any
+local user take the bell first, or flood it.
+
+A socket's address holds about a hundred bytes; a longer path is reached through the state
+directory's descriptor, ``/proc/self/fd/<fd>/watcher.bell`` (Linux), which names the same file.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-
-from firstmate.base.fasthash import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
     from firstmate.store.home import Home
 
-#: Abstract unix sockets exist only on Linux (a plain variable, so type checkers keep both paths).
-ABSTRACT_NAMESPACE: bool = sys.platform.startswith("linux")
+    T = TypeVar("T")
+
+#: The socket's name inside ``state/``.
+NAME = "watcher.bell"
+#: The longest path a unix socket address holds (``sun_path`` is 108 bytes on Linux, with its
+#: terminating NUL; other systems offer about as much or less).
+MAX_ADDRESS = 103
 
 
-def address_of(state: str) -> str | bytes:
-    """The bell of the state directory *state* (an absolute path, as ``Path.absolute`` gives)."""
-    if ABSTRACT_NAMESPACE:
-        digest = sha256_hex(state.encode())[:32]
-        return b"\0firstmate-bell-" + digest.encode()
-    return os.path.join(state, "watcher.bell")
+def address_of(state: str) -> str:
+    """The bell of the state directory *state*."""
+    return os.path.join(state, NAME)
 
 
-def address(home: Home) -> str | bytes:
-    from pathlib import Path
-
-    if ABSTRACT_NAMESPACE:
-        return address_of(str(Path(home.state).absolute()))
-    return str(Path(home.state) / "watcher.bell")
+def address(home: Home) -> str:
+    return address_of(os.fspath(home.state))
 
 
-def ring_address(addr: str | bytes) -> None:
-    """Wake whoever listens on *addr*. Never raises, never blocks."""
+def reach(path: str, use: Callable[[str], T]) -> T:
+    """``use(addr)`` with an address that names the socket file *path*: *path* itself when it
+    fits a socket address, else the same file through a descriptor of its directory (held
+    open during *use*). Raises OSError when the directory cannot be opened."""
+    if len(path.encode("utf-8", "surrogateescape")) <= MAX_ADDRESS:
+        return use(path)
+    head, name = os.path.split(path)
+    fd = os.open(head or ".", getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return use(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
+
+
+def ring_address(addr: str) -> None:
+    """Wake whoever listens on the socket file *addr*. Never raises, never blocks."""
     # _socket, not socket: the socket module builds enums at import, which a hot path cannot pay.
     import _socket
 
@@ -47,8 +65,8 @@ def ring_address(addr: str | bytes) -> None:
         return
     try:
         sock.setblocking(False)
-        sock.sendto(b"!", addr)
-    except OSError:
+        reach(addr, lambda target: sock.sendto(b"!", target))
+    except OSError:  # nobody listens (no watcher, or a stale socket), or the queue is full
         pass
     finally:
         sock.close()
@@ -56,11 +74,7 @@ def ring_address(addr: str | bytes) -> None:
 
 def ring(home: Home) -> None:
     """Wake the home's watcher if one is listening. Never raises, never blocks."""
-    try:
-        addr = address(home)
-    except OSError:  # the working directory vanished (a relative home): nobody to wake
-        return
-    ring_address(addr)
+    ring_address(address(home))
 
 
-__all__ = ["ABSTRACT_NAMESPACE", "address", "address_of", "ring", "ring_address"]
+__all__ = ["MAX_ADDRESS", "NAME", "address", "address_of", "reach", "ring", "ring_address"]

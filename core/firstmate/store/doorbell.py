@@ -1,23 +1,45 @@
 """A doorbell that wakes a waiting watcher the moment something durable changes.
 
-The watcher binds one unix datagram socket per home; writers ring it after their write commits.
-Ringing is best effort and never blocks: a missed ring costs at most one ``FM_POLL`` interval,
-because the watcher re-reads everything on every poll anyway. On Linux the socket lives in the
-abstract namespace (no file to clean up, no path-length limit); elsewhere it is a file in state/.
+The watcher binds one unix datagram socket per home, ``state/watcher.bell``; writers ring it
+after their write commits. Ringing is best effort and never blocks: a missed ring costs at most
+one ``FM_POLL`` interval, because the watcher re-reads everything on every poll anyway.
+
+**Who can ring.** The socket is a file in the private ``state/`` (0700), bound 0600, so only the
+home's owner (and root) can reach it, and only the watcher holding the singleton binds it (it
+replaces whatever a killed predecessor left at the path). No other user can take the address
+first or ring it.
+
+**What a flood costs.** A ring is one byte and says only "look again": every ring waiting is
+read at once and answered by one poll. Past a burst of :data:`BURST` answered rings, the bell
+answers at most :data:`RATE` a second, and while it may not answer it does not even watch the
+socket (rings pile up in the kernel's queue, whose senders never block), so a runaway writer
+costs the watcher a bounded number of polls a second, however fast it rings.
+
 The ringing side (:func:`ring`, :func:`address`) lives in the attrs-free :mod:`firstmate.base.bell`
 and is re-exported here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import select
 import socket
-from pathlib import Path
+import stat
+import time
 
 import attrs
 
-from firstmate.base.bell import ABSTRACT_NAMESPACE, address, ring
-from firstmate.store.home import Home
+from firstmate.base.bell import address, reach, ring
+from firstmate.store.home import Home, private_umask
+
+#: Rings answered at once before the rate applies (a burst of crews reporting together).
+BURST = 16
+#: Rings answered per second, at most, once the burst is spent.
+RATE = 20.0
+#: Datagrams read per answer at most: a writer ringing as fast as the bell drains cannot keep
+#: the watcher reading (the kernel queues a few hundred).
+DRAIN_MAX = 1024
 
 
 @attrs.define(eq=False)
@@ -26,44 +48,74 @@ class Doorbell:
 
     home: Home
     _sock: socket.socket | None = None
+    #: (device, inode) of the socket file this bell bound: only that file is removed at close.
+    _bound: tuple[int, int] | None = None
+    #: Rings that may still be answered at once, and when that was last counted (monotonic).
+    _tokens: float = float(BURST)
+    _counted: float = attrs.Factory(time.monotonic)
 
     def open(self) -> bool:
-        """Bind the bell; False (polling only) when another process still holds the address."""
+        """Bind the bell; False (polling only) when its path cannot take a socket."""
         if self._sock is not None:
             return True
-        addr = address(self.home)
+        path = address(self.home)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            if isinstance(addr, str):
-                Path(addr).unlink(missing_ok=True)
-            sock.bind(addr)
+            # A socket left by a killed predecessor (or anything else at the path: only the
+            # singleton's holder binds here) is replaced; a directory there is not.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            with private_umask():  # 0600 from the start: nobody else may connect, ever
+                reach(path, sock.bind)
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode):
+                raise OSError(f"{path} is not the socket just bound")
         except OSError:
             sock.close()
             return False
         sock.setblocking(False)
         self._sock = sock
+        self._bound = (st.st_dev, st.st_ino)
         return True
 
+    def _hold(self) -> float:
+        """Seconds until a ring may be answered (0: now)."""
+        now = time.monotonic()
+        self._tokens = min(float(BURST), self._tokens + (now - self._counted) * RATE)
+        self._counted = now
+        return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / RATE
+
     def wait(self, timeout: float) -> bool:
-        """Wait up to *timeout* seconds for a ring; True when rung. Drains queued rings."""
+        """Wait up to *timeout* seconds for a ring; True when rung. Reads every ring waiting."""
+        timeout = max(0.0, timeout)
         if self._sock is None and not self.open():
-            select.select([], [], [], max(0.0, timeout))
+            time.sleep(timeout)
             return False
         assert self._sock is not None
-        ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout))
+        hold = self._hold()
+        if hold > 0:
+            # Rate-limited: the socket is not watched meanwhile, so a flood costs nothing here.
+            time.sleep(min(hold, timeout))
+            if hold >= timeout:
+                return False
+            timeout -= hold
+            self._hold()
+        ready, _, _ = select.select([self._sock], [], [], timeout)
         if not ready:
             return False
-        while True:
+        for _ in range(DRAIN_MAX):
             try:
                 self._sock.recv(64)
-            except (BlockingIOError, InterruptedError):
-                return True
-            except OSError:
-                return True
+            except InterruptedError:
+                continue
+            except OSError:  # (BlockingIOError: every ring is read)
+                break
+        self._tokens -= 1.0
+        return True
 
     def pending(self) -> bool:
-        """True when a ring waits to be answered; drains nothing (cheap: one ``select``)."""
-        if self._sock is None:
+        """True when a ring waits that may be answered now; reads nothing (one ``select``)."""
+        if self._sock is None or self._hold() > 0:
             return False
         try:
             ready, _, _ = select.select([self._sock], [], [], 0)
@@ -72,16 +124,23 @@ class Doorbell:
         return bool(ready)
 
     def fileno(self) -> int | None:
-        """The bound socket (readable while a ring waits), for a wait on something else too."""
-        return None if self._sock is None else self._sock.fileno()
+        """The bound socket (readable while a ring waits), for a wait on something else too;
+        None while rings may not be answered yet (a flood must not end that wait at once)."""
+        if self._sock is None or self._hold() > 0:
+            return None
+        return self._sock.fileno()
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-            addr = address(self.home)
-            if isinstance(addr, str):
-                Path(addr).unlink(missing_ok=True)
+        if self._sock is None:
+            return
+        self._sock.close()
+        self._sock = None
+        bound, self._bound = self._bound, None
+        path = address(self.home)
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == bound:  # (never a successor's socket)
+                os.unlink(path)
 
 
-__all__ = ["ABSTRACT_NAMESPACE", "Doorbell", "address", "ring"]
+__all__ = ["BURST", "DRAIN_MAX", "RATE", "Doorbell", "address", "ring"]
