@@ -62,7 +62,8 @@ sys.exit(main(sys.argv[3:]))
 """
 
 ACK = re.compile(r"WAKE_ACK_REQUIRED: after handling completes run fm wake drain (.*)$", re.M)
-MINTED = re.compile(r"\b\d+\.\d+\.[0-9a-f]{8}\b")
+#: Names minted per run: recovery generations, and the ids of appended rows (their markers).
+MINTED = re.compile(r"\b\d+\.\d+\.[0-9a-f]{8}\b|\b\d{20}-\d+-[0-9a-f]{8}\b")
 #: Columns that hold the time of the run, not its outcome (a row appended during a scenario
 #: is stamped with its own time on each copy).
 CLOCK = {("episode", "updated_at"), ("set_aside", "at"), ("wakes", "at")}

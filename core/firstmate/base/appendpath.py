@@ -16,6 +16,11 @@ always the same, whoever calls them:
    without its episode); releases the lock;
 4. ring the watcher's doorbell.
 
+A disk that fails step 3 gets up to three tries on the same connection, each failed commit
+settled first (:mod:`firstmate.base.dbfault`), so no try inserts a row twice, and the error of the
+last says whether the row may still take effect; when it may, the row is left in doubt
+(:mod:`firstmate.base.appenddoubt`) and the same append run again is queued once.
+
 The command-line entry :func:`append` opens the database itself, when it exists, only when it
 needs it (a follower told its number by the commit that took its row never does), and writes
 only at the current schema; anything else (a new home, an older schema that needs migrating, a
@@ -36,6 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from firstmate.base.appendspool import Entry
     from firstmate.base.safepaths import StrPath
 
 
@@ -132,6 +138,7 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     state = os.path.dirname(os.fspath(lock_path))
     at = time.time() if at is None else float(at)
     ident: str | None = None
+    note = -1
     try:
         gate = appendspool.open_gate(state)
         try:
@@ -156,11 +163,15 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
         finally:
             os.close(gate)
     except OSError as exc:
-        raise ownerlock.lock_failed(lock_path, exc) from exc
-    # We lead: our announcement is up, and our row (if it rode an earlier one, as *ident*) is
-    # not known to be committed. The commit before ours may still be running (it withdrew its
-    # announcement once it held the queue lock): the queue lock waits for it, and only then are
-    # markers final.
+        if ident is None:  # our row rode nothing: nothing of ours was written anywhere
+            raise ownerlock.lock_failed(lock_path, exc) from exc
+        # Our row may have ridden a commit we could not hear back from (the disk failed us):
+        # lead without the spool, and our marker, read under the queue lock, tells.
+        note = -1
+    # We lead: our announcement is up (unless the spool failed us), and our row (if it rode an
+    # earlier one, as *ident*) is not known to be committed. The commit before ours may still
+    # be running (it withdrew its announcement once it held the queue lock): the queue lock
+    # waits for it, and only then are markers final.
     try:
         conn()  # opened now if it was not, while the commit before ours finishes
         try:
@@ -174,26 +185,30 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
             raise ownerlock.lock_failed(lock_path, exc) from exc
         served: list[tuple[str, int]] = []
         try:
-            if ident is not None:
-                try:
-                    seq = appendspool.committed(conn(), ident)
-                except sqlite3.Error:
-                    if conn.current:
-                        raise
-                    seq = None  # a database not yet migrated has no markers
-                if seq is not None:  # a commit whose list we missed took it
-                    return seq
             if not conn.current:
-                return None  # not ours to insert into this database: the store will
+                seq = None
+                if ident is not None:  # a commit by the store may have taken it meanwhile
+                    try:
+                        seq = appendspool.committed(conn(), ident)
+                    except sqlite3.Error:
+                        seq = None  # a database not yet migrated has no markers
+                return seq  # else not ours to insert into this database: the store will
             ownerlock.write_record(fd, lock_path, "queue", root, token)
             seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
                                 note)
         finally:
             ownerlock.release(fd)
-        appendspool.publish(note, served)
+        if note >= 0:
+            appendspool.publish(note, served)
     finally:
-        os.close(note)  # closing the last descriptor releases it: our followers wake
+        if note >= 0:
+            os.close(note)  # closing the last descriptor releases it: our followers wake
     return seq
+
+
+#: Transactions an append tries before it reports a failing disk (each failure is settled or
+#: known to have written nothing, see commit_locked).
+ATTEMPTS = 3
 
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
@@ -202,12 +217,53 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     """For the leader of a commit, holding the queue lock: one transaction with downtime
     evidence, every row that rode its announcement *note* (when given: withdrawn first, then
     read), every row an earlier version spooled as a file, and *own* ``(at, kind, key,
-    payload)``, which is inserted unless it is among them as *ident*; returns *own*'s sequence
-    number. Once committed, *served* gets ``(id, seq)`` for each row it took and each one an
-    earlier commit took (for the announcement)."""
+    payload)`` as *ident* (a fresh id when None), which is inserted unless a commit already
+    took it (its marker) or it is the retry of an append left in doubt that did take effect
+    (:mod:`firstmate.base.appenddoubt`); returns *own*'s sequence number. Every row inserted
+    gets its marker. Once committed, *served* gets ``(id, seq)`` for each row it took and each
+    one an earlier commit took (for the announcement).
+
+    A disk that fails the transaction gets :data:`ATTEMPTS` tries in all, on the same
+    connection: a failed one is settled or known to have written nothing
+    (:mod:`firstmate.base.dbfault`), so the next cannot insert a row twice. When none commits,
+    the error says whether the row may still take effect, and when it may, the row is left in
+    doubt for a retry of the same append to resolve."""
+    from firstmate.base import appendspool
+
+    # A row that rode an earlier announcement may have been taken by its commit: its marker.
+    rode = ident is not None
+    ident = ident or appendspool.new_ident()
+    doubt = False
+    for attempt in range(ATTEMPTS):
+        try:
+            seq, done = _transact(conn, db_path, state, (ident, *own), note, rode)
+        except Exception as exc:
+            from firstmate.base import appenddoubt, dbfault
+
+            outcome = dbfault.outcome(exc)
+            if outcome is None:
+                raise  # not the disk failing us: as it is
+            doubt = outcome == "doubt" or (doubt and outcome != "settled")
+            if attempt + 1 < ATTEMPTS:
+                continue
+            failure = appenddoubt.append_failed(state, db_path, (ident, *own), exc, doubt)
+            if failure is exc:
+                raise
+            raise failure from exc
+        if served is not None:
+            served += done
+        return seq
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
+              own: Entry, note: int, rode_before: bool) -> tuple[int, list[tuple[str, int]]]:
+    """One try of :func:`commit_locked`: *own*'s number and the ``(id, seq)`` list it served."""
     from firstmate.base import appendspool
 
     dbconn.start(conn, db_path)
+    doubts: list[Entry] | None = None
+    resolved: set[str] = set()
     try:
         episoderow.publish_downtime(conn, append=True)  # once: the batch is one append
         already: list[tuple[str, int]] = []
@@ -217,29 +273,61 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
             appendspool.withdraw(state, note)
             rode = appendspool.riders(conn, note, already)
         files = appendspool.collect(conn, state, already)
-        entries = files + rode
-        spooled = ident is not None and any(entry[0] == ident for entry in entries)
-        first = dbconn.next_seqs(conn, len(entries) + (0 if spooled else 1))
+        ident = own[0]
+        mine: list[appendspool.Entry] = []
+        if not any(entry[0] == ident for entry in files + rode):
+            got = appendspool.committed(conn, ident) if rode_before else None
+            if got is None:
+                mine = [own]
+            else:  # a commit whose list we missed took it
+                already.append((ident, got))
+        doubts = _doubts(state)
+        if doubts:
+            from firstmate.base import appenddoubt
+
+            files, gone = appenddoubt.resolve(conn, doubts, files, already)
+            rode, more = appenddoubt.resolve(conn, doubts, rode, already)
+            mine, last = appenddoubt.resolve(conn, doubts, mine, already)
+            resolved = gone | more | last
+        entries = files + rode + mine
+        first = dbconn.next_seqs(conn, len(entries)) if entries else 0
         rows = [(first + i, at, kind, key, payload)
                 for i, (_entry, at, kind, key, payload) in enumerate(entries)]
-        seq = first + len(entries)  # (own, when not among them: after every other row)
-        if not spooled:
-            rows.append((seq, own[0], own[1], own[2], own[3]))
-        conn.executemany("INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)",
-                         rows)
+        if rows:
+            conn.executemany(
+                "INSERT INTO wakes (seq, at, kind, key, payload) VALUES (?, ?, ?, ?, ?)", rows)
         done = [(entry[0], first + i) for i, entry in enumerate(entries)]
+        rides = len(files) + len(rode)
         appendspool.mark(conn, done[:len(files)], appendspool.MARKER)
-        appendspool.mark(conn, done[len(files):], appendspool.RIDER)
-        if spooled:
-            seq = next(got for entry, got in done if entry == ident)
+        appendspool.mark(conn, done[len(files):rides], appendspool.RIDER)
+        appendspool.mark(conn, done[rides:], appendspool.LED)
     except BaseException as exc:
         dbconn.abort(conn, db_path, exc)
         raise
     dbconn.commit(conn, db_path)
-    if served is not None:
-        served += done
-        served += already
-    return seq
+    if doubts is not None:
+        from firstmate.base import appenddoubt
+
+        appenddoubt.forget(state, doubts, resolved)
+    served = done + already
+    seq = next(got for name, got in served if name == ident)
+    return seq, [(name, got) for name, got in served if name != ident]
+
+
+def _doubts(state: StrPath) -> list[Entry] | None:
+    """The appends left in doubt (:mod:`firstmate.base.appenddoubt`); None when there is no
+    such file, known from one ``lstat`` (the module is imported only when there is)."""
+    from firstmate.base.appendspool import spool_dir
+
+    try:
+        os.lstat(os.path.join(spool_dir(state), ".doubt"))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return []
+    from firstmate.base import appenddoubt
+
+    return appenddoubt.read(state)
 
 
 def _usable(state: str, db: str) -> bool:

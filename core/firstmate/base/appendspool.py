@@ -62,6 +62,9 @@ SPOOL_DIR = "spool"
 MARKER = "spool:"
 #: The marker of a row that rode an announcement.
 RIDER = "rode:"
+#: The marker of a leader's own row: a retry of an append left in doubt looks for it
+#: (:mod:`firstmate.base.appenddoubt`).
+LED = "led:"
 #: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"
 #: The commit in progress, renamed into place fresh by each leader and held exclusively until
@@ -69,9 +72,9 @@ GATE = ".gate"
 NOTE = ".commit"
 #: A committed row's spool file older than this has lost its producer (killed while waiting).
 ABANDONED_SECONDS = 600.0
-_SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
-_END = "\x00\x00"  # after the last field: the row is whole
-_START = "\x01"  # before a riding record's first field (never in cleaned text either)
+SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
+END = "\x00\x00"  # after the last field: the row is whole
+START = "\x01"  # before a riding record's first field (never in cleaned text either)
 
 #: One spooled row: (id, at, kind, key, payload).
 Entry = tuple[str, float, str, str, str]
@@ -259,7 +262,7 @@ def ride(state: StrPath, note: int, row: tuple[float, str, str, str], ident: str
     One ``O_APPEND`` write, so records of producers riding at once never interleave. A short
     write (a full disk) leaves a record without its end, which the leader passes over."""
     at, kind, key, payload = row
-    os.write(note, (_START + _SEP.join((ident, repr(float(at)), kind, key, payload)) + _END).encode())
+    os.write(note, (START + SEP.join((ident, repr(float(at)), kind, key, payload)) + END).encode())
     try:
         named, held = os.lstat(os.path.join(spool_dir(state), NOTE)), os.fstat(note)
     except FileNotFoundError:
@@ -311,20 +314,22 @@ class committing:  # (lower case: used like a function, ``with committing(state)
 
 def committed(conn: sqlite3.Connection, ident: str) -> int | None:
     """The sequence number a committer gave row *ident* (that rode, or was spooled), if one did."""
-    row = conn.execute("SELECT value FROM kv WHERE key = ? OR key = ?",
-                       (RIDER + ident, MARKER + ident)).fetchone()
+    row = conn.execute("SELECT value FROM kv WHERE key IN (?, ?, ?)",
+                       (RIDER + ident, LED + ident, MARKER + ident)).fetchone()
     try:
         return int(row[0]) if row else None
     except (TypeError, ValueError):
         return None
 
 
-def _parse(data: bytes) -> tuple[float, str, str, str] | None:
+def parse_row(data: bytes) -> tuple[float, str, str, str] | None:
+    """The row ``(at, kind, key, payload)`` a framed record's fields hold (after its id), or
+    None when they are not one a producer validated."""
     from firstmate.base.errors import UsageError
     from firstmate.base.wakeinput import validate
 
     try:
-        at, kind, key, payload = data.decode("utf-8").split(_SEP)
+        at, kind, key, payload = data.decode("utf-8").split(SEP)
         if validate(kind, key, payload) != (kind, key, payload):
             return None  # a producer spools rows it validated: this one was not written by one
         return float(at), kind, key, payload
@@ -332,30 +337,37 @@ def _parse(data: bytes) -> tuple[float, str, str, str] | None:
         return None
 
 
+def prune(conn: sqlite3.Connection) -> None:
+    """Inside the write transaction: delete the markers of rows that rode or led older than
+    :data:`ABANDONED_SECONDS` (their id starts with the time)."""
+    oldest = f"{time.time_ns() - int(ABANDONED_SECONDS * 1e9):020d}"
+    for prefix in (RIDER, LED):
+        conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, prefix + oldest))
+
+
 def riders(conn: sqlite3.Connection, note: int, already: list[tuple[str, int]]) -> list[Entry]:
     """Inside the write transaction, once *note* (the leader's own announcement) is withdrawn:
     the rows that rode it, in the order they came, each once. A row an earlier commit took
     (its marker exists) is added to *already* as ``(id, seq)`` instead: the announcement names
     it. A record cut short (a full disk) is passed over; one that is not a row is set aside.
-    Markers older than :data:`ABANDONED_SECONDS` are deleted."""
-    cutoff = f"{RIDER}{time.time_ns() - int(ABANDONED_SECONDS * 1e9):020d}"
-    conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (RIDER, cutoff))
+    Markers older than :data:`ABANDONED_SECONDS` are deleted (:func:`prune`)."""
+    prune(conn)
     size = os.fstat(note).st_size
     data = os.pread(note, size, 0) if size else b""
     out: list[Entry] = []
     seen: set[str] = set()
-    for record in data.split(_START.encode())[1:]:
-        end = record.find(_END.encode())
+    for record in data.split(START.encode())[1:]:
+        end = record.find(END.encode())
         if end < 0:
             continue  # cut short: its producer rides again or leads
         fields = None
-        ident, _, rest = record[:end].partition(_SEP.encode())
+        ident, _, rest = record[:end].partition(SEP.encode())
         try:
             name = ident.decode("ascii")
         except UnicodeDecodeError:
             name = ""
-        if name and name.isprintable() and _SEP not in name and len(name) <= 100:
-            fields = _parse(rest)
+        if name and name.isprintable() and SEP not in name and len(name) <= 100:
+            fields = parse_row(rest)
         if fields is None:
             dbconn.set_aside(conn, "riding row", record[:500].decode("utf-8", "replace"))
             continue
@@ -438,10 +450,10 @@ def collect(conn: sqlite3.Connection, state: StrPath,
                 os.close(fd)
             if stat.S_ISDIR(st.st_mode):
                 continue  # never a row, and not ours to remove: passed over
-            if (stat.S_ISREG(st.st_mode) and not data.endswith(_END.encode())
+            if (stat.S_ISREG(st.st_mode) and not data.endswith(END.encode())
                     and now - st.st_mtime <= ABANDONED_SECONDS):
                 continue  # still being written: a later commit takes it
-            fields = _parse(data[:-len(_END)]) if data.endswith(_END.encode()) else None
+            fields = parse_row(data[:-len(END)]) if data.endswith(END.encode()) else None
         if fields is None:
             dbconn.set_aside(conn, "spooled row",
                              f"{name}\t{data[:500].decode('utf-8', 'replace')}")
@@ -456,11 +468,11 @@ def collect(conn: sqlite3.Connection, state: StrPath,
 
 def mark(conn: sqlite3.Connection, done: list[tuple[str, int]], prefix: str) -> None:
     """Inside the write transaction: ``kv['<prefix><id>'] = seq`` for each committed row that
-    rode (:data:`RIDER`) or was spooled (:data:`MARKER`)."""
+    rode (:data:`RIDER`), was spooled (:data:`MARKER`) or is its leader's own (:data:`LED`)."""
     conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                      "value = excluded.value", [(prefix + ident, str(seq)) for ident, seq in done])
 
 
-__all__ = ["ABANDONED_SECONDS", "Entry", "announce", "await_commit", "collect", "committed",
-           "committing", "mark", "new_ident", "open_gate", "publish", "ride", "riders",
-           "take_turn", "withdraw"]
+__all__ = ["ABANDONED_SECONDS", "END", "LED", "SEP", "START", "Entry", "announce", "await_commit",
+           "collect", "committed", "committing", "mark", "new_ident", "open_gate", "parse_row",
+           "prune", "publish", "ride", "riders", "spool_dir", "take_turn", "withdraw"]

@@ -36,8 +36,8 @@ SET_ASIDE_KEEP = 256
 #: ``MIGRATIONS`` end here (add one there, bump this).
 SCHEMA_VERSION = 3
 
-_CORRUPT_MARKERS = ("not a database", "malformed", "no such table", "no such column",
-                    "file is encrypted", "database corrupt")
+#: SQLite's words for a database whose tables are not ours (another program's, or cut short).
+_FOREIGN_MARKERS = ("no such table", "no such column")
 
 
 def not_ours(path: StrPath, why: str) -> StateError:
@@ -47,20 +47,34 @@ def not_ours(path: StrPath, why: str) -> StateError:
 
 
 def translate(path: StrPath, exc: BaseException) -> StateError:
-    """The one-line StateError for an SQLite failure that is about the file, not our code."""
+    """The one-line StateError for an SQLite failure that is about the file, not our code. It
+    never says more than is known: a failure that reads as damage is checked before the user
+    is told to move the file aside (:func:`firstmate.base.dbfault.read_failed`). (A failed
+    ``COMMIT`` is :func:`commit`'s: whether it wrote anything is settled there.)"""
     text = str(exc) or type(exc).__name__
     lowered = text.lower()
-    if any(marker in lowered for marker in _CORRUPT_MARKERS) or not isinstance(
-        exc, sqlite3.OperationalError
-    ):
+    if any(marker in lowered for marker in _FOREIGN_MARKERS):
+        return not_ours(path, text)
+    if not isinstance(exc, sqlite3.OperationalError):
+        from firstmate.base import dbfault  # (on failure only: the append path never pays)
+
+        if dbfault.damage_suspected(exc):
+            return dbfault.read_failed(path, exc, not_ours(path, text))
         return not_ours(path, text)
     where = os.fspath(path)
     if "disk is full" in lowered or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
         return state_error(f"no space left to write {where} ({text}); free space on its filesystem and retry")
     if "readonly" in lowered or "read-only" in lowered:
         return state_error(f"cannot write {where} ({text}); make it and state/ writable by you")
-    if "unable to open" in lowered or "disk i/o" in lowered:
+    if "unable to open" in lowered:
         return state_error(f"cannot open {where} ({text}); check that state/ exists and is writable")
+    if "disk i/o" in lowered:
+        return state_error(f"a disk I/O error on {where} ({text}); what it interrupted was not "
+                           "written: check the disk (dmesg) and retry")
+    from firstmate.base import dbfault
+
+    if dbfault.damage_suspected(exc):
+        return dbfault.read_failed(path, exc, not_ours(path, text))
     return state_error(f"{where}: {text}; retry, and move the file aside if this persists")
 
 
@@ -137,7 +151,10 @@ def abort(conn: sqlite3.Connection, path: StrPath, exc: BaseException) -> None:
 
 
 def commit(conn: sqlite3.Connection, path: StrPath) -> None:
-    """``COMMIT``, or roll back and raise the StateError naming the file."""
+    """``COMMIT``, or roll back and raise the StateError naming the file: a
+    :class:`~firstmate.base.dbfault.CommitFailed` that says whether anything was written
+    (settled first, :func:`firstmate.base.dbfault.commit_failed`), or, when the database was
+    busy, the plain error (nothing was written)."""
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -145,7 +162,11 @@ def commit(conn: sqlite3.Connection, path: StrPath) -> None:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
-        raise translate(path, exc) from exc
+        if is_busy(exc):
+            raise translate(path, exc) from exc
+        from firstmate.base import dbfault
+
+        raise dbfault.commit_failed(conn, path, exc) from exc
 
 
 # --- opening --------------------------------------------------------------------------------

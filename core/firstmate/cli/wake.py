@@ -314,20 +314,56 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
         raise _usage("wake drain: acknowledgement requires its recovery generation")
     if not valid_generation(generation):
         raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
-    if actor == "main" and not as_json:
-        from firstmate.base import drainpath
+    for attempt in range(_ACK_ATTEMPTS):
+        try:
+            if actor == "main" and not as_json:
+                from firstmate.base import drainpath
 
-        if drainpath.acknowledge(env, through, generation, sys.stderr):
-            return _done()
-    from firstmate.store import drain
+                if drainpath.acknowledge(env, through, generation, sys.stderr):
+                    return _done()
+            from firstmate.store import drain
 
-    result = drain.acknowledge(_open(env), actor, through, generation, env=env)
+            result = drain.acknowledge(_open(env), actor, through, generation, env=env)
+            break
+        except Exception as exc:
+            # A commit the disk failed but that is known to have written nothing is tried again
+            # (acknowledging is idempotent); anything else is reported as it is.
+            if getattr(exc, "settled", None) is True and attempt + 1 < _ACK_ATTEMPTS:
+                continue
+            failure = _ack_failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
     if as_json:
         _json(result.to_json())
         return 0
     for line in result.notices:
         _err(line)
     return 0
+
+
+#: Tries of an acknowledgement whose commit the disk fails (each one known to have written
+#: nothing) before the failure is reported.
+_ACK_ATTEMPTS = 3
+
+
+def _ack_failed(exc: Exception) -> Exception:
+    """An acknowledgement's failed commit, told as what it means for the rows: not consumed,
+    or (when the disk left it in doubt) perhaps consumed, and safe to run again."""
+    settled = getattr(exc, "settled", None)
+    if settled is None:
+        return exc
+    where, reason = getattr(exc, "where", "the database"), getattr(exc, "reason", "")
+    from firstmate.base.errors import StateError
+
+    if settled:
+        return StateError(f"wake drain: nothing was acknowledged: committing to {where} failed "
+                          f"({reason}) and wrote nothing; check the disk (dmesg) and run the "
+                          "same command again")
+    return StateError(f"wake drain: the acknowledgement may or may not have taken effect: "
+                      f"committing to {where} failed ({reason}) after it was written; check the "
+                      "disk (dmesg), then run the same command again (acknowledging rows "
+                      "already consumed changes nothing)")
 
 
 # --- grants ----------------------------------------------------------------------------------
