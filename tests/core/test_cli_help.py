@@ -139,3 +139,40 @@ def test_a_hostile_argument_cannot_forge_a_second_error_line(fm_env: Mapping[str
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "\x1b" not in done.stderr
     assert len(done.stderr) < 500
+
+
+def test_fm_help_groups_every_command_once_by_who_runs_it(fm_env: Mapping[str, str]) -> None:
+    from firstmate.cli.helptext import GROUPS
+
+    grouped = [name for _heading, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(COMMANDS)  # each core command in exactly one group
+    done = fm(fm_env, "help")
+    headings = [line[:-1] for line in done.stdout.splitlines() if line.endswith(":")
+                and not line.startswith(" ")]
+    assert headings[:5] == ["options", "everyday commands", "now and then",
+                            "the model's commands (the wake it drains and acknowledges)",
+                            "plumbing (harness hooks, shims, the watcher and scripts run these)"]
+    sections = done.stdout.split("\n\n")
+    everyday = next(s for s in sections if s.startswith("everyday commands:"))
+    assert [line.split()[0] for line in everyday.splitlines()[1:]] == [
+        "install", "uninstall", "crew", "status", "top", "doctor", "demo"]
+    plumbing = next(s for s in sections if s.startswith("plumbing"))
+    assert "  hook " in plumbing and "  turnend-guard " in plumbing and "  install " not in plumbing
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["instal"], "fm: unknown command 'instal'; did you mean 'install'? run 'fm help' to list "
+                 "the commands"),
+    (["help", "statsu"], "fm: unknown command 'statsu'; did you mean 'status'? run 'fm help' to "
+                         "list the commands"),
+    (["status", "--jsno"], "fm: status: unrecognized arguments: --jsno; did you mean '--json'? "
+                           "run 'fm status --help'"),
+    (["crew", "lsit"], "fm: crew: argument COMMAND: invalid choice: 'lsit' (choose from 'add', "
+                       "'remove', 'status', 'turn-ended', 'answer', 'spawn', 'steer', 'stop', "
+                       "'list'); did you mean 'list'? run 'fm crew --help'"),
+])
+def test_a_typo_gets_the_closest_name_in_its_one_line(args: list[str], line: str,
+                                                      fm_env: Mapping[str, str]) -> None:
+    done = fm(fm_env, *args)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
+

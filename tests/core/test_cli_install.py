@@ -197,8 +197,10 @@ def test_a_flag_the_plugin_does_not_declare_is_refused_naming_the_accepted_ones(
     done = fm(env, verb, "fakei", "--project", str(project), flag)
     assert done.returncode == 2 and done.stdout == ""
     name = flag.partition("=")[0] if flag != "--x=1" else "--x"
+    near = {"--loacl": "did you mean '--local'? ", "--scope-wide": "did you mean '--scope'? ",
+            "-x": "did you mean '--x'? "}
     expected = (f"fm: {verb}: unknown option {name}; fakei accepts --local, --scope=SCOPE, "
-                f"--to=DIR, --x; run 'fm {verb} fakei --help'\n")
+                f"--to=DIR, --x; {near.get(flag, '')}run 'fm {verb} fakei --help'\n")
     if flag == "--x=1":  # a switch given a value
         expected = (f"fm: {verb}: argument --x: ignored explicit argument '1'; "
                     f"run 'fm {verb} fakei --help'\n")

@@ -83,6 +83,21 @@ def test_status_for_an_unknown_crew_names_fm_crew_add(home: Home) -> None:
         crew.mark_turn_ended(home, "ghost")
 
 
+@pytest.mark.parametrize("args", [["steer", "alpah", "go"], ["stop", "alpah"],
+                                  ["status", "alpah", "done: x"], ["turn-ended", "alpah"],
+                                  ["answer", "alpah", "--key", "k", "yes"], ["remove", "alpah"]])
+def test_a_mistyped_crew_name_names_the_registered_crew_it_is_closest_to(
+        home: Home, args: list[str]) -> None:
+    crew.add(home, "alpha", "%1")
+    crew.add(home, "bravo", "%2")
+    done = fm(home, "crew", *args)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("fm: unknown crew 'alpah'; did you mean 'alpha'? register it first "
+                           "with: fm crew add alpah --pane TARGET\n")
+    far = fm(home, "crew", args[0], "zulu", *args[2:])
+    assert far.stderr == "fm: unknown crew 'zulu'; register it first with: fm crew add zulu --pane TARGET\n"
+
+
 def test_status_lines_are_stamped_and_neutralised(home: Home) -> None:
     crew.add(home, "w1", "p")
     crew.append_status(home, "w1", "done:\x1b[31m red\x1b[0m\tand\nmore\r\x07", now=1234.5)

@@ -45,8 +45,20 @@ def require_crew(root: str, name: str) -> None:
     registration = crew_file(root, name, PANE)
     refuse_symlink(registration)
     if not os.path.isfile(registration):
-        raise UsageError(f"unknown crew {name!r}; register it first with: fm crew add {name} "
-                         "--pane TARGET")
+        raise unknown_crew(os.path.dirname(registration), name)
+
+
+def unknown_crew(crew_dir: str, name: str) -> UsageError:
+    """The error for a crew name that is not registered, with the registered name it is most
+    likely a typo of."""
+    from firstmate.base.suggest import did_you_mean
+
+    try:
+        names = [entry[: -len(PANE)] for entry in os.listdir(crew_dir) if entry.endswith(PANE)]
+    except OSError:
+        names = []
+    return UsageError(f"unknown crew {name!r}; {did_you_mean(name, names)}register it first with: "
+                      f"fm crew add {name} --pane TARGET")
 
 
 def status_text(line: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
@@ -138,5 +150,4 @@ def turn_ended(root: str, name: str, *, now: float | None = None) -> None:
 
 
 __all__ = ["EMPTY", "MAX_STATUS_BYTES", "TURN_MARKER_MAX", "append_whole", "check_ground",
-           "require_crew",
-           "status", "status_text", "turn_ended", "valid_name"]
+           "require_crew", "status", "status_text", "turn_ended", "unknown_crew", "valid_name"]

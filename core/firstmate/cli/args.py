@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from firstmate.base.errors import HelpShown, UsageError
+from firstmate.base.suggest import did_you_mean
 from firstmate.cli.main import wants_help
 
 #: Help is formatted for this many columns whatever the terminal, so it reads the same in a
@@ -66,13 +67,14 @@ class Parser(argparse.ArgumentParser):
         self.commands[name] = sub
         return sub
 
-    def usage_error(self, message: str) -> UsageError:
-        """The one-line usage error of this command, naming its help. Whatever the command line
-        held is shown escaped and cut, so hostile arguments cannot forge output lines."""
+    def usage_error(self, message: str, hint: str = "") -> UsageError:
+        """The one-line usage error of this command, naming its help (after *hint*, a "did you
+        mean …? " of :mod:`firstmate.base.suggest`). Whatever the command line held is shown
+        escaped and cut, so hostile arguments cannot forge output lines."""
         what = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(message.split()))
         if len(what) > MAX_MESSAGE:
             what = what[:MAX_MESSAGE] + "..."
-        return UsageError(f"{self.command}: {what}; run '{self.help_command} --help'")
+        return UsageError(f"{self.command}: {what}; {hint}run '{self.help_command} --help'")
 
     def error(self, message: str) -> NoReturn:
         raise self.usage_error(message)
@@ -118,11 +120,14 @@ class Parser(argparse.ArgumentParser):
         unknown = self._unknown_option(args)
         if unknown is not None:
             # Said first: argparse would report a missing argument before an unknown option.
-            self.error(f"unrecognized arguments: {unknown}")
+            raise self.usage_error(f"unrecognized arguments: {unknown}",
+                                   hint=did_you_mean(unknown.partition("=")[0],
+                                                     self._option_string_actions))
         try:
             return self.parse_args(args)
         except argparse.ArgumentError as exc:
-            raise self.usage_error(str(exc)) from None
+            hint = did_you_mean(args[0], self.commands) if unknown_command else ""
+            raise self.usage_error(str(exc), hint=hint) from None
 
     def _unknown_option(self, args: Sequence[str]) -> str | None:
         for word in args:

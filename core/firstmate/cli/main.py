@@ -41,11 +41,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),
 }
 
-USAGE = "usage: fm [-h] [-V] COMMAND [ARGS...]"
-HELP_FOOTER = ("fm help COMMAND [SUBCOMMAND] (or fm COMMAND --help) describes a command and its "
-               "options;\ndocs/cli.md has them all.")
-
-
 def wants_help(argv: Sequence[str]) -> bool:
     """Whether ``-h`` or ``--help`` is among the options of *argv* (before a ``--``). Here, not
     in firstmate.cli.args, so the hand-parsed hot paths can ask without importing argparse."""
@@ -57,36 +52,11 @@ def wants_help(argv: Sequence[str]) -> bool:
     return False
 
 
-def _plugin_commands() -> dict[str, str]:
-    """Plugin command name → its one-line help (the first line of the callable's docstring).
-    Loading every plugin is fine here: only ``fm help`` asks."""
-    try:
-        from firstmate.plugin.manager import load
-
-        registry = load().cli_commands()
-    except Exception:  # a broken plugin must not break the help; fm plugins reports it
-        return {}
-    found: dict[str, str] = {}
-    for name, command in registry.items():
-        if name in COMMANDS or not callable(command):
-            continue
-        doc = (getattr(command, "__doc__", None) or "").strip().splitlines()
-        found[name] = doc[0].strip() if doc else "(a plugin command)"
-    return found
-
-
 def _help() -> str:
-    plugin = _plugin_commands()
-    width = max(len(name) for name in [*COMMANDS, *plugin])
-    lines = [USAGE, "", "Keeps a primary coding agent awake to its fleet of crew agents.", "",
-             "options:", f"  {'-h, --help'.ljust(width)}  show this help and exit",
-             f"  {'-V, --version'.ljust(width)}  print the version and exit", "", "commands:"]
-    lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in sorted(COMMANDS.items())]
-    if plugin:
-        lines += ["", "plugin commands:"]
-        lines += [f"  {name.ljust(width)}  {text}" for name, text in sorted(plugin.items())]
-    lines += ["", HELP_FOOTER]
-    return "\n".join(lines)
+    # The grouped list lives in its own module: no command but help pays for its tables.
+    from firstmate.cli.helptext import render
+
+    return render(COMMANDS)
 
 
 def _error(message: str) -> None:
@@ -97,8 +67,11 @@ def _error(message: str) -> None:
 
 def _unknown(name: str) -> Exception:
     from firstmate.base.errors import UsageError
+    from firstmate.base.suggest import did_you_mean
+    from firstmate.cli.helptext import plugin_commands
 
-    return UsageError(f"unknown command {name[:40]!r}; run 'fm help' to list the commands")
+    hint = did_you_mean(name, [*COMMANDS, *plugin_commands(COMMANDS)])
+    return UsageError(f"unknown command {name[:40]!r}; {hint}run 'fm help' to list the commands")
 
 
 def _run(argv: Sequence[str]) -> int:

@@ -255,7 +255,9 @@ def get(home: Home, name: str) -> Crew:
     validate_name(name)
     found = crewlog.registration(str(home.crew_dir), name)
     if found is None:
-        raise UsageError(f"unknown crew {name!r}; register it first with: fm crew add {name} --pane TARGET")
+        from firstmate.base.crewreport import unknown_crew
+
+        raise unknown_crew(str(home.crew_dir), name)
     return Crew(name, *found)
 
 
