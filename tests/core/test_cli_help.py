@@ -176,3 +176,10 @@ def test_a_typo_gets_the_closest_name_in_its_one_line(args: list[str], line: str
     done = fm(fm_env, *args)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
 
+
+def test_uninstall_offers_no_option_that_means_nothing_to_it(fm_env: Mapping[str, str]) -> None:
+    install = fm(fm_env, "install", "--help").stdout
+    uninstall = fm(fm_env, "uninstall", "--help").stdout
+    assert "--home DIR" in install and "--fm-command CMD" in install
+    assert "--home" not in uninstall and "--fm-command" not in uninstall
+    assert "--project DIR" in uninstall and "--dry-run" in uninstall

@@ -131,6 +131,27 @@ def test_options_reach_the_plugin(env: dict[str, str], project: Path, tmp_path: 
     assert handler["flags"] == {"local": "true", "scope": "user", "to": "a dir", "x": "true"}
 
 
+def test_uninstall_takes_the_options_it_hides_and_drops_the_pinned_homes_record(
+        env: dict[str, str], project: Path, tmp_path: Path) -> None:
+    from firstmate.plugin import installrecord
+    from firstmate.store.home import Home
+
+    pinned = tmp_path / "pinned"
+    done = fm(env, "install", "fakei", "--project", str(project), "--home", str(pinned))
+    assert done.returncode == 0, done.stderr
+    record = installrecord.path(Home(pinned), "fakei")
+    assert record.exists()
+    # Neither --home nor --fm-command is offered, a script's copy of its install line still
+    # runs, and the record in the home the install was pinned to goes without being named.
+    gone = fm(env, "uninstall", "fakei", "--project", str(project), "--fm-command", "/opt/fm")
+    assert (gone.returncode, gone.stderr) == (0, "")
+    assert gone.stdout == "fm uninstall fakei: removed .fakei/hooks.json\n"
+    assert not record.exists()
+    assert fm(env, "install", "fakei", "--project", str(project), "--home", str(pinned)).returncode == 0
+    named = fm(env, "uninstall", "fakei", "--project", str(project), "--home", str(pinned))
+    assert named.returncode == 0 and not record.exists() and list(project.iterdir()) == []
+
+
 def test_dry_run_writes_nothing(env: dict[str, str], project: Path) -> None:
     done = fm(env, "install", "fakei", "--project", str(project), "--dry-run")
     assert done.returncode == 0

@@ -7,6 +7,7 @@ under the project directory (``firstmate_install``) or removes exactly its entri
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -53,8 +54,10 @@ def parser(verb: str = "install", harness: str | None = None,
         epilog = f"{harness} takes no harness flags."
     else:
         epilog = None
-    usage = (f"fm {verb} {harness or 'HARNESS'} [-h] [--project DIR] [--home DIR] [--dry-run] "
-             "[--json] [--fm-command CMD]")
+    installing = verb == "install"
+    pinned = " [--home DIR]" if installing else ""
+    usage = (f"fm {verb} {harness or 'HARNESS'} [-h] [--project DIR]{pinned} [--dry-run] [--json]"
+             + (" [--fm-command CMD]" if installing else ""))
     usage += "".join(f" [--{f.name}{'=' + f.metavar if f.metavar else ''}]" for f in flags or ())
     if flags is None:
         usage += " [HARNESS FLAGS]"
@@ -67,8 +70,13 @@ def parser(verb: str = "install", harness: str | None = None,
     parser.add_argument("--project", metavar="DIR",
                         help="the project directory the config files live under (default: the "
                              "current directory; it must exist)")
+    # An uninstall finds our entries by what they are, whatever home or command they name:
+    # --home and --fm-command mean nothing to it, so it does not offer them, and takes them
+    # without effect on the files from a script that repeats its install's command line
+    # (--home still names a home whose install record goes).
     parser.add_argument("--home", metavar="DIR",
-                        help="pin this Firstmate home into the installed hook commands")
+                        help="pin this Firstmate home into the installed hook commands"
+                        if installing else argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would change and write nothing")
     parser.add_argument("--json", action="store_true",
@@ -77,7 +85,8 @@ def parser(verb: str = "install", harness: str | None = None,
     # None: this installation's own entry point by absolute path (firstmate.plugin.fmcommand).
     parser.add_argument("--fm-command", metavar="CMD",
                         help="the command the hooks run instead of this installation's own "
-                             "entry point (read like a shell command line)")
+                             "entry point (read like a shell command line)"
+                        if installing else argparse.SUPPRESS)
     if flags:
         group = parser.add_argument_group(f"{harness} flags")
         for flag in flags:
@@ -239,7 +248,10 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
         if not options.dry_run:
             # Kept in the home the hooks use, and in the one fm resolves from the project
             # directory (where a plain fm doctor run there looks).
-            for where in {home.root, resolve_root(cwd=options.project)}:
+            homes = {home.root, resolve_root(cwd=options.project)}
+            if remove:
+                homes |= _recorded_homes(Home(resolve_root(cwd=options.project)), options)
+            for where in homes:
                 ignored += _record(host, Home(where), request, remove, tx, made)
     for new in made:
         _announce(new, options)
@@ -252,6 +264,16 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     else:
         report(result, options, verb)
     return ExitCode.OK
+
+
+def _recorded_homes(home: Home, options: InstallOptions) -> set[Path]:
+    """The homes an install of this harness into this project was pinned to (``--home``), as
+    *home*'s own records say (only entries that verify): an uninstall drops their records too,
+    without being told them."""
+    from firstmate.plugin import installrecord
+
+    records = installrecord.load(home, options.harness).for_project(options.project)
+    return {record.home for record in records if record.home is not None}
 
 
 def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Transaction,
