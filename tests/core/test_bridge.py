@@ -256,7 +256,7 @@ def test_hello_and_bad_lines_are_answered_without_ending_the_bridge(
 
 def test_unknown_harness_is_refused_with_the_plugin_exit_code(fm_home: Home, plugins: Path) -> None:
     done = _fm(_env(fm_home, plugins), "bridge", "nosuchharness")
-    assert done.returncode == 5 and "pip install firstmate-plugin-nosuchharness" in done.stderr
+    assert done.returncode == 5 and "fm plugin add nosuchharness" in done.stderr
     assert _fm(_env(fm_home, plugins), "bridge").returncode == 2
     assert _fm(_env(fm_home, plugins), "bridge", "../evil").returncode == 2
 

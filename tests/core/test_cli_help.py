@@ -155,7 +155,7 @@ def test_fm_help_groups_every_command_once_by_who_runs_it(fm_env: Mapping[str, s
     sections = done.stdout.split("\n\n")
     everyday = next(s for s in sections if s.startswith("everyday commands:"))
     assert [line.split()[0] for line in everyday.splitlines()[1:]] == [
-        "install", "uninstall", "crew", "status", "top", "doctor", "demo"]
+        "install", "uninstall", "plugin", "crew", "status", "top", "doctor", "demo"]
     plumbing = next(s for s in sections if s.startswith("plumbing"))
     assert "  hook " in plumbing and "  turnend-guard " in plumbing and "  install " not in plumbing
 
@@ -170,6 +170,8 @@ def test_fm_help_groups_every_command_once_by_who_runs_it(fm_env: Mapping[str, s
     (["crew", "lsit"], "fm: crew: argument COMMAND: invalid choice: 'lsit' (choose from 'add', "
                        "'remove', 'status', 'turn-ended', 'answer', 'spawn', 'steer', 'stop', "
                        "'list'); did you mean 'list'? run 'fm crew --help'"),
+    (["plugin", "ad", "x"], "fm: plugin: argument COMMAND: invalid choice: 'ad' (choose from "
+                            "'add', 'remove', 'list'); did you mean 'add'? run 'fm plugin --help'"),
 ])
 def test_a_typo_gets_the_closest_name_in_its_one_line(args: list[str], line: str,
                                                       fm_env: Mapping[str, str]) -> None:

@@ -189,7 +189,17 @@ def test_a_missing_project_is_exit_2(env: dict[str, str], tmp_path: Path, verb: 
 
 def test_an_unknown_harness_is_exit_5(env: dict[str, str], project: Path) -> None:
     done = fm(env, "install", "nosuch", "--project", str(project))
-    assert done.returncode == 5 and "pip install firstmate-plugin-nosuch" in done.stderr
+    assert done.returncode == 5 and done.stderr == (
+        "fm: no Firstmate plugin for harness 'nosuch' is installed; add it with: "
+        "fm plugin add nosuch\n")
+
+
+def test_a_mistyped_harness_names_the_installed_one(env: dict[str, str], project: Path) -> None:
+    done = fm(env, "install", "fake", "--project", str(project))
+    assert done.returncode == 5 and done.stderr == (
+        "fm: no Firstmate plugin for harness 'fake' is installed; did you mean 'fakei'? "
+        "otherwise add it with: fm plugin add fake\n")
+    assert list(project.iterdir()) == []
 
 
 def test_a_plugin_without_an_installer_is_exit_5(env: dict[str, str], project: Path) -> None:
@@ -248,7 +258,7 @@ def test_help(env: dict[str, str]) -> None:
     assert "where the hooks apply" in flags.stdout
     missing = fm(env, "install", "nosuch", "--help")
     assert missing.returncode == 0
-    assert "pip install firstmate-plugin-nosuch" in " ".join(missing.stdout.split())
+    assert "fm plugin add nosuch" in " ".join(missing.stdout.split())
 
 
 # --- the home the hook path resolves ---------------------------------------------------------

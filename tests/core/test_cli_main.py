@@ -35,7 +35,8 @@ def test_bare_fm_prints_usage_and_exits_2() -> None:
 def test_plugins_require_missing_exits_5() -> None:
     out = run("plugins", "--require", "no-such-harness")
     assert out.returncode == 5
-    assert "pip install firstmate-plugin-no-such-harness" in out.stderr
+    assert out.stderr == ("fm: required plugin 'no-such-harness' is not loaded; add it: "
+                          "fm plugin add no-such-harness\n")
 
 
 def test_an_argument_that_is_not_utf8_is_echoed_as_its_bytes_on_a_strict_stream(

@@ -224,7 +224,7 @@ def test_spawn_refusals_are_one_line(fleet: Fleet) -> None:
         assert done.returncode == code and needle in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     unknown = fleet.fm("crew", "spawn", "w3", "--harness", "nosuchharness", "--", "t")
-    assert unknown.returncode == 5 and "firstmate-plugin-nosuchharness" in unknown.stderr
+    assert unknown.returncode == 5 and "fm plugin add nosuchharness" in unknown.stderr
     # Nothing was left behind by the refusals: one crew, one window.
     assert [c.name for c in crew.list(fleet.home)] == ["w1"]
     panes = fleet.tmux("list-panes", "-a", "-F", "#{pane_id}").stdout.split()

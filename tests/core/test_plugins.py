@@ -103,7 +103,7 @@ def test_load_harness_unknown_names_the_install_command() -> None:
     with pytest.raises(FirstmateError) as err:
         load_harness("no-such-harness")
     assert err.value.exit_code == 5
-    assert "pip install firstmate-plugin-no-such-harness" in err.value.message
+    assert err.value.message.endswith("add it with: fm plugin add no-such-harness")
 
 
 def test_core_defaults_register_through_the_same_manager() -> None:

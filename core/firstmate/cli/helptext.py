@@ -17,7 +17,8 @@ FOOTER = ("fm help COMMAND [SUBCOMMAND] (or fm COMMAND --help) describes a comma
 #: (heading, commands in the order a newcomer meets them). Every core command
 #: (firstmate.cli.main.COMMANDS) is in exactly one group (tests/core/test_cli_help.py).
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("everyday commands", ("install", "uninstall", "crew", "status", "top", "doctor", "demo")),
+    ("everyday commands", ("install", "uninstall", "plugin", "crew", "status", "top", "doctor",
+                           "demo")),
     ("now and then", ("check", "away", "host")),
     ("the model's commands (the wake it drains and acknowledges)", ("wake",)),
     ("plumbing (harness hooks, shims, the watcher and scripts run these)",
@@ -34,7 +35,7 @@ def plugin_commands(commands: Mapping[str, tuple[str, str]]) -> dict[str, str]:
         from firstmate.plugin.manager import load
 
         registry = load().cli_commands()
-    except Exception:  # a broken plugin must not break the help; fm plugins reports it
+    except Exception:  # a broken plugin must not break the help; fm plugin list reports it
         return {}
     found: dict[str, str] = {}
     for name, command in registry.items():

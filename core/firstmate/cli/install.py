@@ -49,7 +49,7 @@ def parser(verb: str = "install", harness: str | None = None,
     the plugin for *harness* declares (``HarnessInfo.install_flags``)."""
     if flags is None:
         epilog = ("Each harness adds the flags its plugin declares: fm install HARNESS --help "
-                  "lists them (fm plugins lists the installed harnesses).")
+                  "lists them (fm plugin list shows the installed harnesses).")
     elif not flags:
         epilog = f"{harness} takes no harness flags."
     else:
@@ -65,8 +65,8 @@ def parser(verb: str = "install", harness: str | None = None,
     if harness is not None:
         parser.help_command = f"fm {verb} {harness}"
     parser.add_argument("harness", metavar="HARNESS",
-                        help="the harness whose config to change (fm plugins lists the installed "
-                             "ones)")
+                        help="the harness whose config to change (fm plugin list shows the "
+                             "installed ones)")
     parser.add_argument("--project", metavar="DIR",
                         help="the project directory the config files live under (default: the "
                              "current directory; it must exist)")

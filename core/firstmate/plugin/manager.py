@@ -278,14 +278,23 @@ def _build_harness_host(name: str) -> PluginHost:
                     host.failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
                 break
     if plugin is None:
-        raise FirstmateError(
-            f"no Firstmate plugin for harness {name!r} is installed; "
-            f"install it with: pip install firstmate-plugin-{name}",
-            exit_code=ExitCode.PLUGIN,
-        )
+        from firstmate.plugin.elsewhere import missing
+
+        raise missing(name, _installed_names())
     pm.register(plugin, name=name)
     pm.check_pending()
     return host
+
+
+def _installed_names() -> list[str]:
+    """The harnesses whose plugins are installed: entry points and conventional modules."""
+    import pkgutil
+
+    found = [ep.name for ep in _entry_points()]
+    prefix = names.PLUGIN_MODULE_PREFIX
+    found += [module.name[len(prefix):] for module in pkgutil.iter_modules()
+              if module.name.startswith(prefix)]
+    return found
 
 
 def require(host: PluginHost, names: Sequence[str]) -> list[str]:
