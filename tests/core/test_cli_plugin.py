@@ -1,6 +1,6 @@
-"""``fm plugin add|remove|list`` as a user runs them, and the message of a plugin installed in
-another environment. The real pip runs here, offline, into a venv of the test's own (a wheel
-made here); pipx and uv run in tests/packaging/test_pipx.py."""
+"""``fm plugin add|remove|list`` as a user runs them, the message of a plugin installed in another
+environment, and the ``firstmate-<harness>`` app. The real pip runs here, offline, into a venv
+of the test's own (a wheel made here); pipx and uv run in tests/packaging/test_pipx.py."""
 
 from __future__ import annotations
 
@@ -227,3 +227,24 @@ def test_a_failing_installer_is_one_line_with_its_command(tmp_path: Path, site: 
     last = done.stderr.splitlines()[-1]
     assert last.startswith("fm: the installer failed (exit ") and f"install {broken};" in last
 
+
+def test_the_harness_app_says_what_it_is_and_points_at_fm(tmp_path: Path, site: Path) -> None:
+    env = user_env(tmp_path, site)
+    code = ("import sys; sys.argv[0] = '/x/bin/firstmate-fakea'; "
+            "from firstmate.cli.app import main; raise SystemExit(main())")
+
+    def app(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, env=env, timeout=DEADLINE, check=False)
+
+    helped = app("--help")
+    text = " ".join(helped.stdout.split())
+    assert (helped.returncode, helped.stderr) == (0, "")
+    assert text.startswith("firstmate-fakea is the command of firstmate-plugin-fakea 1.0, the "
+                           "Firstmate plugin for The fakea harness.")
+    assert "Use fm itself: fm install fakea wires The fakea harness into a project" in text
+    bare = app()
+    assert (bare.returncode, bare.stdout) == (2, helped.stdout)
+    version = app("--version")
+    assert (version.returncode, version.stdout) == (0, "fm 0.1.0\n")  # with arguments: fm
+    assert app("help").stdout.startswith("usage: fm ")

@@ -113,7 +113,7 @@ def test_plugins_depend_on_the_core_0_1_contract(built: list[Built]) -> None:
 def test_plugin_wheels_bring_their_app_and_their_entry_point(built: list[Built]) -> None:
     for dist in plugins(built):
         points = dist.wheel_text(".dist-info/entry_points.txt")
-        assert f"[console_scripts]\nfirstmate-{dist.harness} = firstmate.cli.main:main\n" in points, (
+        assert f"[console_scripts]\nfirstmate-{dist.harness} = firstmate.cli.app:main\n" in points, (
             dist.name, points)
         assert f"[firstmate.plugins]\n{dist.harness} = " in points, (dist.name, points)
 

@@ -124,6 +124,12 @@ def test_pipx_without_include_deps_exposes_the_app_and_the_launcher_finds_the_ve
     done = subprocess.run([str(bindir / "firstmate-claude"), "help"], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and "install" in done.stdout, done.stderr
+    # Asked what it is, the app says so and points at fm.
+    done = subprocess.run([str(bindir / "firstmate-claude"), "--help"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and " ".join(done.stdout.split()).startswith(
+        "firstmate-claude is the command of firstmate-plugin-claude 0.1.0, the Firstmate plugin "
+        "for Claude Code. It is the whole fm command under the plugin's own name"), done.stdout
     done = session_start(home, tmp_path, "/nonexistent")
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     # With the venv's fm gone as well, the one line saying what to install.
