@@ -122,7 +122,8 @@ def test_add_prints_the_command_it_would_run_for_a_name_a_wheel_and_a_checkout(
 @pytest.mark.parametrize(("word", "why"), [
     ("Bad Name", "'Bad Name' is not a harness name"),
     ("./nowhere", "no such file or directory"),
-    ("NOTAPLUGIN", "is not a Firstmate plugin (its distribution is other-tool)"),
+    ("NOTAPLUGIN", "is not a Firstmate plugin (its distribution is 'other-tool')"),
+    ("./x\ny\x1b[2J", "no such file or directory: '"),
 ])
 def test_add_refuses_what_is_no_plugin_in_one_line(tmp_path: Path, site: Path, word: str,
                                                    why: str) -> None:
@@ -131,7 +132,7 @@ def test_add_refuses_what_is_no_plugin_in_one_line(tmp_path: Path, site: Path, w
     word = str(tmp_path / "other") if word == "NOTAPLUGIN" else word
     done = fm(user_env(tmp_path, site), "plugin", "add", word, cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.count("\n") == 1 and why in done.stderr
+    assert done.stderr.count("\n") == 1 and why in done.stderr and "\x1b" not in done.stderr
 
 
 def test_add_leaves_an_installed_plugin_alone_and_remove_names_what_is_there(

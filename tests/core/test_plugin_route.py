@@ -204,4 +204,7 @@ def test_the_missing_plugin_error_names_the_command_that_brings_it_here(tmp_path
     near = elsewhere.missing("acm", ["acme", "other"], env).message
     assert near == ("no Firstmate plugin for harness 'acm' is installed; did you mean 'acme'? "
                     "otherwise add it with: fm plugin add acm")
-    assert elsewhere.missing("x y", [], env).message.endswith("add it with: fm plugin add 'x y'")
+    # A word that is no harness name is never echoed back as a command to run.
+    hostile = elsewhere.missing("x\x1b[2J y", [], env).message
+    assert hostile == ("no Firstmate plugin for harness 'x\\x1b[2J y' is installed; harness names "
+                       "are lower-case words (fm plugin list shows the installed ones)")

@@ -8,7 +8,6 @@ printed, then run, and the plugin is checked from a fresh interpreter before fm 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tomllib
@@ -24,13 +23,12 @@ from firstmate.plugin.installroute import (
     Command,
     Route,
     detect,
+    is_harness_name,
     located,
     normalized,
 )
 
 _PREFIX = "fm plugin: "
-#: A harness name as a plugin's distribution can carry it.
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 #: What a local plugin can be given as.
 _ARCHIVES = (".whl", ".tar.gz", ".zip")
 
@@ -107,24 +105,25 @@ def _dist_of(path: Path) -> str | None:
 def _harness_of(dist: str) -> str | None:
     name = normalized(dist)
     harness = name[len(DIST_PREFIX):] if name.startswith(DIST_PREFIX) else ""
-    return harness if _NAME.fullmatch(harness) else None
+    return harness if is_harness_name(harness) else None
 
 
 def target(word: str) -> Target:
     """What ``fm plugin add WORD`` installs: a local plugin, or a harness's plugin by name."""
     if _is_path(word):
         path = Path(os.path.abspath(os.path.expanduser(word)))
+        shown = str(path) if str(path).isprintable() else repr(str(path))
         if not path.exists():
-            raise UsageError(f"no such file or directory: {path}; give a harness name or a "
+            raise UsageError(f"no such file or directory: {shown}; give a harness name or a "
                              "plugin's wheel, sdist or project directory")
         dist = _dist_of(path)
         harness = _harness_of(dist) if dist else None
         if dist is None or harness is None:
-            raise UsageError(f"{path} is not a Firstmate plugin (its distribution is "
-                             f"{dist or 'not named in it'}); give a {DIST_PREFIX}HARNESS wheel, "
-                             "sdist or project directory")
+            named = repr(dist[:64]) if dist else "not named in it"
+            raise UsageError(f"{shown} is not a Firstmate plugin (its distribution is {named}); "
+                             f"give a {DIST_PREFIX}HARNESS wheel, sdist or project directory")
         return Target(str(path), normalized(dist), harness)
-    harness = _harness_of(word) or (word if _NAME.fullmatch(word) else None)
+    harness = _harness_of(word) or (word if is_harness_name(word) else None)
     if harness is None:
         raise UsageError(f"{word[:64]!r} is not a harness name: use lower-case letters, digits, "
                          "'.', '_' and '-' (or give a path to a plugin)")

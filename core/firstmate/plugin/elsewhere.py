@@ -151,18 +151,20 @@ def missing(harness: str, installed: Iterable[str],
     from another environment where one holds it, else the closest installed name, else how to
     add it (exit 5)."""
     from firstmate.base.suggest import closest
-    from firstmate.plugin.installroute import located
+    from firstmate.plugin.installroute import is_harness_name, located
 
     env = os.environ if env is None else env
     shown = repr(harness[:40])
+    named = is_harness_name(harness)
     prefix, here = located(env)
-    there = find(env, prefix, harness) if harness.isprintable() else []
+    there = find(env, prefix, harness) if named else []
     if there:
         message = (f"the {harness} plugin is installed in {there[0].where()}, not in this fm's "
                    f"environment ({here}); bring it here with: {there[0].command()}")
     else:
         near = closest(harness, installed)
-        add = f"add it with: {shlex.join(['fm', 'plugin', 'add', harness[:64]])}"
+        add = (f"add it with: fm plugin add {harness}" if named else
+               "harness names are lower-case words (fm plugin list shows the installed ones)")
         message = f"no Firstmate plugin for harness {shown} is installed; " + (
             f"did you mean {near!r}? otherwise {add}" if near else add)
     return FirstmateError(message, exit_code=ExitCode.PLUGIN)

@@ -44,6 +44,14 @@ DIST_PREFIX = PLUGIN_MODULE_PREFIX.replace("_", "-")
 MAX_RECEIPT = 256 * 1024
 
 
+#: A harness name as a plugin's distribution can carry it.
+HARNESS_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def is_harness_name(word: str) -> bool:
+    return HARNESS_NAME.fullmatch(word) is not None
+
+
 def normalized(name: str) -> str:
     """A distribution name as package indexes compare them (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -275,5 +283,6 @@ def _requirement(entry: object, path: Path, fix: str) -> Requirement:
     return Requirement(name, word)
 
 
-__all__ = ["DIST_PREFIX", "PIP", "PIPX", "PIPX_MARK", "UV_MARK", "UV_TOOL", "Command",
-           "Requirement", "Route", "detect", "dist_name", "located", "normalized", "pipx_homes"]
+__all__ = ["DIST_PREFIX", "HARNESS_NAME", "PIP", "PIPX", "PIPX_MARK", "UV_MARK", "UV_TOOL", "Command",
+           "Requirement", "Route", "detect", "dist_name", "is_harness_name", "located", "normalized",
+           "pipx_homes"]
