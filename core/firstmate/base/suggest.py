@@ -34,4 +34,16 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     return f"did you mean {name!r}? " if name is not None else ""
 
 
-__all__ = ["CUTOFF", "closest", "did_you_mean"]
+def option_hint(word: str, options: Iterable[str]) -> str:
+    """:func:`did_you_mean` for an option: names are compared without their dashes (every option
+    shares them, which would make any two look alike), and ``-x`` for ``--x`` is a typo too."""
+    bare = {option.lstrip("-"): option for option in options if option.startswith("-")}
+    key = word.lstrip("-")
+    found = bare.get(key) if key in bare else None
+    if found is None:
+        near = closest(key, bare)
+        found = bare[near] if near is not None else None
+    return f"did you mean {found!r}? " if found is not None and found != word else ""
+
+
+__all__ = ["CUTOFF", "closest", "did_you_mean", "option_hint"]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from firstmate.base.errors import HelpShown, UsageError
-from firstmate.base.suggest import did_you_mean
+from firstmate.base.suggest import did_you_mean, option_hint
 from firstmate.cli.main import wants_help
 
 #: Help is formatted for this many columns whatever the terminal, so it reads the same in a
@@ -121,8 +121,8 @@ class Parser(argparse.ArgumentParser):
         if unknown is not None:
             # Said first: argparse would report a missing argument before an unknown option.
             raise self.usage_error(f"unrecognized arguments: {unknown}",
-                                   hint=did_you_mean(unknown.partition("=")[0],
-                                                     self._option_string_actions))
+                                   hint=option_hint(unknown.partition("=")[0],
+                                                    self._option_string_actions))
         try:
             return self.parse_args(args)
         except argparse.ArgumentError as exc:

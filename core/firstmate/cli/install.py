@@ -155,11 +155,11 @@ def parse(argv: Sequence[str], verb: str, info: HarnessInfo | None = None) -> Re
     if extra:
         unknown = next((word for word in extra if word.startswith("-")), None)
         if unknown is not None and harness is not None:
-            from firstmate.base.suggest import did_you_mean
+            from firstmate.base.suggest import option_hint
 
             option = unknown.partition("=")[0]
             raise command.usage_error(f"unknown option {option}; {accepted(info, harness)}",
-                                      hint=did_you_mean(option, command._option_string_actions))
+                                      hint=option_hint(option, command._option_string_actions))
         command.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.fm_command is not None and args.fm_command.strip() == "":
         raise command.usage_error("--fm-command needs a command")
