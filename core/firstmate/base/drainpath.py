@@ -146,8 +146,9 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     """``fm wake drain`` as main, printed to *out* / *err*; False: nothing done, run the full
     path."""
     from firstmate.base import ownerlock
-    from firstmate.base.wakeactor import ack_required, lock_timeout, skip_line
+    from firstmate.base.wakeactor import ack_required, lock_timeout, refuse_crew, skip_line
 
+    refuse_crew(env)
     found = _home(env)
     if found is None:
         return False
@@ -299,7 +300,9 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
     already validated); notices to *err*. False: nothing done, run the full path."""
     from firstmate.base import ownerlock, wakeack
     from firstmate.base.errors import UsageError
+    from firstmate.base.wakeactor import refuse_crew
 
+    refuse_crew(env)
     found = _home(env)
     if found is None:
         return False

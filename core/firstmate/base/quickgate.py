@@ -31,6 +31,19 @@ def crew_marker(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def refuse_crew_session(env: Mapping[str, str], command: str, only: str) -> None:
+    """A :class:`~firstmate.base.errors.FirstmateError` (exit 1) when *env* is a crew's session:
+    *command* consumes or changes what belongs to the primary (*only* says what only the captain
+    does). A crew reads the project it works in, the primary's protocols included; whatever they
+    tell its model, its session never takes the primary's wakes, decisions or session."""
+    marker = crew_marker(env)
+    if marker is not None:
+        from firstmate.base.errors import FirstmateError
+
+        raise FirstmateError(f"{command}: refusing to run in a crew's session ({marker}): only "
+                             f"the captain {only}; report with fm crew status")
+
+
 def _any(directory: str, suffix: str) -> bool:
     """Whether *directory* holds a non-hidden entry ending in *suffix* (True when it cannot be
     read: then the full hook decides)."""
@@ -52,4 +65,5 @@ def nothing_to_supervise(home: str) -> bool:
                 or _any(os.path.join(state, "sources"), ".source"))
 
 
-__all__ = ["CREW_ENV", "crew_marker", "crew_session", "nothing_to_supervise"]
+__all__ = ["CREW_ENV", "crew_marker", "crew_session", "nothing_to_supervise",
+           "refuse_crew_session"]

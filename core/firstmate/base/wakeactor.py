@@ -49,6 +49,20 @@ def _unknown(what: str, value: str) -> Exception:
     return UsageError(f"{what} {clean(value)[:40]!r} (expected main or branch)")
 
 
+#: What only the captain does with the queue: a crew's session is refused (firstmate.cli.main).
+CAPTAIN_ONLY = "drains and acknowledges the wake queue"
+
+
+def refuse_crew(env: Mapping[str, str] | None = None) -> None:
+    """A crew's session (``FM_CREW``, ``FM_TASK_ID``) never takes the primary's wakes, on either
+    drain path: one line, exit 1 (:func:`firstmate.base.quickgate.refuse_crew_session`)."""
+    env = os.environ if env is None else env
+    if env.get("FM_CREW") or env.get("FM_TASK_ID"):  # (the gate's module only when it may say no)
+        from firstmate.base.quickgate import refuse_crew_session
+
+        refuse_crew_session(env, "wake drain", CAPTAIN_ONLY)
+
+
 def lock_timeout(env: Mapping[str, str] | None = None) -> int:
     """``FM_STATUS_PRESENTATION_LOCK_TIMEOUT``: a positive integer of seconds, junk → 10."""
     raw = (os.environ if env is None else env).get(LOCK_TIMEOUT_ENV, "").strip()
@@ -86,6 +100,6 @@ def skip_line(holder_pid: int | None, bound: int) -> str:
     return f"WAKE DRAIN SKIPPED: {who} after {bound}s; retry on the next drain."
 
 
-__all__ = ["ACTORS", "ACTOR_ENV", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "UNCLAIMED_SQL",
-           "VALID_SQL", "ack_command", "ack_required", "command_suffix", "lock_timeout",
-           "resolve_actor", "skip_line"]
+__all__ = ["ACTORS", "ACTOR_ENV", "CAPTAIN_ONLY", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV",
+           "UNCLAIMED_SQL", "VALID_SQL", "ack_command", "ack_required", "command_suffix",
+           "lock_timeout", "refuse_crew", "resolve_actor", "skip_line"]

@@ -108,6 +108,13 @@ def _run(argv: Sequence[str]) -> int:
         if command is None:
             raise _unknown(name)
         return int(command(rest))
+    only = CAPTAIN_ONLY.get(name)
+    if only is not None and not wants_help(rest):
+        what = only.get(rest[0] if rest else "", only.get("*"))
+        if what is not None:
+            from firstmate.base.quickgate import refuse_crew_session
+
+            refuse_crew_session(os.environ, f"{name} {rest[0]}" if "*" not in only else name, what)
     if name in LONG_RUNNING:
         from firstmate.store.locks import prefer_portalocker
 
@@ -128,6 +135,24 @@ def dispatch(argv: Sequence[str]) -> int:
             return 0
         raise
 
+
+#: What a crew's session (``FM_CREW``, ``FM_TASK_ID``) may not run: command → subcommand (``*``:
+#: all of them) → what only the captain does. These consume or change the primary's own state
+#: (its wakes, decisions, session lock, away mode and host); ``fm arm``, ``fm watch`` and
+#: ``fm checkpoint`` refuse with their own ``watcher: FAILED`` line, and the bridge and the hooks
+#: stand aside in a crew's session. Looked up before the command's module is imported.
+CAPTAIN_ONLY: dict[str, dict[str, str]] = {
+    "wake": {"drain": "drains and acknowledges the wake queue",  # (wakeactor.CAPTAIN_ONLY)
+             "grant": "hands wake rows to a supervision branch"},
+    "lock": {"acquire": "holds the primary session lock",
+             "release": "holds the primary session lock"},
+    "crew": {"answer": "answers the crews' decisions"},
+    "away": {"on": "turns away mode on or off", "off": "turns away mode on or off"},
+    "host": {"park": "runs the supervision host", "report": "runs the supervision host",
+             "enable": "configures the supervision host",
+             "disable": "configures the supervision host"},
+    "migrate": {"*": "imports into the wake queue"},
+}
 
 #: Commands that run for minutes: they lock through portalocker (firstmate.store.locks), whose
 #: import the short commands cannot afford.

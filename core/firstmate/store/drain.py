@@ -36,6 +36,7 @@ from firstmate.base.wakeactor import (
     ack_required,
     command_suffix,
     lock_timeout,
+    refuse_crew,
     resolve_actor,
     skip_line,
 )
@@ -107,6 +108,7 @@ def drain(
     *timeout* bounds the queue-lock wait (default ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT``); when
     it runs out the result carries only :attr:`DrainResult.skipped` and nothing changed.
     """
+    refuse_crew(env)
     actor = resolve_actor(actor, env)
     bound = lock_timeout(env) if timeout is None else timeout
     try:
@@ -239,6 +241,7 @@ def acknowledge(
     long as it must. A cutoff beyond the last row presented to the actor is a
     :class:`UsageError` and changes nothing; a generation that is not the open episode's retires
     nothing, and the notices name the remedy."""
+    refuse_crew(env)
     actor = resolve_actor(actor, env)
     cutoff = parse_through(through)
     episodes.require_generation(generation)
