@@ -117,6 +117,33 @@ def test_a_wake_shows_its_append_and_event_latency(fm_home: Home, top: Gatherer)
     assert "last wakes (3)" in text and "signal: alpha.status: done: tests pass" in text
 
 
+def test_a_turn_end_marker_of_minus_infinity_leaves_fm_top_standing(fm_home: Home) -> None:
+    """A delivered turn-end wake whose marker now says ``-inf``: the event latency is unknown."""
+    crew.add(fm_home, "a", "%1")
+    crew.mark_turn_ended(fm_home, "a")
+    db = db_for(fm_home)
+    deliveries.record(db, 4242, "4242:1.00:aa", "signal: a.turn-ended")
+    db.close()
+    for content in (b"-inf\n", b"nan\n", b"1e400\n", b"-1e400 5\n"):
+        Path(crew.path(fm_home, "a", crew.TURN_ENDED)).write_bytes(content)
+        gatherer = Gatherer(fm_home.root, {"FM_HOME": str(fm_home.root)})
+        try:
+            frame = gatherer.gather(now=time.time() + 10)
+        finally:
+            gatherer.close()
+        (wake,) = frame.wakes
+        # (a stamp that is not a finite number is no stamp; 5 is one, if an odd one)
+        assert wake.event_latency is None or 0 <= wake.event_latency < float("inf")
+        assert "signal: a.turn-ended" in "\n".join(render(frame, 120))
+
+
+def test_figures_that_are_not_finite_numbers_read_as_unknown() -> None:
+    from firstmate.app.top_view import age, latency
+
+    for value in (float("inf"), float("-inf"), float("nan")):
+        assert age(value) == "-" and latency(value) == "-"
+
+
 def test_a_row_seen_before_its_acknowledgement_keeps_its_latency(fm_home: Home) -> None:
     db = db_for(fm_home)
     queue.append(db, "check", "ci", "ci failed", at=time.time() - 4.0)

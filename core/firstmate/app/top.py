@@ -36,6 +36,7 @@ from pathlib import Path
 
 import attrs
 
+from firstmate.base.envnum import finite
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
 from firstmate.store.database import DELIVERIES_KEEP, Store
@@ -374,7 +375,9 @@ def _newest_turn_end(home: Home, name: str, before: float) -> float | None:
     stamps = []
     for word in raw.split():
         with contextlib.suppress(ValueError):
-            stamps.append(float(word))
+            stamp = float(word)
+            if finite(stamp):  # a marker written by hand may say anything: -inf, nan, 1e999
+                stamps.append(stamp)
     found = [s for s in stamps if s <= before]
     if found:
         return max(found)

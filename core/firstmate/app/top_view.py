@@ -11,6 +11,7 @@ import time
 import unicodedata
 
 from firstmate.app.top import CrewView, Frame, WakeView
+from firstmate.base.envnum import finite
 
 #: Narrowest layout rendered; a narrower screen gets lines cut at its edge.
 MIN_WIDTH = 40
@@ -23,8 +24,8 @@ START_HINT = ("no firstmate home here yet; to start one:",
 
 
 def age(seconds: float | None) -> str:
-    """``3s``, ``4m12s``, ``2h05m``, ``3d04h``; ``-`` for unknown."""
-    if seconds is None:
+    """``3s``, ``4m12s``, ``2h05m``, ``3d04h``; ``-`` for unknown (or not a finite number)."""
+    if seconds is None or not finite(seconds):
         return "-"
     s = int(max(0.0, seconds))
     if s < 60:
@@ -37,8 +38,8 @@ def age(seconds: float | None) -> str:
 
 
 def latency(seconds: float | None) -> str:
-    """``85ms``, ``2.1s``, then as :func:`age`; ``-`` for unknown."""
-    if seconds is None:
+    """``85ms``, ``2.1s``, then as :func:`age`; ``-`` for unknown (or not a finite number)."""
+    if seconds is None or not finite(seconds):
         return "-"
     if seconds < 1.0:
         return f"{seconds * 1000:.0f}ms"
