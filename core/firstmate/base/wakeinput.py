@@ -27,7 +27,19 @@ _ESCAPES = (
     r"|\x9b[0-?]*[ -/]*[@-~]"               # 8-bit CSI
 )
 _BREAKS = r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]"
-_CONTROLS = r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]"
+#: Unicode's format characters (category Cf): the bidirectional embeddings, overrides, isolates
+#: and marks, zero-width spaces and joiners, the soft hyphen, the byte-order mark, invisible
+#: operators, interlinear annotations and tags. Invisible, some of them make a shown line read
+#: differently from its bytes (U+202E turns the rest of a line around), so text from a crew
+#: never shows them. (This and every later Unicode version; a test holds it to the running
+#: Python's database.)
+FORMAT_CHARS = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
+_CONTROLS = r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f" + FORMAT_CHARS + "]"
 #: Lone surrogates: bytes that were not UTF-8 (argv decoded with surrogateescape) cannot be
 #: stored or printed as text, so each becomes U+FFFD.
 _SURROGATES = r"[\ud800-\udfff]"
@@ -45,10 +57,12 @@ def _patterns() -> tuple[re.Pattern[str], ...]:
 
 
 def clean(text: str, limit: int | None = None) -> str:
-    """*text* made safe for one line: breaks become spaces, escapes and controls are removed,
-    undecodable bytes become U+FFFD."""
+    """*text* made safe for one line: breaks become spaces, escapes, controls and format
+    characters (:data:`FORMAT_CHARS`) are removed, undecodable bytes become U+FFFD. The one
+    sanitiser of text from crews, rows and checks wherever fm shows it."""
     # Printable text holds nothing any pattern matches (they all need a control character,
-    # ESC, a line or paragraph separator or a surrogate, none of them printable), so ordinary
+    # ESC, a line or paragraph separator, a format character or a surrogate, none of them
+    # printable), so ordinary
     # text, in any script, skips them and never loads re.
     if not text.isprintable():
         surrogates, escapes, breaks, controls = _patterns()
@@ -76,4 +90,4 @@ def validate(kind: str, key: str, payload: str) -> tuple[str, str, str]:
     return kind, key, clean(payload, PAYLOAD_MAX)
 
 
-__all__ = ["KEY_MAX", "KINDS", "PAYLOAD_MAX", "TRUNCATION_MARKER", "clean", "validate"]
+__all__ = ["FORMAT_CHARS", "KEY_MAX", "KINDS", "PAYLOAD_MAX", "TRUNCATION_MARKER", "clean", "validate"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from firstmate.base.wakeinput import FORMAT_CHARS
+
 #: First characters of every wake text: harness shims and models recognise operational input.
 PREFIX = "FIRSTMATE_OP:"
 NEXT_STEP = (
@@ -30,13 +32,14 @@ _STRING_SEQ = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c
 _CSI = re.compile(r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?")
 _ESC = re.compile(r"\x1b[\x20-\x2f]*[\x30-\x7e]?")
 _NEWLINES = re.compile(r"\r\n?|[\u2028\u2029\x85]")
-# C0 controls except newline, DEL, any C1 left over, and bidirectional overrides/isolates
-# (they can make a shown line read differently from its bytes).
-_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls except newline, DEL, any C1 left over, and Unicode's format characters (bidi
+# controls, zero-width characters: they can make a shown line read differently from its bytes),
+# the same set as every other text fm shows (firstmate.base.wakeinput.FORMAT_CHARS).
+_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f" + FORMAT_CHARS + "]")
 
 
 def sanitise(text: str) -> str:
-    """*text* with escape sequences and control characters removed; newlines kept.
+    """*text* with escape sequences, control and format characters removed; newlines kept.
 
     Lone surrogates become U+FFFD, CR/CRLF and Unicode line separators become ``\\n``, a TAB
     becomes a space. The result has no character below U+0020 except ``\\n``, no ESC, no C1

@@ -188,6 +188,7 @@ def _list(rest: list[str], parser: Parser) -> int:
     for row in found:
         text = row.last_text if row.last_text is not None else "(no status yet)"
         flag = f"  [{row.open_decisions} open decision(s)]" if row.open_decisions else ""
-        sys.stdout.write(f"{row.name}\t{row.harness or '-'}\t{row.pane} {row.pane_state}\t"
+        sys.stdout.write(f"{row.name}\t{row.harness or '-'}\t{crew.clean_text(row.pane)} "
+                         f"{row.pane_state}\t"
                          f"{age_text(row.age(now))}\t{crew.cut(text, 160)}{flag}\n")
     return ExitCode.OK

@@ -311,7 +311,7 @@ def set_harness(home: Home, name: str, harness: str) -> None:
 def harness(home: Home, name: str) -> str | None:
     """The harness recorded for crew *name*, or None (a crew registered by hand)."""
     text = read_text(path(home, name, HARNESS), 256)
-    return (text or "").strip() or None
+    return clean_text(text or "", 64) or None  # (written by fm clean, but it is a plain file)
 
 
 def save_pane_log(home: Home, name: str, text: str) -> Path:

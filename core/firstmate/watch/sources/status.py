@@ -222,7 +222,8 @@ class StatusSource:
             self._advance(pending)
             self._first_seen.pop(name, None)
             self._since.pop(name, None)
-            what = f"{name}.status: {events[-1].text}" if events else f"{name}.turn-ended"
+            what = (f"{name}.status: {crewmod.clean_text(events[-1].text, REASON_TEXT_BYTES)}"
+                    if events else f"{name}.turn-ended")
             ctx.triage(f"absorbed signal: {what} (crew busy)")
             return None
 
