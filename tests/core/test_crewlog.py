@@ -154,3 +154,51 @@ def test_a_snapshot_refuses_what_is_not_a_regular_file_without_waiting(tmp_path:
     os.unlink(crew_dir / "beta.pane")
     (crew_dir / "bad name.pane").write_text("%2\n")
     assert [snap[0] for snap in crewview.snapshot(str(crew_dir))] == ["alpha"]  # skipped
+
+
+def test_a_line_longer_than_the_limit_is_read_past_keeping_its_beginning(tmp_path: Path) -> None:
+    log = tmp_path / "w.status"
+    blob = b"1.5\tdone: big " + b"x" * (3 << 20)
+    log.write_bytes(b"1.0\tworking: a\n" + blob + b"\n2.0\tdone: later\n")
+    whole = crewlog.read_span(str(log), 0)
+    assert whole is not None
+    texts = [(line[0][:10], line[1], crewlog.oversized(line)) for line in whole[3]]
+    assert texts == [("working: a", 1.0, False), ("done: big ", 1.5, True),
+                     ("done: late", 2.0, False)]
+    assert len(whole[3][1][0].encode()) == crewlog.LINE_MAX - len(b"1.5\t")
+    # Read from the blob with a 1 MiB limit: past it, and on to the line after it.
+    part = crewlog.read_span(str(log), 15, limit=1 << 20)
+    assert part is not None and part[2] == whole[2]
+    assert [line[2:] for line in part[3]] == [line[2:] for line in whole[3][1:]]
+    assert part[3][0][0] == whole[3][1][0]  # the same beginning, whichever way it was read
+
+
+def test_an_oversized_line_still_being_written_is_left_for_later(tmp_path: Path) -> None:
+    log = tmp_path / "w.status"
+    log.write_bytes(b"y" * (2 << 20))  # no newline yet
+    span = crewlog.read_span(str(log), 0, limit=1 << 20)
+    assert span is not None and span[2] == 0 and span[3] == ()
+    with open(log, "ab") as fh:
+        fh.write(b"\n1.0\tdone: x\n")
+    span = crewlog.read_span(str(log), 0, limit=1 << 20)
+    assert span is not None and span[2] == log.stat().st_size
+    assert [line[0] for line in span[3]][1:] == ["done: x"] and crewlog.oversized(span[3][0])
+
+
+@given(sizes=st.lists(st.sampled_from([0, 1, 100, crewlog.LINE_MAX, crewlog.LINE_MAX + 1,
+                                       (1 << 20) + 7]), min_size=1, max_size=5),
+       limit=st.sampled_from([None, 1 << 20, 1 << 17]))
+def test_reading_in_limited_steps_sees_what_one_read_sees(tmp_path_factory: pytest.TempPathFactory,
+                                                         sizes: list[int], limit: int | None) -> None:
+    log = tmp_path_factory.mktemp("log") / "w.status"
+    log.write_bytes(b"".join(f"{i}.0\t".encode() + b"z" * n + b"\n" for i, n in enumerate(sizes)))
+    whole = crewlog.read_span(str(log), 0)
+    assert whole is not None
+    seen: list[crewlog.Line] = []  # type: ignore[name-defined]
+    offset = 0
+    while offset < whole[2]:
+        span = crewlog.read_span(str(log), offset, limit=limit)
+        assert span is not None and span[2] > offset  # every read moves on
+        seen += span[3]
+        offset = span[2]
+    assert seen == list(whole[3])

@@ -380,3 +380,35 @@ def test_a_turn_end_recorded_before_the_pane_redrew_is_looked_at_again(home: Hom
     latest = (home.crew_dir / "w1.turn-ended").stat().st_mtime
     assert source.poll(ctx(home, latest, triage, FM_TURN_SETTLE="0")) is None
     assert len(triage) == 2
+
+
+def test_a_status_line_over_the_read_limit_is_read_past_and_reported_once(home: Home) -> None:
+    """A broken reporter (or ``cat`` of a binary) writes one line of 2 MiB: the source keeps
+    its beginning, says so once in the triage log, and the crew's later lines still wake."""
+    source = StatusSource(home, Panes())
+    with open(home.crew_dir / "w1.status", "ab") as fh:
+        fh.write(b"\xff\xfe" + os.urandom(16).hex().encode() * (1 << 16) + b"\n")
+    triage: list[str] = []
+    for poll in range(3):
+        c = ctx(home, T0 + 40 * poll, triage)
+        wake = source.poll(c)
+        if wake is not None:
+            source.commit(wake, c)
+    notes = [line for line in triage if "status line of" in line]
+    assert len(notes) == 1 and "w1.status was cut to its first 65536 bytes" in notes[0], triage
+    crew.append_status(home, "w1", "done: second report", now=T0 + 200)
+    wake = fire(source, home, T0 + 231)
+    assert wake is not None and wake.reason == "signal: w1.status: done: second report"
+    assert fire(source, home, T0 + 300) is None
+
+
+def test_an_oversized_line_between_reports_does_not_hide_the_report_after_it(home: Home) -> None:
+    crew.append_status(home, "w1", "working: start", now=T0)
+    with open(home.crew_dir / "w1.status", "ab") as fh:
+        fh.write(b"x" * (3 << 20) + b"\n")
+    crew.append_status(home, "w1", "done: after the blob", now=T0 + 1)
+    # (at most 1 MiB is read per poll: the first cycle closes on what came before the blob)
+    first = fire(StatusSource(home, Panes()), home, T0 + 31)
+    assert first is not None and first.reason == "signal: w1.status: working: start"
+    wake = fire(StatusSource(home, Panes()), home, T0 + 62)
+    assert wake is not None and wake.reason == "signal: w1.status: done: after the blob"

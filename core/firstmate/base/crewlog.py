@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 
 DRAIN_CURSOR = ".drain-cursor"
 MAX_PANE_CHARS = 256
+#: Longest status line read whole (bytes, line end excluded): a longer one (``fm crew status``
+#: writes at most ~2 KB; this is a broken reporter, or ``cat`` of a binary) is kept as its first
+#: LINE_MAX bytes, and readers move past it (:func:`oversized` tells them it was cut).
+LINE_MAX = 1 << 16
+#: Bytes read at a time while looking for the end of a line longer than a read's limit.
+_SCAN_CHUNK = 1 << 20
 
 #: A stamped line (DOTALL): ``<epoch>\t<text>``.
 LINE_RE = r"(\d{1,12}(?:\.\d{1,9})?)\t(.*)"
@@ -165,29 +171,77 @@ def read_span(path: str, start: int = 0, *, inode: int | None = None,
     lines skipped); None when *path* is absent.
 
     When the file is no longer the one the offset belongs to (another *inode*) or it shrank
-    below *start*, reading restarts at 0.
+    below *start*, reading restarts at 0. A line longer than :data:`LINE_MAX` is kept as its
+    first LINE_MAX bytes (:func:`oversized`). One longer than *limit* is read past all the same
+    (to its newline, keeping nothing more), counting LINE_MAX against the limit, and the lines
+    after it are read on: a reader's cursor never stops in front of a line too long to read.
     """
     fd = open_read(path)
     if fd is None:
         return None
+    lines: list[Line] = []
     try:
         st = os.fstat(fd)
-        if (inode is not None and inode != st.st_ino) or start > st.st_size:
+        size = st.st_size
+        if (inode is not None and inode != st.st_ino) or start > size:
             start = 0
-        size = st.st_size - start
-        data = read_fd(fd, start, size if limit is None else min(limit, size))
+        offset = start
+        budget = size - start if limit is None else limit
+        while offset < size and budget > 0:
+            want = min(budget, size - offset)
+            data = read_fd(fd, offset, want)
+            complete = data.rfind(b"\n") + 1
+            if complete:
+                offset = _parse(data[:complete], offset, None, lines)
+                break  # (an incomplete tail, or the rest past the limit, is the next read's)
+            past = (_line_end(fd, offset + len(data), size)
+                    if len(data) == want < size - offset else None)
+            if past is None:
+                break  # a line still being written
+            offset = _parse(data, offset, past, lines)
+            budget -= LINE_MAX
     finally:
         os.close(fd)
-    complete = data.rfind(b"\n") + 1
-    lines: list[Line] = []
-    offset = start
-    for raw in data[:complete].splitlines(keepends=True):
+    return st.st_ino, start, offset, tuple(lines)
+
+
+def _parse(blob: bytes, offset: int, past: int | None, lines: list[Line]) -> int:
+    """Append the lines of *blob* (read from byte *offset*) to *lines*; where they end. With
+    *past*, *blob*'s last piece is the beginning of a line that runs on to *past*."""
+    for raw in blob.splitlines(keepends=True):
         end = offset + len(raw)
-        text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
-        if text.strip():
-            lines.append(parse_line(text, offset, end))
+        text = raw.rstrip(b"\r\n")
+        if len(text) > LINE_MAX:
+            text = text[:LINE_MAX]
+        line = text.decode("utf-8", "replace")
+        if line.strip():
+            lines.append(parse_line(line, offset, end))
         offset = end
-    return st.st_ino, start, start + complete, tuple(lines)
+    if past is None:
+        return offset
+    if lines and lines[-1][3] == offset:
+        last, at, begin, _ = lines[-1]
+        lines[-1] = (last, at, begin, past)
+    return past
+
+
+def _line_end(fd: int, offset: int, size: int) -> int | None:
+    """Just past the first newline of *fd* at or after *offset* (before *size*), or None when
+    the line is not complete yet."""
+    while offset < size:
+        chunk = os.pread(fd, min(_SCAN_CHUNK, size - offset), offset)
+        if not chunk:
+            return None
+        found = chunk.find(b"\n")
+        if found >= 0:
+            return offset + found + 1
+        offset += len(chunk)
+    return None
+
+
+def oversized(line: Line) -> bool:
+    """*line* was longer than :data:`LINE_MAX` and holds only its beginning."""
+    return line[3] - line[2] > LINE_MAX + 1
 
 
 def verb(text: str) -> str:
@@ -344,8 +398,9 @@ def registered(crew_dir: str) -> list[tuple[str, str, float]]:
     return crews
 
 
-__all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_RE", "MAX_PANE_CHARS", "PANE",
+__all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_MAX", "LINE_RE",
+           "MAX_PANE_CHARS", "PANE",
            "STATUS", "TURN_ENDED", "VERB_RE", "answered", "crew_path", "cut",
-           "decision", "encode_cursor", "fold_decisions", "from_captain", "open_read",
+           "decision", "encode_cursor", "fold_decisions", "from_captain", "open_read", "oversized",
            "parse_cursor", "parse_line", "read_cursor", "read_fd", "read_span", "read_text",
            "registered", "registration", "verb", "write_cursor"]

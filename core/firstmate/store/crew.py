@@ -95,6 +95,12 @@ class StatusLine:
         """``answered:`` lines are the captain's own replies, not crew events."""
         return crewlog.from_captain(self.text)
 
+    @property
+    def oversized(self) -> bool:
+        """The line was longer than :data:`~firstmate.base.crewlog.LINE_MAX` bytes: only its
+        beginning was kept."""
+        return crewlog.oversized((self.text, self.at, self.start, self.end))
+
 
 @attrs.frozen
 class Span:

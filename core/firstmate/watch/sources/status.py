@@ -40,6 +40,7 @@ from typing import ClassVar
 
 import attrs
 
+from firstmate.base.crewlog import LINE_MAX
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
@@ -203,7 +204,16 @@ class StatusSource:
         turn = crewmod.turn_signature(self.home, name)
         seen = (crewmod.read_text(crewmod.path(self.home, name, crewmod.TURN_SEEN)) or "").strip()
         turn_changed = turn is not None and turn[0] != seen
-        events = [line for line in span.lines if not line.from_captain] if span is not None else []
+        lines = span.lines if span is not None else ()
+        events = [line for line in lines if not line.from_captain]
+        for line in lines:
+            if line.oversized:  # (a broken reporter, or cat of a binary): said once, read past
+                where = cursor.inode if cursor is not None else 0
+                self._note_once(ctx, f"oversized {name} {where} {line.start}",
+                                f"status: {name}: a status line of {line.end - line.start} bytes "
+                                f"at byte {line.start} of {name}.status was cut to its first "
+                                f"{LINE_MAX} bytes; report with fm crew status NAME "
+                                '"<verb>: note" (one short line)')
         pending = _Pending(name, cursor, turn[0] if turn_changed and turn is not None else None)
 
         if not events and not turn_changed:
