@@ -132,7 +132,7 @@ def test_a_snapshot_refuses_what_is_not_a_regular_file_without_waiting(tmp_path:
     assert crewview.snapshot(str(crew_dir)) == [
         ("alpha", (os.stat(crew_dir / "alpha.status").st_ino, 0, 23,
                    (("done: x", 1_700_000_000.0, 0, 23),)),
-         ("done: x", 1_700_000_000.0, 0, 23), ())]
+         ("done: x", 1_700_000_000.0, 0, 23), (), None)]
     # A FIFO is refused at once (opened without waiting for a writer), never read: the drain
     # prints STATUS PRESENTATION INCOMPLETE instead of hanging.
     os.mkfifo(crew_dir / "alpha.drain-cursor")

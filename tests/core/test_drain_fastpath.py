@@ -148,6 +148,14 @@ def crew_files(home: Home) -> list[str]:
         else:
             data = path.read_bytes()
             if path.name.endswith(crew.DRAIN_CURSOR):
+                # The turn-end signature a mark covers (the copies' markers have their own
+                # inodes and, once touched after the copy, their own times).
+                words = data.split()
+                if len(words) == 5:
+                    marker = path.with_name(path.name[: -len(crew.DRAIN_CURSOR)] + crew.TURN_ENDED)
+                    now = marker.exists() and b" ".join(words[2:]) == crew.marker_signature(
+                        marker.lstat()).encode()
+                    data = b" ".join(words[:2]) + (b" <turn now>\n" if now else b" <turn before>\n")
                 log = path.with_name(path.name[: -len(crew.DRAIN_CURSOR)] + crew.STATUS)
                 inode, _, rest = data.partition(b" ")
                 if log.exists() and not log.is_symlink() and inode == str(log.stat().st_ino).encode():
@@ -298,6 +306,16 @@ def shrink(name: str, keep: int) -> Callable[[Home], None]:
         with open(path, "r+b") as fh:
             fh.truncate(0)
             fh.write(data)
+
+    return arrange
+
+
+def turns(*names: str) -> Callable[[Home], None]:
+    """A turn end of each crew (as its harness hook records one)."""
+
+    def arrange(home: Home) -> None:
+        for name in names:
+            crew.mark_turn_ended(home, name, now=T0 + 50)
 
     return arrange
 
@@ -471,6 +489,13 @@ SCENARIOS = [
     Scenario("a dotted crew name", both(crews(**{"a.b": ["done: dotted"], "a": ["working: a"]}),
                                         signals("a.b.status", "a.status")), (drain,), (True,),
              shows=(LATEST + "a.b.status: done: dotted", LATEST + "a.status: working: a")),
+    Scenario("turn ends shown with the crews' lines, then a later one and more lines",
+             both(TEAM, turns("alpha", "beta"), signals("alpha.status")),
+             (drain, Arrange(turns("alpha")), drain, Arrange(status("beta", "done: more")), drain,
+              drain), (True, True, True, True), shows=("beta done: more\n",)),
+    Scenario("a turn end with no line of the crew's own to show",
+             both(crews(alpha=["answered: key=q fine"]), turns("alpha")), (drain, drain),
+             (True, True)),
     # Crew files the full path reads another way: the fast path hands over, changing nothing.
     Scenario("a symlinked status log", both(TEAM, symlink("alpha.status", "elsewhere"),
                                             signals("alpha.status")), (drain, ack()), (True, True),

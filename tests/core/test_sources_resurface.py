@@ -45,3 +45,44 @@ def test_without_a_known_safe_point_every_queued_row_counts(fm_home: Home) -> No
     _append(fm_home, "signal: builder done: UNKNOWN-START")
     wake = ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=None))
     assert wake is not None and wake.reason == REASON
+
+
+def _downtime(home: Home) -> None:
+    db = open_store(home)
+    try:
+        with queue.locked(db) as conn:
+            episodes.publish_downtime(conn)
+    finally:
+        db.close()
+
+
+def test_an_open_decision_no_drain_presented_resurfaces(fm_home: Home) -> None:
+    from firstmate.store import crew
+
+    crew.add(fm_home, "beta", "%2")
+    crew.append_status(fm_home, "beta", "needs-decision: key=x choose A or B")
+    _downtime(fm_home)
+    wake = ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=0))
+    assert wake is not None and wake.reason == REASON
+
+
+def test_an_open_decision_a_drain_presented_retires_the_recovery_silently(fm_home: Home) -> None:
+    """The captain was shown it (OPEN DECISIONS repeats it on every drain) and left it open:
+    a recovery with nothing else to show wakes no one for it."""
+    from firstmate.app import drain_context
+    from firstmate.store import crew
+
+    crew.add(fm_home, "beta", "%2")
+    crew.append_status(fm_home, "beta", "needs-decision: key=x choose A or B")
+    presentation = drain_context.prepare(fm_home, [], env={})
+    assert "beta [key=x] needs-decision: choose A or B" in presentation.lines
+    presentation.commit()
+    _downtime(fm_home)
+    assert ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=0)) is None
+    state = episode(fm_home)
+    assert isinstance(state, episodes.Episode) and state.status == "acked"
+    # Asked again after that drain: not yet presented, so it counts.
+    crew.append_status(fm_home, "beta", "needs-decision: key=x choose A or B, now please")
+    _downtime(fm_home)
+    wake = ResurfaceSource(fm_home).poll(_ctx(fm_home, startup_seq=0))
+    assert wake is not None and wake.reason == REASON

@@ -412,3 +412,96 @@ def test_an_oversized_line_between_reports_does_not_hide_the_report_after_it(hom
     assert first is not None and first.reason == "signal: w1.status: working: start"
     wake = fire(StatusSource(home, Panes()), home, T0 + 62)
     assert wake is not None and wake.reason == "signal: w1.status: done: after the blob"
+
+
+# --- what a drain presented wakes no one again -------------------------------------------------
+
+
+def present(home: Home) -> list[str]:
+    """What ``fm wake drain`` prints of the crews, with its mark committed as the drain does."""
+    from firstmate.app import drain_context
+
+    presentation = drain_context.prepare(home, [], env={})
+    presentation.commit()
+    return presentation.lines
+
+
+def test_lines_a_drain_presented_do_not_wake_and_a_later_line_does(home: Home) -> None:
+    crew.append_status(home, "w1", "done: second report", now=T0)
+    crew.append_status(home, "w2", "needs-decision: key=x choose A or B", now=T0)
+    shown = present(home)
+    assert "w1 done: second report" in shown and "w2 needs-decision: key=x choose A or B" in shown
+    source = StatusSource(home, Panes())
+    assert fire(source, home, T0 + 100) is None
+    # The source's own cursor caught up with the mark: the crew reads as unchanged again.
+    assert crew.read_cursor(home.crew_dir / "w1.signal-cursor") is not None
+    crew.append_status(home, "w1", "done: third", now=T0 + 200)
+    wake = fire(source, home, T0 + 300)
+    assert wake is not None and wake.reason == "signal: w1.status: done: third"
+
+
+def test_a_mark_of_another_log_is_not_honoured(home: Home) -> None:
+    crew.append_status(home, "w1", "done: before", now=T0)
+    present(home)
+    log = home.crew_dir / "w1.status"
+    text = log.read_bytes()
+    log.unlink()
+    log.write_bytes(text + b"1.0\tdone: in a new log\n")  # another inode, the old mark's offset
+    wake = fire(StatusSource(home, Panes()), home, T0 + 100)
+    assert wake is not None and wake.reason == "signal: w1.status: done: in a new log"
+
+
+def test_the_source_never_goes_back_behind_its_own_cursor(home: Home) -> None:
+    source = StatusSource(home, Panes())
+    crew.append_status(home, "w1", "done: one", now=T0)
+    present(home)  # the mark: after "done: one"
+    crew.append_status(home, "w1", "done: two", now=T0 + 1)
+    wake = fire(source, home, T0 + 100)
+    assert wake is not None and wake.reason == "signal: w1.status: done: two"
+    assert fire(source, home, T0 + 200) is None  # its cursor (past "two") wins over the mark
+
+
+def test_a_decision_the_captain_answered_does_not_wake(home: Home) -> None:
+    crew.append_status(home, "w1", "needs-decision: key=x choose A or B", now=T0)
+    crew.answer(home, "w1", "x", "A", now=T0 + 1)
+    crew.append_status(home, "w2", "needs-decision: which way?", now=T0)  # keyless: line1
+    crew.answer(home, "w2", "line1", "left", now=T0 + 1)
+    assert fire(StatusSource(home, Panes()), home, T0 + 100) is None
+
+
+def test_an_answered_decision_leaves_the_crews_other_news_to_wake(home: Home) -> None:
+    crew.append_status(home, "w1", "needs-decision: key=x A or B?", now=T0)
+    crew.append_status(home, "w1", "needs-decision: key=y C or D?", now=T0 + 1)
+    crew.answer(home, "w1", "x", "A", now=T0 + 2)
+    wake = fire(StatusSource(home, Panes()), home, T0 + 100)
+    assert wake is not None and wake.reason == "signal: w1.status: needs-decision: key=y C or D?"
+
+
+def test_a_turn_end_shown_with_the_lines_is_seen_and_a_later_one_wakes(home: Home) -> None:
+    crew.append_status(home, "w1", "done: the parser", now=T0)
+    crew.mark_turn_ended(home, "w1")
+    present(home)
+    source = StatusSource(home, Panes())
+    now = time.time()
+    assert fire(source, home, now + 100) is None
+    marker = home.crew_dir / "w1.turn-ended"
+    os.utime(marker, (now + 200, now + 200))  # the crew's next turn ends
+    wake = fire(source, home, now + 300)
+    assert wake == Wake("signal", "w1.turn-ended", "signal: w1.turn-ended")
+
+
+def test_a_turn_end_no_line_was_shown_with_still_wakes(home: Home) -> None:
+    crew.append_status(home, "w1", "done: the parser", now=T0)
+    present(home)  # shows the line; no turn end yet
+    crew.mark_turn_ended(home, "w1")  # the crew then goes idle without a word
+    present(home)  # nothing new of the crew's own to show: its turn end is not covered
+    wake = fire(StatusSource(home, Panes()), home, time.time() + 100)
+    assert wake == Wake("signal", "w1.turn-ended", "signal: w1.turn-ended")
+
+
+def test_a_drain_showing_nothing_new_keeps_the_turn_end_it_covered(home: Home) -> None:
+    crew.append_status(home, "w1", "done: the parser", now=T0)
+    crew.mark_turn_ended(home, "w1")
+    present(home)
+    present(home)  # a second drain, nothing new: the covered turn end stays covered
+    assert fire(StatusSource(home, Panes()), home, time.time() + 100) is None

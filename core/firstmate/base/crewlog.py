@@ -10,6 +10,9 @@ this module only when crews are registered. Plain tuples:
 ``Cursor``    ``(inode, offset)``
 ``Decision``  ``(crew, key, note, at, keyed)``; *keyed* is False for a key made from the line
               number
+``Mark``      ``(cursor, turn)``: what a drain presented of a crew (``NAME.drain-cursor``): its
+              status log up to the cursor and, when it showed lines of the crew, the turn-end
+              marker's signature as it was read with them (else None)
 
 Every file is opened without following a symlink and without blocking, and must be a regular
 file: a symlink, a FIFO, a directory or an unreadable file is a
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     Span = tuple[int, int, int, tuple[Line, ...]]
     Cursor = tuple[int, int]
     Decision = tuple[str, str, str, float | None, bool]
+    Mark = tuple[Cursor, str | None]
 
 DRAIN_CURSOR = ".drain-cursor"
 MAX_PANE_CHARS = 256
@@ -303,21 +307,45 @@ def answered(text: str) -> str | None:
     return None if keyed is None else keyed[0]
 
 
-def fold_decisions(crew: str, lines: Iterable[Line]) -> list[Decision]:
-    """The decisions still open after reading *lines* (a whole log, oldest first) in order."""
-    open_: dict[str, Decision] = {}
+def open_decision_lines(lines: Iterable[Line]) -> list[tuple[str, bool, str, Line]]:
+    """The decisions still open after reading *lines* (a whole log, oldest first), in order:
+    ``(key, keyed, note, the line that asked it)``."""
+    open_: dict[str, tuple[str, bool, str, Line]] = {}
     for number, line in enumerate(lines, start=1):
         asked = decision(line[0])
         if asked is not None:
             given, note = asked
             key = given or f"line{number}"
             open_.pop(key, None)  # a re-asked decision moves to the end with its newest wording
-            open_[key] = (crew, key, note, line[1], given is not None)
+            open_[key] = (key, given is not None, note, line)
             continue
         closed = answered(line[0])
         if closed is not None:
             open_.pop(closed, None)
     return list(open_.values())
+
+
+def fold_decisions(crew: str, lines: Iterable[Line]) -> list[Decision]:
+    """The decisions still open after reading *lines* (a whole log, oldest first) in order."""
+    return [(crew, key, note, line[1], keyed)
+            for key, keyed, note, line in open_decision_lines(lines)]
+
+
+def closed_decisions(lines: Iterable[Line]) -> set[int]:
+    """Where the ``needs-decision:`` lines of *lines* (a whole log, oldest first) that an
+    ``answered:`` line after them closed start (a decision asked again under its key, then
+    answered, closes every asking)."""
+    asked: dict[str, list[int]] = {}
+    closed: set[int] = set()
+    for number, line in enumerate(lines, start=1):
+        found = decision(line[0])
+        if found is not None:
+            asked.setdefault(found[0] or f"line{number}", []).append(line[2])
+            continue
+        key = answered(line[0])
+        if key is not None:
+            closed.update(asked.pop(key, ()))
+    return closed
 
 
 def cut(text: str, max_bytes: int) -> str:
@@ -332,19 +360,63 @@ def cut(text: str, max_bytes: int) -> str:
 
 
 def parse_cursor(text: str | None) -> Cursor | None:
-    """A cursor file's text (``<inode> <offset>``) as a cursor; None when it is not one."""
+    """A cursor file's text (``<inode> <offset>``, a drain cursor's turn-end signature after
+    it) as a cursor; None when it is not one."""
     raw = (text or "").split()
-    if len(raw) == 2 and all(part.isascii() and part.isdigit() for part in raw):
+    if len(raw) in (2, 5) and all(part.isascii() and part.isdigit() for part in raw):
         return int(raw[0]), int(raw[1])
     return None
 
 
+def parse_mark(text: str | None) -> Mark | None:
+    """A drain cursor's text as a presentation mark: the cursor, and the signature of the
+    turn-end marker its lines were shown with (None: none covered)."""
+    cursor = parse_cursor(text)
+    if cursor is None:
+        return None
+    return cursor, " ".join((text or "").split()[2:]) or None
+
+
+def read_mark(path: str) -> Mark | None:
+    """The presentation mark kept in the drain cursor at *path* (None: none, or not one)."""
+    return parse_mark(_cursor_text(path))
+
+
+def write_mark(path: str, mark: Mark) -> None:
+    """Replace the drain cursor at *path* atomically (and durably)."""
+    (inode, offset), turn = mark
+    atomic_write(path, f"{inode} {offset}{' ' + turn if turn else ''}\n".encode())
+
+
+def marker_signature(st: os.stat_result) -> str:
+    """The turn-end marker's signature from its ``lstat``: any append or touch changes it."""
+    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}"
+
+
+def turn_signature(path: str) -> str | None:
+    """The signature of the turn-end marker at *path* (None: there is none, or it is a
+    symlink, which no reader follows)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise state_error(f"cannot read {path}: {exc.strerror}; check the state directory's "
+                          "permissions") from exc
+    return None if stat.S_ISLNK(st.st_mode) else marker_signature(st)
+
+
 def read_cursor(path: str) -> Cursor | None:
+    return parse_cursor(_cursor_text(path))
+
+
+def _cursor_text(path: str) -> str | None:
+    """The first 256 bytes of the cursor file at *path* (None: absent)."""
     fd = open_read(path)
     if fd is None:
         return None
     try:
-        return parse_cursor(os.read(fd, 256).decode("ascii", "replace"))
+        return os.read(fd, 256).decode("ascii", "replace")
     finally:
         os.close(fd)
 
@@ -400,7 +472,8 @@ def registered(crew_dir: str) -> list[tuple[str, str, float]]:
 
 __all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_MAX", "LINE_RE",
            "MAX_PANE_CHARS", "PANE",
-           "STATUS", "TURN_ENDED", "VERB_RE", "answered", "crew_path", "cut",
-           "decision", "encode_cursor", "fold_decisions", "from_captain", "open_read", "oversized",
-           "parse_cursor", "parse_line", "read_cursor", "read_fd", "read_span", "read_text",
-           "registered", "registration", "verb", "write_cursor"]
+           "STATUS", "TURN_ENDED", "VERB_RE", "answered", "closed_decisions", "crew_path", "cut",
+           "decision", "encode_cursor", "fold_decisions", "from_captain", "marker_signature",
+           "open_decision_lines", "open_read", "oversized", "parse_cursor", "parse_line",
+           "parse_mark", "read_cursor", "read_fd", "read_mark", "read_span", "read_text",
+           "registered", "registration", "turn_signature", "verb", "write_cursor", "write_mark"]

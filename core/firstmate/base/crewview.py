@@ -7,9 +7,20 @@ and drain cursor, :func:`render` makes the lines (pure), and :func:`advance` mov
 once the lines were written and flushed. Both callers hold ``state/status-presentation.lock``
 throughout.
 
-A snapshot is ``(name, unread, latest, decisions)``: the span of lines since the crew's drain
-cursor (None: no status log), its newest line not from the captain, and its open decisions
-(tuples of :mod:`firstmate.base.crewlog`).
+A snapshot is ``(name, unread, latest, decisions, turn)``: the span of lines since the crew's
+drain cursor (None: no status log), its newest line not from the captain, its open decisions
+(tuples of :mod:`firstmate.base.crewlog`) and its turn-end marker's signature, read before the
+log.
+
+**What a presentation consumes.** Its drain cursor is a presentation mark
+(:data:`firstmate.base.crewlog.Mark`) the watcher's status source honours as well as its own
+cursor: a line up to the mark was shown to the captain (annotated, listed under UNREAD STATUS,
+or counted in an omission line), so it wakes no one again; a line written after the snapshot
+read the log is past the mark and wakes as usual. When the presentation showed lines of a crew
+not from the captain, the mark also records the turn-end marker as read before them: that turn
+end was shown with them (as a status wake covers the turn end seen with it), and only a later one
+wakes. The mark is written only once the lines were written and flushed: a drain that dies
+before it leaves everything to be presented and woken again, never lost.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ if TYPE_CHECKING:
 
     from firstmate.base.crewlog import Decision, Line, Span
 
-    Snapshot = tuple[str, Span | None, Line | None, tuple[Decision, ...]]
+    Snapshot = tuple[str, Span | None, Line | None, tuple[Decision, ...], str | None]
 
 ITEM_BYTES = 220
 SECTION_BYTES = 4000
@@ -49,6 +60,9 @@ def snapshot(crew_dir: str) -> list[Snapshot]:
     """What every registered crew's status log holds right now."""
     snaps: list[Snapshot] = []
     for name, _pane, _added in crewlog.registered(crew_dir):
+        # The marker before the log: a turn end recorded after this read changes it, and so
+        # wakes, even when the lines it came with were read.
+        turn = crewlog.turn_signature(crewlog.crew_path(crew_dir, name, TURN_ENDED))
         span = crewlog.read_span(crewlog.crew_path(crew_dir, name, STATUS), 0)
         cursor = crewlog.read_cursor(crewlog.crew_path(crew_dir, name, DRAIN_CURSOR))
         unread = span
@@ -58,7 +72,7 @@ def snapshot(crew_dir: str) -> list[Snapshot]:
         lines = span[3] if span is not None else ()
         latest = next((line for line in reversed(lines)
                        if not crewlog.from_captain(line[0])), None)
-        snaps.append((name, unread, latest, tuple(crewlog.fold_decisions(name, lines))))
+        snaps.append((name, unread, latest, tuple(crewlog.fold_decisions(name, lines)), turn))
     return snaps
 
 
@@ -132,7 +146,7 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
     out = _capped(annotations, "wake annotation") if annotations else []
 
     unread_items: list[tuple[float, str, int, str]] = []
-    for name, unread, _latest, _decisions in snaps:
+    for name, unread, _latest, _decisions, _turn in snaps:
         for line in unread[3] if unread else ():
             if crewlog.from_captain(line[0]) or (name, line[2]) in shown:
                 continue
@@ -154,15 +168,20 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
 
 
 def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
-    """Move each crew's drain cursor past what this presentation read (a crew removed since
-    keeps none; a cursor already there is not rewritten)."""
-    for name, unread, _latest, _decisions in snaps:
+    """Move each crew's presentation mark (its drain cursor) past what this presentation read,
+    with the turn end shown with its lines (see the module docstring; a crew removed since
+    keeps none; a mark already there is not rewritten)."""
+    for name, unread, _latest, _decisions, turn in snaps:
         if unread is None or not os.path.lexists(crewlog.crew_path(crew_dir, name, PANE)):
             continue
         path = crewlog.crew_path(crew_dir, name, DRAIN_CURSOR)
-        cursor = (unread[0], unread[2])
-        if crewlog.read_cursor(path) != cursor:
-            crewlog.write_cursor(path, cursor)
+        old = crewlog.read_mark(path)
+        if not any(not crewlog.from_captain(line[0]) for line in unread[3]):
+            # Nothing of the crew's own was shown: a turn end shown before still counts.
+            turn = old[1] if old is not None else None
+        mark = ((unread[0], unread[2]), turn)
+        if old != mark:
+            crewlog.write_mark(path, mark)
 
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",

@@ -8,7 +8,8 @@ status line is one ``O_APPEND`` write; a turn end may be a bare ``touch``). Per 
 ``NAME.turn-ended``     the turn-end marker: one ``<epoch>`` line appended (or touched) per turn end
 ``NAME.signal-cursor``  the watcher's status-source cursor (``<inode> <offset>``)
 ``NAME.turn-seen``      the watcher's last seen turn-end signature
-``NAME.drain-cursor``   the drain presentation's cursor (``<inode> <offset>``)
+``NAME.drain-cursor``   what drains presented (``<inode> <offset>``, then the turn-end marker's
+                        signature when shown with lines): a mark the watcher honours too
 ``NAME.pane-state``     the stale source's pane hash record
 ``NAME.harness``        the harness ``fm crew spawn`` started the crew with (one line)
 ``NAME.pane-log``       the crew's last screen and scrollback, saved by ``fm crew stop``
@@ -219,14 +220,6 @@ def write_cursor(p: Path, cursor: Cursor) -> None:
     crewlog.write_cursor(os.fspath(p), (cursor.inode, cursor.offset))
 
 
-def unread(home: Home, name: str, cursor_suffix: str, *, limit: int | None = None) -> Span | None:
-    """The status lines of crew *name* after the cursor kept in ``NAME<cursor_suffix>``."""
-    cursor = read_cursor(path(home, name, cursor_suffix))
-    if cursor is None:
-        return read_span(path(home, name, STATUS), 0, limit=limit)
-    return read_span(path(home, name, STATUS), cursor.offset, inode=cursor.inode, limit=limit)
-
-
 def turn_signature(home: Home, name: str) -> tuple[str, float] | None:
     """(signature, mtime) of the crew's turn-end marker, or None when it has none."""
     p = path(home, name, TURN_ENDED)
@@ -240,7 +233,7 @@ def turn_signature(home: Home, name: str) -> tuple[str, float] | None:
 
 def marker_signature(st: os.stat_result) -> str:
     """The turn-end marker's signature from its ``lstat``: any append or touch changes it."""
-    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}"
+    return crewlog.marker_signature(st)
 
 
 def read_text(p: str | Path, limit: int = 4096) -> str | None:
@@ -405,6 +398,19 @@ def open_decisions(home: Home, name: str) -> builtins.list[Decision]:
     (:func:`firstmate.base.crewlog.fold_decisions`)."""
     span = crewlog.read_span(os.fspath(path(home, name, STATUS)), 0)
     return [] if span is None else [Decision(*found) for found in crewlog.fold_decisions(name, span[3])]
+
+
+def unseen_decisions(home: Home, name: str) -> builtins.list[Decision]:
+    """The crew's open decisions that no drain has presented yet: asked after its presentation
+    mark (the drain cursor; :mod:`firstmate.base.crewview`)."""
+    span = crewlog.read_span(os.fspath(path(home, name, STATUS)), 0)
+    if span is None:
+        return []
+    mark = crewlog.read_mark(os.fspath(path(home, name, DRAIN_CURSOR)))
+    shown = (mark[0][1] if mark is not None and mark[0][0] == span[0] and mark[0][1] <= span[2]
+             else 0)
+    return [Decision(name, key, note, line[1], keyed)
+            for key, keyed, note, line in crewlog.open_decision_lines(span[3]) if line[2] >= shown]
 
 
 def answer(home: Home, name: str, key: str, text: str, *, now: float | None = None) -> Decision:

@@ -7,7 +7,8 @@ being handled, re-announcing it would deliver the same wake twice).
 Under the queue lock and in one transaction it first reopens an announced episode that newer
 rows arrived behind (:func:`firstmate.store.episodes.reopen_announced`), then runs
 :func:`firstmate.store.episodes.arm_check`. On ``recover`` it wakes with ``check: rearm-resurface``
-only when there is something to show: queued rows, or a crew decision still open. Otherwise it
+only when there is something to show: queued rows, or a crew decision still open that no drain
+presented (:func:`open_decisions_exist`). Otherwise it
 retires the episode silently (acknowledges that generation), so an empty recovery never costs
 the model a turn. The wake is not appended: the queue and the episode are its record. A watcher
 that closes on this wake keeps the episode as announced instead of republishing downtime.
@@ -40,12 +41,14 @@ class StartupLockHeld(FirstmateError):
 
 
 def open_decisions_exist(home: Home) -> bool:
-    """True when any registered crew has an open ``needs-decision:``; a read failure counts as
-    True (when unsure, showing the model an empty recovery beats hiding real work)."""
+    """True when any registered crew has an open ``needs-decision:`` that no drain presented
+    yet (one the captain was shown and left open is listed on every drain, and wakes no one
+    again); a read failure counts as True (when unsure, showing the model an empty recovery
+    beats hiding real work)."""
     from firstmate.store import crew
 
     try:
-        return any(crew.open_decisions(home, member.name) for member in crew.list(home))
+        return any(crew.unseen_decisions(home, member.name) for member in crew.list(home))
     except (OSError, FirstmateError, ValueError):
         return True
 

@@ -34,12 +34,14 @@ advance only in :meth:`StatusSource.commit`, after the watcher made the row dura
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from typing import ClassVar
 
 import attrs
 
+from firstmate.base import crewlog
 from firstmate.base.crewlog import LINE_MAX
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
@@ -86,6 +88,17 @@ class _Candidate:
     latest: float
     #: When its oldest pending line arrived (the grace runs from the oldest of all crews).
     earliest: float
+
+
+def _later(stored: crewmod.Cursor | None, mark: crewlog.Mark | None,
+           log: os.stat_result | None) -> crewmod.Cursor | None:
+    """Where the status log is read from: the source's own cursor, or a drain's presentation
+    mark when that is further on in the same log."""
+    if mark is None or log is None or mark[0][0] != log.st_ino:
+        return stored
+    if stored is None or stored.inode != log.st_ino or stored.offset < mark[0][1]:
+        return crewmod.Cursor(*mark[0])
+    return stored
 
 
 @attrs.define(eq=False)
@@ -199,13 +212,25 @@ class StatusSource:
               captain: re.Pattern[str]) -> _Candidate | None:
         name = member.name
         stored = crewmod.read_cursor(crewmod.path(self.home, name, crewmod.SIGNAL_CURSOR))
-        span = crewmod.unread(self.home, name, crewmod.SIGNAL_CURSOR, limit=READ_LIMIT)
+        # What a drain presented (its mark) was seen: read on from it when it is further on.
+        mark = crewlog.parse_mark(self.fleet.text(name, crewmod.DRAIN_CURSOR, 256))
+        start = _later(stored, mark, self.fleet.stat(name, crewmod.STATUS))
+        span = crewmod.read_span(crewmod.path(self.home, name, crewmod.STATUS),
+                                 0 if start is None else start.offset,
+                                 inode=None if start is None else start.inode, limit=READ_LIMIT)
         cursor = crewmod.Cursor(span.inode, span.end) if span is not None else None
         turn = crewmod.turn_signature(self.home, name)
         seen = (crewmod.read_text(crewmod.path(self.home, name, crewmod.TURN_SEEN)) or "").strip()
-        turn_changed = turn is not None and turn[0] != seen
+        turn_new = turn is not None and turn[0] != seen
+        # A turn end a drain showed with the crew's lines is seen too; a later one is new.
+        turn_changed = turn_new and (mark is None or turn is None or mark[1] != turn[0])
         lines = span.lines if span is not None else ()
         events = [line for line in lines if not line.from_captain]
+        if any(line.from_captain for line in lines) and any(
+                crewlog.decision(line.text) is not None for line in events):
+            # The captain answered a decision this source has not woken for: closed for it too.
+            closed = self._closed_decisions(name)
+            events = [line for line in events if line.start not in closed]
         for line in lines:
             if line.oversized:  # (a broken reporter, or cat of a binary): said once, read past
                 where = cursor.inode if cursor is not None else 0
@@ -214,13 +239,14 @@ class StatusSource:
                                 f"at byte {line.start} of {name}.status was cut to its first "
                                 f"{LINE_MAX} bytes; report with fm crew status NAME "
                                 '"<verb>: note" (one short line)')
-        pending = _Pending(name, cursor, turn[0] if turn_changed and turn is not None else None)
+        pending = _Pending(name, cursor, turn[0] if turn_new and turn is not None else None)
 
         if not events and not turn_changed:
             self._first_seen.pop(name, None)
             self._since.pop(name, None)
-            if cursor is not None and cursor != stored:
-                self._advance(pending)  # only the captain's own lines (or blanks) were new
+            if (cursor is not None and cursor != stored) or pending.turn_seen is not None:
+                # only the captain's own lines (or blanks), or what a drain already showed
+                self._advance(pending)
             return None
 
         relevant = [line for line in events if captain.search(line.text)]
@@ -258,6 +284,12 @@ class StatusSource:
             wake = Wake("signal", f"{name}.turn-ended", f"signal: {name}.turn-ended")
         rank = 2 if any(line.verb in URGENT_VERBS for line in relevant) else 1 if relevant else 0
         return _Candidate(wake, pending, rank, latest, earliest)
+
+    def _closed_decisions(self, name: str) -> set[int]:
+        """Where the decisions of crew *name* that the captain answered start (the whole log:
+        a keyless decision's key is its line number)."""
+        span = crewlog.read_span(str(crewmod.path(self.home, name, crewmod.STATUS)), 0)
+        return set() if span is None else crewlog.closed_decisions(span[3])
 
     def _advance(self, pending: _Pending) -> None:
         self.fleet.forget(pending.crew, crewmod.SIGNAL_CURSOR)
