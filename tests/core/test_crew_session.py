@@ -142,3 +142,13 @@ def test_both_drain_paths_refuse_a_crew_in_process(home: Home) -> None:
     finally:
         db.close()
     assert set(claims(home).values()) == {None}
+
+
+@pytest.mark.parametrize("args", [["arm"], ["watch"], ["checkpoint", "--seconds", "1"]])
+def test_the_watchers_own_commands_refuse_with_their_failed_line(home: Home,
+                                                                 args: list[str]) -> None:
+    done = fm(home, *args, FM_CREW="cA", FIRSTMATE_PLUGINS="none")
+    assert done.returncode == ExitCode.FAILED, done.stderr
+    assert re.fullmatch(r"watcher: FAILED - refusing to (arm|run) in a crew's session "
+                        r"\(FM_CREW=cA\): [^\n]+\n", done.stdout), done.stdout
+    assert set(claims(home).values()) == {None}
