@@ -152,3 +152,28 @@ def test_the_watchers_own_commands_refuse_with_their_failed_line(home: Home,
     assert re.fullmatch(r"watcher: FAILED - refusing to (arm|run) in a crew's session "
                         r"\(FM_CREW=cA\): [^\n]+\n", done.stdout), done.stdout
     assert set(claims(home).values()) == {None}
+
+
+def test_a_bridge_in_a_crews_session_never_takes_the_session_lock(home: Home) -> None:
+    """The primary's in-process shim, loaded by a crew's harness from a shared directory, asks
+    its bridge to arm: the bridge stands aside and the primary's session lock stays free."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from wakeq_support import child_env
+
+    lines = [{"type": "hello", "id": "1", "protocol": 1, "harness": "pi", "shim": "0",
+              "pid": os.getpid(), "cwd": str(home.root), "argv": ["pi"], "restart": False},
+             {"type": "arm", "id": "2"}]
+    done = subprocess.run([sys.executable, "-m", "firstmate", "bridge", "pi"],
+                          input="".join(json.dumps(line) + "\n" for line in lines),
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=child_env(home, FM_CREW="cA", FM_SESSION_HOLDER_PID=str(os.getpid()),
+                                        FM_TMUX=str(home.root / "no-tmux")))
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    (arm,) = [reply for reply in replies if reply.get("id") == "2"]
+    assert arm["ok"] is False and "crew's session" in arm["text"], replies
+    assert not (home.state / "session.lock").exists()
+    assert fm(home, "lock", "status").stdout == "lock: free\n"

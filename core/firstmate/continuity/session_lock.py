@@ -24,6 +24,7 @@ from typing import Literal
 import attrs
 
 from firstmate.base.errors import StateError, UsageError
+from firstmate.base.quickgate import refuse_crew_session
 from firstmate.continuity import sessionmemo
 from firstmate.continuity.sessionrecord import (
     SESSION_ID,
@@ -415,8 +416,12 @@ def acquire(
 
     Raises :class:`SessionLockHeld` when another live session owns it, :class:`HarnessNotFound`
     when there is no harness to hold it, :class:`StateError` for a symlinked or non-regular
-    record, and :class:`SessionLockError` when the written record does not read back.
+    record, and :class:`SessionLockError` when the written record does not read back. In a
+    crew's session (``FM_CREW``, ``FM_TASK_ID``) it takes nothing, whoever asks (``fm lock
+    acquire``, a bridge, a hook): a :class:`~firstmate.base.errors.FirstmateError`, exit 1.
     """
+    refuse_crew_session(os.environ if env is None else env, "lock acquire",
+                        "holds the primary session lock")
     holder = resolve_holder(env, chain)
     found = read_record(home)
     _refuse_unsafe(found)
