@@ -505,3 +505,14 @@ def test_a_drain_showing_nothing_new_keeps_the_turn_end_it_covered(home: Home) -
     present(home)
     present(home)  # a second drain, nothing new: the covered turn end stays covered
     assert fire(StatusSource(home, Panes()), home, time.time() + 100) is None
+
+
+def test_a_mark_past_the_end_of_the_log_is_not_honoured(home: Home) -> None:
+    source = StatusSource(home, Panes(busy_panes={"p1"}))
+    crew.append_status(home, "w1", "done: one", now=T0)
+    assert fire(source, home, T0 + 100) is not None
+    log = home.crew_dir / "w1.status"
+    (home.crew_dir / "w1.drain-cursor").write_text(f"{log.stat().st_ino} 99999999\n")
+    crew.append_status(home, "w1", "working: two", now=T0 + 200)
+    # Chatter of a busy crew: absorbed; "done: one" is not read again from byte 0.
+    assert fire(source, home, T0 + 300) is None

@@ -93,8 +93,9 @@ class _Candidate:
 def _later(stored: crewmod.Cursor | None, mark: crewlog.Mark | None,
            log: os.stat_result | None) -> crewmod.Cursor | None:
     """Where the status log is read from: the source's own cursor, or a drain's presentation
-    mark when that is further on in the same log."""
-    if mark is None or log is None or mark[0][0] != log.st_ino:
+    mark when that is further on in the same log (and within it: a mark past the end was not
+    written for this log's lines)."""
+    if mark is None or log is None or mark[0][0] != log.st_ino or mark[0][1] > log.st_size:
         return stored
     if stored is None or stored.inode != log.st_ino or stored.offset < mark[0][1]:
         return crewmod.Cursor(*mark[0])
