@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from fleet_support import Fleet, make_fleet
 from wakeq_support import finish
 
 
@@ -16,3 +18,9 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
     yield started
     for proc in started:
         finish(proc)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """A home and a private tmux server with the stand-in crew harness (fleet_support)."""
+    yield from make_fleet(tmp_path)

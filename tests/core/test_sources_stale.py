@@ -346,7 +346,7 @@ def test_a_ring_while_tmux_lists_the_panes_leaves_the_listing_to_the_next_poll(
     log, gate, fake = tmp_path / "tmux.log", tmp_path / "gate", tmp_path / "gated-tmux"
     os.mkfifo(gate)
     fake.write_text(f'#!/bin/sh\necho "$1 $$" >> {log}\nread line < {gate}\n'
-                    "printf '%%1\\tfleet\\t0\\tw\\t0\\t1\\tSIG\\n'\n")
+                    "printf '%%1\\t4242\\t0\\tSIG\\t0\\t0\\t1\\tfleet\\tw\\n'\n")
     fake.chmod(0o755)
     crew.add(home, "w1", "%1")
     source = StaleSource(home, TmuxBackend(tmux=str(fake), timeout=600))
@@ -366,7 +366,7 @@ def test_a_ring_while_tmux_lists_the_panes_leaves_the_listing_to_the_next_poll(
         wait_for(lambda: let_one_go(gate), "the listing to wait")
         assert source.poll(ctx(home, T0 + 1)) is None
         state = PaneState.decode((home.crew_dir / "w1.pane-state").read_text())
-        assert state is not None and state.signature == "SIG" and state.digest == UNREAD
+        assert state is not None and state.signature == "SIG.0" and state.digest == UNREAD
         assert len(calls()) == 1  # the listing the ring left, taken up: no other tmux call
         # A listing left under way ends when the watcher closes the source.
         assert source.poll(attrs.evolve(rung, now=T0 + 2)) is None

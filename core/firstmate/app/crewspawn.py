@@ -298,10 +298,31 @@ class _Window:
     window: str
     pane: str
     fifo: Path
+    #: The pid of the pane's program (the launcher, which becomes the harness).
+    pid: int
+
+
+def session_name(name: str) -> str:
+    """*name* as a tmux session name tmux keeps as it is: tmux would turn ``:`` and ``.`` into
+    ``_`` (and a control character into an escape), so those are refused."""
+    if not name.strip() or any(ch in ":." or not ch.isprintable() for ch in name):
+        raise UsageError(f"invalid tmux session name {name!r}: use printable characters other "
+                         "than : and . (pass --session or FM_CREW_SESSION another name)")
+    return name
+
+
+def window_name(name: str) -> str:
+    """*name* as a tmux window name: printable characters only (a line break would split the
+    window's line in tmux's listings)."""
+    if not name.strip() or not name.isprintable():
+        raise UsageError(f"invalid tmux window name {name!r}: use printable characters (pass "
+                         "--window-name another name)")
+    return name
 
 
 def _open_window(home: Home, request: SpawnRequest, env: Mapping[str, str], cwd: Path,
-                 fm_argv: tuple[str, ...], directory: Path, backend: TmuxBackend) -> _Window:
+                 fm_argv: tuple[str, ...], directory: Path, backend: TmuxBackend,
+                 place: tuple[str, str]) -> _Window:
     """Ask the plugin, write its files and open the window whose launcher waits on the FIFO."""
     from firstmate.app.crewbrief import brief
     from firstmate.plugin.manager import load_harness
@@ -317,20 +338,21 @@ def _open_window(home: Home, request: SpawnRequest, env: Mapping[str, str], cwd:
                              "crew; update its plugin", exit_code=ExitCode.PLUGIN)
     argv = _program(launch.argv, env, request.harness)
     _write_files(launch_request, launch)
-    session = request.session or env.get(SESSION_ENV, "").strip() or DEFAULT_SESSION
-    window = request.window_name or name
+    session, window = place
     atomic_write(directory / "launch.json", (json.dumps({
         "crew": name, "harness": request.harness, "argv": argv, "cwd": str(cwd),
         "session": session, "window": window, "prompt": launch.prompt,
         "started_at": round(time.time(), 3)}, indent=1) + "\n").encode())
     fifo = directory / "env.fifo"
     os.mkfifo(fifo, 0o600)
-    pane = backend.new_window(session, window, str(cwd), [
+    made = backend.new_window(session, window, str(cwd), [
         sys.executable, "-I", "-c", LAUNCHER, str(fifo), str(LAUNCH_TIMEOUT)])
-    if pane is None:
+    if made is None:
         raise FirstmateError(f"cannot open a tmux window for crew {name!r}: {backend.last_error}; "
                              "check that tmux runs (FM_TMUX, FM_TMUX_SOCKET)")
-    return _Window(request.harness, launch_request, launch, argv, session, window, pane, fifo)
+    # (the names as tmux gave them: what fm prints is what tmux shows)
+    return _Window(request.harness, launch_request, launch, argv, made.session or session,
+                   made.window or window, made.pane, fifo, made.pid)
 
 
 def _start(home: Home, opened: _Window, env: Mapping[str, str], backend: TmuxBackend) -> None:
@@ -368,13 +390,15 @@ def spawn(home: Home, request: SpawnRequest, env: Mapping[str, str], *,
         raise ConflictError(f"crew {name!r} is already registered (pane {current.pane}); stop it "
                             f"with fm crew stop {name}, or pick another name")
     cwd = _directory(request.cwd)
+    place = (session_name(request.session or env.get(SESSION_ENV, "").strip() or DEFAULT_SESSION),
+             window_name(request.window_name or name))
     if request.worktree:
         cwd = make_worktree(home, cwd, request.worktree, name)
     fm_argv = tuple(request.fm_argv) or tuple(own_argv())
     backend = backend or TmuxBackend.from_env(env)
     directory = _fresh_launch_dir(home, name)
     try:
-        opened = _open_window(home, request, env, cwd, fm_argv, directory, backend)
+        opened = _open_window(home, request, env, cwd, fm_argv, directory, backend, place)
         _start(home, opened, env, backend)
     except BaseException:
         remove_launch_dir(home, name)

@@ -12,6 +12,15 @@ The default is the union of the installed plugins' ``HarnessInfo.busy_markers`` 
 hints each harness's TUI shows only while it works), given by the watcher that builds the
 backend; with none declared, :data:`DEFAULT_BUSY_RE`, the common interrupt hints. A pane that
 cannot be read is never busy: absence of evidence is not work.
+
+**Literal arguments.** tmux parses its own command line: an argument ending in ``;`` ends a
+command (tmux's separator) unless the ``;`` is escaped as ``\\;``, and some options are expanded
+as formats (``#(cmd)`` runs a command, ``#{…}`` is replaced) — ``new-window`` and
+``new-session``'s ``-n``, ``-s`` and ``-c`` among them (tmux 3.3a; ``-t``, ``-F`` values fm
+writes itself, ``send-keys -l`` text and a new pane's command words are not expanded). Every
+argument fm hands tmux goes through :func:`literal` (:meth:`TmuxBackend.command` does it), and
+every expanded option value through :func:`literal_format` as well (``#`` doubled), so tmux can
+only take a name, a path or a text as it is.
 """
 
 from __future__ import annotations
@@ -31,24 +40,109 @@ from firstmate.base.envnum import env_float
 DEFAULT_BUSY_RE = r"esc to (?:interrupt|cancel)|esc interrupt|ctrl\+c to (?:interrupt|stop)"
 BUSY_TAIL_LINES = 12
 DEFAULT_TIMEOUT = 5.0
-#: One ``list-panes -a`` line per pane: the names a crew's pane may be registered under
-#: (``%12``, ``session:window.pane`` by window index and by name, ``session:window`` for the
-#: window's active pane) and what changes when its visible text does (the window's last
-#: activity, the pane's history size, cursor and size). Fields are TAB-separated.
-SIGNATURE_FORMAT = ("#{pane_id}\t#{session_name}\t#{window_index}\t#{window_name}\t"
-                    "#{pane_index}\t#{pane_active}\t"
-                    "#{window_activity}.#{history_size}.#{cursor_x}.#{cursor_y}."
-                    "#{pane_width}x#{pane_height}.#{pane_dead}")
-#: One ``list-panes -a`` line per pane for :meth:`TmuxBackend.pane_states`: its names (as in
-#: :data:`SIGNATURE_FORMAT`) and whether its program has ended (a pane kept by remain-on-exit).
-STATE_FORMAT = ("#{pane_id}\t#{session_name}\t#{window_index}\t#{window_name}\t"
-                "#{pane_index}\t#{pane_active}\t#{pane_dead}")
+#: One ``list-panes -a`` line per pane (TAB-separated): its stable id and its process (pid, and
+#: whether it ended in a pane kept by remain-on-exit), what changes when its visible text does
+#: (the window's last activity, the pane's history size, cursor and size), then the positions
+#: it may have been registered under (``session:window.pane`` by window index and by name,
+#: ``session:window`` for the window's active pane). The window name comes last: it is the one
+#: field that may itself hold a TAB.
+LISTING_FORMAT = ("#{pane_id}\t#{pane_pid}\t#{pane_dead}\t"
+                  "#{window_activity}.#{history_size}.#{cursor_x}.#{cursor_y}."
+                  "#{pane_width}x#{pane_height}\t"
+                  "#{window_index}\t#{pane_index}\t#{pane_active}\t#{session_name}\t#{window_name}")
+#: One pane's facts, as ``display-message`` prints them for a target (:meth:`TmuxBackend.resolve`)
+#: and ``new-window -P`` for the pane it made; read from the end, after the names (a window
+#: name may hold a TAB or a line break).
+FACT_FORMAT = "#{session_name}\t#{window_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}"
 #: What tmux says when no server listens on the socket: then no pane exists.
 NO_SERVER = ("no server running", "error connecting to")
 #: What tmux says when the session a window is asked for does not exist.
 NO_SESSION = "can't find session"
 #: Pane states :meth:`TmuxBackend.pane_state` names.
 LIVE, DEAD, GONE, UNKNOWN = "live", "dead", "gone", "unknown"
+
+
+def literal(arg: str) -> str:
+    """*arg* as tmux's command parser passes it on unchanged: a trailing ``;`` escaped."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+
+
+def literal_format(value: str) -> str:
+    """An option value tmux expands as a format, so that it expands to *value* itself: ``#``
+    doubled (``#(cmd)`` would run a command). :func:`literal` still applies on top."""
+    return value.replace("#", "##")
+
+
+@attrs.frozen
+class PaneFact:
+    """What tmux says of one pane: its stable id, its program's pid, whether that program ended
+    (the pane kept by remain-on-exit), and where it is (its session's and window's names)."""
+
+    pane: str
+    pid: int
+    dead: bool
+    session: str = ""
+    window: str = ""
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def parse_fact(out: str) -> PaneFact | None:
+    """The :data:`FACT_FORMAT` line that ends *out* as a :class:`PaneFact`; None when it is not
+    one."""
+    head, *tail = out.rstrip("\n").rsplit("\t", 3)
+    if len(tail) != 3:
+        return None
+    pane, pid, dead = tail
+    if not (pane[:1] == "%" and _digits(pane[1:]) and _digits(pid) and dead in ("0", "1")):
+        return None
+    session, _, window = head.rpartition("\n")[2].partition("\t")
+    return PaneFact(pane, int(pid), dead == "1", session, window)
+
+
+class PaneListing(dict[str, str]):
+    """One ``list-panes -a``: {pane name: change signature} for every name a pane may be
+    registered under (:attr:`ids` maps each name to the pane's id), and :attr:`facts`, each
+    pane's :class:`PaneFact` by id. A pane id tmux listed twice (a window name holding a line
+    break can forge one) is left out: what it is cannot be told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.facts: dict[str, PaneFact] = {}
+        self.ids: dict[str, str] = {}
+
+
+def parse_listing(out: str) -> PaneListing:
+    """``list-panes`` output in :data:`LISTING_FORMAT` as a :class:`PaneListing`."""
+    found = PaneListing()
+    twice: set[str] = set()
+    for line in out.splitlines():
+        parts = line.split("\t", 8)
+        if len(parts) != 9:
+            continue
+        pane_id, pid, dead, body, index, pane, active, session, window = parts
+        if not (pane_id[:1] == "%" and _digits(pane_id[1:]) and _digits(pid)
+                and dead in ("0", "1") and _digits(index) and _digits(pane)):
+            continue
+        if pane_id in found.facts:
+            twice.add(pane_id)
+            continue
+        found.facts[pane_id] = PaneFact(pane_id, int(pid), dead == "1", session, window)
+        signature = f"{body}.{dead}"
+        names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
+        if active == "1":
+            names += [f"{session}:{index}", f"{session}:{window}"]
+        for name in names:
+            found.setdefault(name, signature)
+            found.ids.setdefault(name, pane_id)
+    for pane_id in twice:
+        del found.facts[pane_id]
+        for name in [name for name, known in found.ids.items() if known == pane_id]:
+            del found.ids[name]
+            found.pop(name, None)
+    return found
 
 
 def busy_pattern(markers: Sequence[str]) -> str:
@@ -73,32 +167,24 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 def parse_signatures(out: str) -> dict[str, str]:
-    """``list-panes`` output in :data:`SIGNATURE_FORMAT` as {pane name: signature}."""
-    found: dict[str, str] = {}
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if len(parts) != 7:
-            continue  # a name with a TAB in it: that pane is captured every time
-        pane_id, session, index, window, pane, active, signature = parts
-        names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
-        if active == "1":
-            names += [f"{session}:{index}", f"{session}:{window}"]
-        for name in names:
-            found[name] = signature
-    return found
+    """``list-panes`` output in :data:`LISTING_FORMAT` as {pane name: signature} (a
+    :class:`PaneListing`, which also carries each pane's facts)."""
+    return parse_listing(out)
 
 
 @attrs.define(eq=False)
 class Listing:
     """A ``list-panes`` call under way (:meth:`TmuxBackend.start_signatures`): :meth:`step`
     reads what tmux wrote so far without blocking; wait on :meth:`fileno` between steps. A call
-    past its deadline is killed and gives no signatures, as :meth:`TmuxBackend.run` would."""
+    past its deadline is killed and gives no signatures, as :meth:`TmuxBackend.run` would; a
+    call answered "no server running" gives an empty listing (no pane exists)."""
 
     proc: subprocess.Popen[bytes]
     deadline: float
     _out: bytearray = attrs.field(factory=bytearray, init=False)
     _over: bool = attrs.field(default=False, init=False)
     _ok: bool = attrs.field(default=False, init=False)
+    _no_server: bool = attrs.field(default=False, init=False)
 
     def fileno(self) -> int:
         """Readable when tmux wrote more or finished (-1 once the call is over)."""
@@ -127,15 +213,21 @@ class Listing:
         except subprocess.TimeoutExpired:
             self.kill()
             return True
-        self._end()
         self._ok = code == 0
+        if not self._ok and self.proc.stderr is not None:
+            with contextlib.suppress(OSError):  # (tmux has exited: its stderr is at its end)
+                said = self.proc.stderr.read(4096).decode("utf-8", "replace")
+                self._no_server = any(text in said for text in NO_SERVER)
+        self._end()
         return True
 
-    def result(self) -> dict[str, str] | None:
-        """The signatures, once :meth:`step` said the call is over; None when it failed."""
+    def result(self) -> PaneListing | None:
+        """The listing, once :meth:`step` said the call is over; None when it failed."""
+        if self._over and self._no_server:
+            return PaneListing()
         if not (self._over and self._ok):
             return None
-        return parse_signatures(self._out.decode("utf-8", "replace"))
+        return parse_listing(self._out.decode("utf-8", "replace"))
 
     def kill(self) -> None:
         """End the call now (the watcher stopping, or closing with the call under way)."""
@@ -149,9 +241,10 @@ class Listing:
 
     def _end(self) -> None:
         self._over = True
-        if self.proc.stdout is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdout.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 @attrs.define(eq=False)
@@ -182,26 +275,40 @@ class TmuxBackend:
         )
 
     def command(self, *args: str) -> list[str]:
-        """The full argv of one tmux call against the configured server."""
+        """The full argv of one tmux call against the configured server, every argument
+        :func:`literal`."""
+        return self.sequence(args)
+
+    def sequence(self, *commands: Sequence[str]) -> list[str]:
+        """The argv of one tmux call running *commands* in order (tmux stops at the first that
+        fails), every argument :func:`literal`."""
         argv = [self.tmux]
         if self.socket:
             argv += ["-S", self.socket] if "/" in self.socket else ["-L", self.socket]
-        return [*argv, *args]
+        for number, words in enumerate(commands):
+            argv += [";"] if number else []
+            argv += [literal(word) for word in words]
+        return argv
 
     def run(self, *args: str) -> str | None:
         """stdout of one bounded tmux call, or None (with :attr:`last_error` saying why)."""
+        return self.run_sequence(args)
+
+    def run_sequence(self, *commands: Sequence[str]) -> str | None:
+        """stdout of one bounded tmux call running *commands* (:meth:`sequence`), or None."""
         self.last_exit = None
+        what = commands[0][0] if commands and commands[0] else "call"
         try:
             # run() kills the child if the timeout (or a signal-raised exception) interrupts it.
             done = subprocess.run(
-                self.command(*args), stdin=subprocess.DEVNULL, capture_output=True,
+                self.sequence(*commands), stdin=subprocess.DEVNULL, capture_output=True,
                 timeout=self.timeout, check=False,
             )
         except FileNotFoundError:
             self.last_error = f"tmux binary {self.tmux!r} not found (set FM_TMUX)"
             return None
         except subprocess.TimeoutExpired:
-            self.last_error = f"tmux {args[0]} timed out after {self.timeout:g}s"
+            self.last_error = f"tmux {what} timed out after {self.timeout:g}s"
             return None
         except OSError as exc:
             self.last_error = f"tmux could not run: {exc.strerror}"
@@ -209,7 +316,7 @@ class TmuxBackend:
         self.last_exit = done.returncode
         if done.returncode != 0:
             detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            self.last_error = detail[0] if detail else f"tmux {args[0]} exited {done.returncode}"
+            self.last_error = detail[0] if detail else f"tmux {what} exited {done.returncode}"
             return None
         self.last_error = None
         return done.stdout.decode("utf-8", "replace")
@@ -230,8 +337,16 @@ class TmuxBackend:
         the server cannot be asked (then every pane is captured). Equal signatures at two
         looks mean the visible text has most likely not changed: a caller that acts on "it
         did not change" confirms with :meth:`capture` first."""
-        out = self.run("list-panes", "-a", "-F", SIGNATURE_FORMAT)
-        return None if out is None else parse_signatures(out)
+        return self.listing()
+
+    def listing(self) -> PaneListing | None:
+        """Every pane of the server from one ``list-panes -a`` (:class:`PaneListing`): empty
+        when no server runs (no pane exists); None when tmux cannot be asked (see
+        last_error)."""
+        out = self.run("list-panes", "-a", "-F", LISTING_FORMAT)
+        if out is None:
+            return PaneListing() if self._no_server() else None
+        return parse_listing(out)
 
     def start_signatures(self) -> Listing | None:
         """:meth:`signatures` as a call under way, so the caller can answer something else while
@@ -239,8 +354,8 @@ class TmuxBackend:
         be started."""
         try:
             proc = subprocess.Popen(
-                self.command("list-panes", "-a", "-F", SIGNATURE_FORMAT),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                self.command("list-panes", "-a", "-F", LISTING_FORMAT),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
         except OSError as exc:
             self.last_error = f"tmux could not run: {exc.strerror}"
@@ -259,33 +374,47 @@ class TmuxBackend:
         return any(self.busy_re.search(line) for line in tail)
 
     def send(self, target: str, text: str) -> bool:
-        """Type *text* literally into the pane and press Enter; False (see last_error) on failure."""
-        if self.run("send-keys", "-t", target, "-l", "--", text) is None:
-            return False
-        return self.run("send-keys", "-t", target, "Enter") is not None
+        """Type *text* literally into the pane and press Enter, in one tmux call; False (see
+        last_error) on failure."""
+        return self.run_sequence(["send-keys", "-t", target, "-l", "--", text],
+                                 ["send-keys", "-t", target, "Enter"]) is not None
 
-    # --- crew windows (fm crew spawn, steer, stop, list) -----------------------------------
+    # --- crew panes (fm crew add, spawn, steer, stop, list) --------------------------------
+
+    def resolve(self, target: str) -> PaneFact | None:
+        """The pane *target* names (any tmux target: ``%12``, ``session:window.pane``, ...) as
+        tmux resolves it now, or None (see last_error; :attr:`last_exit` None when tmux could
+        not be asked). ``display-message`` alone falls back to another pane for a target that
+        names none, so a capture of the same target, which does not, goes first."""
+        out = self.run_sequence(["capture-pane", "-p", "-S", "0", "-E", "0", "-t", target],
+                                ["display-message", "-p", "-t", target, FACT_FORMAT])
+        fact = None if out is None else parse_fact(out)
+        if out is not None and fact is None:
+            self.last_error = f"tmux did not describe pane {target}"
+        return fact
+
+    def capture_bound(self, pane: str, pid: int) -> str | None:
+        """:meth:`capture` of the pane *pane* (an id) only while its program is still *pid*, in
+        one tmux call; None when it cannot be read or runs another program."""
+        out = self.run_sequence(["capture-pane", "-p", "-t", pane],
+                                ["display-message", "-p", "-t", pane, "#{pane_id}\t#{pane_pid}"])
+        if out is None:
+            return None
+        content, _, last = out.rstrip("\n").rpartition("\n")
+        if last != f"{pane}\t{pid}":
+            self.last_error = f"pane {pane} no longer runs the program it was registered with"
+            return None
+        return content + "\n"
 
     def pane_states(self) -> dict[str, str] | None:
         """Every pane of the server by each of its names (as :meth:`signatures` names them):
         :data:`LIVE`, or :data:`DEAD` when its program ended and the pane was kept. Empty when
         no server runs (no pane exists); None when tmux cannot be asked (see last_error)."""
-        out = self.run("list-panes", "-a", "-F", STATE_FORMAT)
-        if out is None:
-            return {} if self._no_server() else None
-        found: dict[str, str] = {}
-        for line in out.splitlines():
-            parts = line.split("\t")
-            if len(parts) != 7:
-                continue
-            pane_id, session, index, window, pane, active, dead = parts
-            state = DEAD if dead == "1" else LIVE
-            names = [pane_id, f"{session}:{index}.{pane}", f"{session}:{window}.{pane}"]
-            if active == "1":
-                names += [f"{session}:{index}", f"{session}:{window}"]
-            for name in names:
-                found.setdefault(name, state)
-        return found
+        found = self.listing()
+        if found is None:
+            return None
+        return {name: DEAD if found.facts[pane].dead else LIVE
+                for name, pane in found.ids.items()}
 
     def pane_state(self, target: str) -> str:
         """:data:`LIVE`, :data:`DEAD`, :data:`GONE` (no such pane) or :data:`UNKNOWN` (tmux
@@ -298,24 +427,29 @@ class TmuxBackend:
     def _no_server(self) -> bool:
         return any(text in (self.last_error or "") for text in NO_SERVER)
 
-    def new_window(self, session: str, name: str, cwd: str, argv: Sequence[str]) -> str | None:
+    def new_window(self, session: str, name: str, cwd: str,
+                   argv: Sequence[str]) -> PaneFact | None:
         """Start *argv* (run directly, no shell) in a new window *name* of *session*, in *cwd*,
-        creating the session (detached) when it does not exist; the new pane's id (``%12``), or
-        None (see last_error). The window keeps its pane when the program ends (remain-on-exit),
-        so a crew that quit still shows its last screen."""
-        window = ("-d", "-n", name, "-c", cwd, "-P", "-F", "#{pane_id}", "--", *argv)
+        creating the session (detached) when it does not exist; the new pane's facts (its id,
+        ``%12``, its program's pid, the session and window names tmux gave), or None (see
+        last_error). Every name and the path reach tmux literally (:func:`literal_format`). The
+        window keeps its pane when the program ends (remain-on-exit), so a crew that quit still
+        shows its last screen."""
+        window = ("-d", "-n", literal_format(name), "-c", literal_format(cwd), "-P", "-F",
+                  FACT_FORMAT, "--", *argv)
         out = self.run("new-window", "-t", f"={session}:", *window)
         if out is None and (self._no_server() or NO_SESSION in (self.last_error or "")):
-            out = self.run("new-session", "-d", "-s", session, "-x", "200", "-y", "50", *window)
+            out = self.run("new-session", "-d", "-s", literal_format(session), "-x", "200",
+                           "-y", "50", *window)
             if out is None and "duplicate session" in (self.last_error or ""):
                 out = self.run("new-window", "-t", f"={session}:", *window)  # lost a race
-        pane = (out or "").strip()
-        if not pane.startswith("%"):
+        fact = None if out is None else parse_fact(out)
+        if fact is None:
             if out is not None:
-                self.last_error = f"tmux did not name the new pane (it printed {pane[:40]!r})"
+                self.last_error = f"tmux did not name the new pane (it printed {out[:40]!r})"
             return None
-        self.run("set-option", "-w", "-t", pane, "remain-on-exit", "on")
-        return pane
+        self.run("set-option", "-w", "-t", fact.pane, "remain-on-exit", "on")
+        return fact
 
     def kill_pane(self, target: str) -> bool:
         """End the pane and its program (its window closes with its last pane); False (see
