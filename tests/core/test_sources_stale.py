@@ -118,6 +118,24 @@ def test_an_unchanging_idle_pane_is_stale_after_two_polls_then_suppressed(server
     assert wake is not None and wake.reason == "stale: w1"
 
 
+@pytest.mark.parametrize("cached", [b"abc \xc2\xb2 1.0 -\n", b"abc 1 inf -\n", b"abc 1 nan -\n",
+                                    b"abc \xd9\xa1 1.0 - - -\n", b"\xff\xfe 1 1.0 -\n"])
+def test_a_cache_entry_that_does_not_parse_is_rebuilt_for_that_crew_only(
+        server: Server, home: Home, cached: bytes) -> None:
+    for name in ("a0", "a1"):
+        target = server.window(name, STATIC)
+        server.wait_for(target, lambda text: "ready for orders" in text)
+        crew.add(home, name, target)
+    (home.crew_dir / "a0.pane-state").write_bytes(cached)
+    source = StaleSource(home, server.backend)
+    assert source.poll(ctx(home, T0)) is None  # (first sight of both; the bad entry rebuilt)
+    assert PaneState.decode((home.crew_dir / "a0.pane-state").read_text()) is not None
+    wake = source.poll(ctx(home, T0 + 16))
+    assert wake == Wake("stale", "a0", "stale: a0")
+    source.commit(wake, ctx(home, T0 + 16))
+    assert source.poll(ctx(home, T0 + 17)) == Wake("stale", "a1", "stale: a1")
+
+
 def test_an_uncommitted_stale_wake_is_raised_again(server: Server, home: Home) -> None:
     target = server.window("w1", STATIC)
     server.wait_for(target, lambda text: "ready for orders" in text)

@@ -71,12 +71,17 @@ class PaneState:
 
     @classmethod
     def decode(cls, text: str | None) -> PaneState | None:
+        """A cache line as written by :meth:`encode`; None for anything else (then the entry
+        is rebuilt, for that crew only): ``²`` passes ``isdigit`` but not ``int``, and a time
+        must be a finite number."""
         parts = (text or "").split()
-        if len(parts) not in (4, 5, 6) or not parts[1].isdigit():
+        if len(parts) not in (4, 5, 6) or not (parts[1].isascii() and parts[1].isdigit()):
             return None
         try:
             since = float(parts[2])
         except ValueError:
+            return None
+        if not since - since == 0:  # (inf and nan)
             return None
         rest = [*parts[4:], "-", "-"]
         return cls(parts[0], int(parts[1]), since, parts[3], rest[0], rest[1])
