@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from firstmate.base.envnum import env_float
+from firstmate.base.envnum import env_float, finite
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
 from firstmate.store.crewscan import FleetScan
@@ -81,7 +81,7 @@ class PaneState:
             since = float(parts[2])
         except ValueError:
             return None
-        if not since - since == 0:  # (inf and nan)
+        if not finite(since):
             return None
         rest = [*parts[4:], "-", "-"]
         return cls(parts[0], int(parts[1]), since, parts[3], rest[0], rest[1])
