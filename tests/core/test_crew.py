@@ -240,6 +240,9 @@ def test_cli_round_trip(home: Home) -> None:
          "fm: crew status: the following arguments are required: TEXT; run 'fm crew status --help'"),
         (("crew", "add", "w1"), "--pane"),
         (("crew", "add", "bad name", "--pane", "p"), "invalid crew name"),
+        # (a name starting with - is an option to every other command: nothing could address it)
+        (("crew", "add", "--pane", "p", "--", "-rf"), "invalid crew name '-rf'"),
+        (("crew", "add", "--pane", "p", "--", "-"), "not starting with . or -"),
         (("crew", "frobnicate"), "invalid choice: 'frobnicate'"),
         (("crew", "answer", "w1", "--key", "nope", "x"), "no open decision"),
         (("crew", "turn-ended"), "crew turn-ended: the following arguments are required: NAME"),

@@ -183,6 +183,67 @@ def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
+def _repo(fleet: Fleet) -> Path:
+    repo = fleet.tmp / "repo"
+    repo.mkdir()
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "root"],
+                 ["branch", "existing"]):
+        subprocess.run(["git", *args], cwd=repo, env={**os.environ, **git}, check=True)
+    return repo
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_a_failed_worktree_spawn_leaves_nothing_and_its_retry_starts(fleet: Fleet) -> None:
+    repo = _repo(fleet)
+    where = fleet.home.root / "worktrees" / "w1"
+    for branch in ("fresh", "existing"):
+        failed = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", branch,
+                          "--", "t", cwd=repo, FAKECREW_MODE="missing")
+        assert failed.returncode == 2 and "no-such-fakecrew-binary" in failed.stderr
+        assert not where.exists() and str(where) not in _git(repo, "worktree", "list")
+        assert not crew.exists(fleet.home, "w1")
+    # The branch made for the failed spawn went with it; the one that was there stays.
+    assert _git(repo, "branch", "--list", "fresh") == ""
+    assert "existing" in _git(repo, "branch", "--list", "existing")
+    spawned(fleet, "w1", "--worktree", "fresh", "--", "t", cwd=repo)
+    assert fleet.started("w1")["cwd"] == str(where)
+
+
+def test_a_worktree_left_by_a_spawn_that_never_finished_is_taken_over(fleet: Fleet) -> None:
+    repo = _repo(fleet)
+    where = fleet.home.root / "worktrees" / "w1"
+    _git(repo, "worktree", "add", "-b", "fresh", str(where))  # (as a killed spawn leaves it)
+    (where / "work.txt").write_text("kept")
+    refused = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", "other",
+                       "--", "t", cwd=repo)
+    assert refused.returncode == 2 and "already exists" in refused.stderr
+    done = spawned(fleet, "w1", "--worktree", "fresh", "--", "t", cwd=repo)
+    assert "was already there on branch fresh" in done.stdout
+    assert fleet.started("w1")["cwd"] == str(where) and (where / "work.txt").read_text() == "kept"
+    # A failure now leaves the taken-over worktree as it was.
+    fleet.fm("crew", "stop", "w1")
+    failed = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", "fresh",
+                      "--", "t", cwd=repo, FAKECREW_MODE="missing")
+    assert failed.returncode == 2 and (where / "work.txt").read_text() == "kept"
+
+
+def test_answer_send_types_the_line_the_brief_promises(fleet: Fleet) -> None:
+    spawned(fleet, "w1", "--", "task")
+    wait_for(lambda: fleet.turns("w1"), "the first turn")
+    assert fleet.fm("crew", "status", "w1", "needs-decision: key=db which one?").returncode == 0
+    done = fleet.fm("crew", "answer", "w1", "--key", "db", "--send", "postgres;")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: len(fleet.turns("w1")) == 2, "the typed answer")
+    assert fleet.turns("w1")[1] == "answered: key=db postgres;"
+    assert 'starts with "answered: key=<key>"' in fleet.turns("w1")[0]
+
+
 def test_the_brief_names_the_protocol() -> None:
     text = brief("w7", "  ship it  ", ["/opt/fm env/bin/fm"])
     assert "'/opt/fm env/bin/fm' crew status w7 \"<verb>: <note>\"" in text

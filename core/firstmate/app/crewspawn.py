@@ -147,9 +147,43 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Path:
+@attrs.frozen
+class Worktree:
+    """The git worktree a ``--worktree`` crew works in, and what making it made."""
+
+    path: Path
+    #: The repository's top level (where git is asked to undo it).
+    root: Path
+    branch: str
+    #: The branch was created for it (from HEAD).
+    made_branch: bool = False
+    #: It was there already: a worktree of that repository on that branch, left by an earlier
+    #: spawn of this crew that did not finish (or by a stopped crew of that name).
+    adopted: bool = False
+
+
+def _resolved(text: str, base: Path) -> Path:
+    return (base / text.strip()).resolve()
+
+
+def _adoptable(target: Path, root: Path, branch: str) -> bool:
+    """Whether *target* is a worktree of the repository at *root*, checked out on *branch*."""
+    if os.path.islink(target) or not target.is_dir():
+        return False
+    top = _git(["rev-parse", "--show-toplevel"], target)
+    mine = _git(["rev-parse", "--git-common-dir"], target)
+    theirs = _git(["rev-parse", "--git-common-dir"], root)
+    head = _git(["branch", "--show-current"], target)
+    return (all(done.returncode == 0 for done in (top, mine, theirs, head))
+            and _resolved(top.stdout, target) == target.resolve()
+            and _resolved(mine.stdout, target) == _resolved(theirs.stdout, root)
+            and head.stdout.strip() == branch)
+
+
+def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Worktree:
     """A git worktree of the repository around *repo* for *branch* (made from HEAD when the
-    branch does not exist) at ``<home>/worktrees/NAME``."""
+    branch does not exist) at ``<home>/worktrees/NAME``; one already there for that repository
+    and branch is taken over (:attr:`Worktree.adopted`)."""
     top = _git(["rev-parse", "--show-toplevel"], repo)
     if top.returncode != 0 or not top.stdout.strip():
         raise UsageError(f"{repo} is not inside a git repository; --worktree needs one (run fm "
@@ -159,6 +193,8 @@ def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Path:
         raise UsageError(f"invalid branch name {branch!r} for --worktree")
     target = worktree_path(home, name)
     if os.path.lexists(target):
+        if _adoptable(target, root, branch):
+            return Worktree(target, root, branch, adopted=True)
         raise UsageError(f"{target} already exists; start the crew there with --cwd {target}, "
                          "or remove it (git worktree remove) first")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +205,19 @@ def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Path:
     if done.returncode != 0:
         raise FirstmateError(f"git worktree add for branch {branch!r} failed: "
                              f"{_last_line(done.stderr)}; fix that and retry")
-    return target
+    return Worktree(target, root, branch, made_branch=known.returncode != 0)
+
+
+def undo_worktree(tree: Worktree) -> None:
+    """Remove what :func:`make_worktree` made for a spawn that failed: the worktree, and the
+    branch when it was made for it (nothing was committed on it: the crew never started). An
+    adopted worktree stays. Best effort: what cannot be removed is adopted by the retry."""
+    if tree.adopted:
+        return
+    with contextlib.suppress(FirstmateError):
+        if _git(["worktree", "remove", "--force", str(tree.path)], tree.root).returncode == 0 \
+                and tree.made_branch:
+            _git(["branch", "-D", tree.branch], tree.root)
 
 
 # --- the plugin's answer -----------------------------------------------------------------------
@@ -392,18 +440,27 @@ def spawn(home: Home, request: SpawnRequest, env: Mapping[str, str], *,
     cwd = _directory(request.cwd)
     place = (session_name(request.session or env.get(SESSION_ENV, "").strip() or DEFAULT_SESSION),
              window_name(request.window_name or name))
-    if request.worktree:
-        cwd = make_worktree(home, cwd, request.worktree, name)
-    fm_argv = tuple(request.fm_argv) or tuple(own_argv())
-    backend = backend or TmuxBackend.from_env(env)
-    directory = _fresh_launch_dir(home, name)
+    tree = make_worktree(home, cwd, request.worktree, name) if request.worktree else None
     try:
-        opened = _open_window(home, request, env, cwd, fm_argv, directory, backend, place)
-        _start(home, opened, env, backend)
+        if tree is not None:
+            cwd = tree.path
+        fm_argv = tuple(request.fm_argv) or tuple(own_argv())
+        backend = backend or TmuxBackend.from_env(env)
+        directory = _fresh_launch_dir(home, name)
+        try:
+            opened = _open_window(home, request, env, cwd, fm_argv, directory, backend, place)
+            _start(home, opened, env, backend)
+        except BaseException:
+            remove_launch_dir(home, name)
+            raise
     except BaseException:
-        remove_launch_dir(home, name)
+        if tree is not None:
+            undo_worktree(tree)
         raise
     notes = list(opened.launch.notes)
+    if tree is not None and tree.adopted:
+        notes.append(f"the worktree at {tree.path} was already there on branch {tree.branch} "
+                     "(an earlier spawn of this crew); the crew works in it as it is")
     if opened.launch.prompt == PROMPT_TYPE:
         note = _type_prompt(backend, opened.pane, opened.launch, opened.request.brief, env)
         if note:
@@ -413,5 +470,5 @@ def spawn(home: Home, request: SpawnRequest, env: Mapping[str, str], *,
 
 
 __all__ = ["DEFAULT_SESSION", "LAUNCHER", "SESSION_ENV", "SpawnRequest", "Spawned",
-           "crew_environment", "launch_dir", "make_worktree", "remove_launch_dir", "spawn",
-           "worktree_path"]
+           "Worktree", "crew_environment", "launch_dir", "make_worktree", "remove_launch_dir",
+           "spawn", "undo_worktree", "worktree_path"]

@@ -28,8 +28,8 @@ EMPTY = 'empty status line: report one as "<verb>: note", e.g. "done: tests pass
 
 
 def valid_name(name: str) -> bool:
-    """1-64 characters from A-Z a-z 0-9 . _ -, not starting with a dot (as crew names are)."""
-    return 0 < len(name) <= 64 and name[0] != "." and _NAME_CHARS.issuperset(name)
+    """1-64 characters from A-Z a-z 0-9 . _ -, not starting with . or - (as crew names are)."""
+    return 0 < len(name) <= 64 and name[0] not in ".-" and _NAME_CHARS.issuperset(name)
 
 
 def crew_file(root: str, name: str, suffix: str) -> str:
@@ -41,7 +41,7 @@ def require_crew(root: str, name: str) -> None:
     the fix (a symlinked registration is refused as unsafe state)."""
     if not valid_name(name):
         raise UsageError(f"invalid crew name {name!r}: use 1-64 characters from A-Z a-z 0-9 . _ - "
-                         "(not starting with .)")
+                         "(not starting with . or -)")
     registration = crew_file(root, name, PANE)
     refuse_symlink(registration)
     if not os.path.isfile(registration):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from firstmate.cli.args import Parser
     from firstmate.store.home import Home
 
-_NAME_HELP = "the crew's name: 1-64 characters from A-Z a-z 0-9 . _ -, not starting with ."
+_NAME_HELP = "the crew's name: 1-64 characters from A-Z a-z 0-9 . _ -, not starting with . or -"
 
 
 def parser() -> Parser:
@@ -181,7 +181,7 @@ def _answer(rest: list[str]) -> int:
 
         backend = TmuxBackend.from_env(os.environ)
         pane = crew.get(home, ns.name).pane
-        if not backend.send(pane, crew.clean_text(text)):
+        if not backend.send(pane, crew.answer_line(decision.key, text)):
             raise FirstmateError(
                 f"answer recorded, but typing it into pane {pane} failed: {backend.last_error}; "
                 "send it to the crew yourself"

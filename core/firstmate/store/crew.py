@@ -43,7 +43,9 @@ from firstmate.base.crewreport import MAX_STATUS_BYTES
 from firstmate.base.errors import ConflictError, StateError, UsageError
 from firstmate.store.home import Home, atomic_write, make_private_dir, refuse_symlink
 
-NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+#: A crew's name: not starting with ``.`` (a hidden file) or ``-`` (an option to every command
+#: that names a crew, so no command could address it).
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 PANE = crewlog.PANE
@@ -143,7 +145,8 @@ class Decision:
 def validate_name(name: str) -> str:
     if not NAME_RE.fullmatch(name or ""):
         raise UsageError(
-            f"invalid crew name {name!r}: use 1-64 characters from A-Z a-z 0-9 . _ - (not starting with .)"
+            f"invalid crew name {name!r}: use 1-64 characters from A-Z a-z 0-9 . _ - (not "
+            "starting with . or -)"
         )
     return name
 
@@ -413,6 +416,12 @@ def unseen_decisions(home: Home, name: str) -> builtins.list[Decision]:
             for key, keyed, note, line in crewlog.open_decision_lines(span[3]) if line[2] >= shown]
 
 
+def answer_line(key: str, text: str) -> str:
+    """The line that answers decision *key*: recorded in the crew's log, and what the crew's
+    brief says an answer typed into its session starts with."""
+    return f"answered: key={key} {clean_text(text)}"
+
+
 def answer(home: Home, name: str, key: str, text: str, *, now: float | None = None) -> Decision:
     """Close the open decision *key* of crew *name* by recording ``answered: key=K <text>``."""
     get(home, name)
@@ -425,5 +434,5 @@ def answer(home: Home, name: str, key: str, text: str, *, now: float | None = No
     if decision is None:
         keys = ", ".join(sorted(pending)) or "none"
         raise UsageError(f"crew {name!r} has no open decision with key {key!r} (open: {keys})")
-    append_status(home, name, f"answered: key={key} {reply}", now=now)
+    append_status(home, name, answer_line(key, reply), now=now)
     return decision
