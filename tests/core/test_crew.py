@@ -316,8 +316,17 @@ def test_cli_add_asks_tmux_for_the_pane_and_warns_but_registers_a_missing_one(
     home: Home, tmux_socket: str
 ) -> None:
     on_server = {"FM_TMUX_SOCKET": tmux_socket}
+    listed = subprocess.run(["tmux", "-L", tmux_socket, "list-panes", "-a", "-F",
+                             "#{pane_id} #{pane_pid}"], capture_output=True, text=True,
+                            timeout=30, check=True).stdout.split()
     out = fm_with(home, on_server, "crew", "add", "w0", "--pane", "fleet:0.0")
-    assert (out.returncode, out.stdout, out.stderr) == (0, "crew: added w0 (pane fleet:0.0)\n", "")
+    # Bound to the pane's stable id and its program; the target given is kept as a label.
+    assert (out.returncode, out.stdout, out.stderr) == (
+        0, f"crew: added w0 (pane {listed[0]} [fleet:0.0])\n", "")
+    w0 = crew.get(home, "w0")
+    assert (w0.pane, w0.label, w0.pid) == (listed[0], "fleet:0.0", int(listed[1]))
+    again = fm_with(home, on_server, "crew", "add", "w0", "--pane", listed[0])
+    assert again.stdout == f"crew: w0 is already registered (pane {listed[0]} [fleet:0.0])\n"
     out = fm_with(home, on_server, "crew", "add", "w1", "--pane", "nosuch:0.9")
     assert (out.returncode, out.stdout) == (0, "crew: added w1 (pane nosuch:0.9)\n")
     assert out.stderr == warning("w1", "nosuch:0.9", "can't find session: nosuch")

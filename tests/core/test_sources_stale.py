@@ -40,9 +40,11 @@ class Server:
                               capture_output=True, text=True, timeout=30, check=False)
 
     def window(self, name: str, script: str) -> str:
-        done = self.tmux("new-window", "-d", "-t", "fleet", "-n", name, "sh", "-c", script)
+        """A new window running *script*; its pane's id (crews are bound to pane ids)."""
+        done = self.tmux("new-window", "-d", "-t", "fleet", "-n", name, "-P", "-F", "#{pane_id}",
+                         "sh", "-c", script)
         assert done.returncode == 0, done.stderr
-        return f"fleet:{name}"
+        return done.stdout.strip()
 
     def wait_for(self, target: str, ok: Callable[[str], bool]) -> str:
         deadline = time.monotonic() + DEADLINE
@@ -183,7 +185,7 @@ def test_a_missing_pane_is_noted_once_and_skipped(server: Server, home: Home) ->
     source.poll(ctx(home, T0, triage))
     wake = source.poll(ctx(home, T0 + 16, triage))
     assert wake is not None and wake.key == "w1"
-    assert len(triage) == 1 and triage[0].startswith("stale: gone: pane fleet:no-such-window not captured: ")
+    assert triage == ["stale: gone: pane fleet:no-such-window is gone; not read"]
 
 
 def test_pane_state_files_are_private(server: Server, home: Home) -> None:

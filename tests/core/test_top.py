@@ -26,7 +26,8 @@ ESC = "\x1b"
 
 @pytest.fixture
 def top(fm_home: Home) -> Iterator[Gatherer]:
-    g = Gatherer(fm_home.root, {"FM_HOME": str(fm_home.root)})
+    # (no tmux to ask: crews' panes show as registered, with no state)
+    g = Gatherer(fm_home.root, {"FM_HOME": str(fm_home.root), "FM_TMUX": "/nonexistent/tmux"})
     try:
         yield g
     finally:

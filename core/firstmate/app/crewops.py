@@ -1,7 +1,11 @@
 """``fm crew steer``, ``fm crew stop`` and what ``fm crew list`` shows of each crew.
 
 All three go through the tmux crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``), whose every call is
-bounded in time and never raises for a missing pane.
+bounded in time and never raises for a missing pane. Before anything is typed into a crew's pane
+or the pane is ended, it is checked to be the pane the crew is bound to, running the program it
+was bound with (:mod:`firstmate.watch.backends.panes`); otherwise nothing is typed or ended and
+the refusal names the fix. A crew registered by a position is bound to the pane that position
+names the first time one of these looks at it.
 """
 
 from __future__ import annotations
@@ -11,10 +15,56 @@ import attrs
 from firstmate.base.errors import FirstmateError, UsageError
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
-from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, TmuxBackend
+from firstmate.watch.backends.panes import Verdict, bind_position, fact_of, holder, judge
+from firstmate.watch.backends.tmux import DEAD, LIVE, UNKNOWN, PaneListing, TmuxBackend
 
 #: Longest instruction ``fm crew steer`` types (bytes of UTF-8).
 MAX_STEER_BYTES = 16000
+
+
+def current(home: Home, backend: TmuxBackend, member: crewmod.Crew,
+            undone: str = "nothing was typed",
+            unasked: str = "check FM_TMUX and FM_TMUX_SOCKET") -> tuple[crewmod.Crew, Verdict]:
+    """*member* (bound now if it was registered by a position) and the :class:`Verdict` on its
+    pane, from one tmux call; refused (*undone* says what was not done) when tmux cannot be
+    asked (*unasked* is the fix), or when the position names a pane another crew is bound to."""
+    fact = backend.resolve(member.pane)
+    if fact is None and backend.last_exit is None:
+        raise FirstmateError(f"cannot ask tmux about pane {member.shown}: {backend.last_error}; "
+                             f"{undone} - {unasked}")
+    if not member.bound and fact is not None:
+        members = crewmod.list(home)
+        other = holder(members, fact.pane, member.name)
+        if other is not None:
+            raise FirstmateError(
+                f"crew {member.name!r} was added by position {member.pane}, which is now pane "
+                f"{fact.pane}, crew {other!r}'s; {undone} - bind {member.name} to its own pane "
+                f"with fm crew add {member.name} --pane TARGET --replace")
+        member = bind_position(home, member, fact, members)
+    return member, judge(member, fact)
+
+
+def refusal(member: crewmod.Crew, verdict: Verdict, undone: str) -> FirstmateError:
+    """The one-line refusal for a pane that is not the crew's live pane, naming the fix."""
+    name = member.name
+    if verdict.replaced:
+        fix = (f"if it is still the crew's, bind the crew to it again with fm crew add {name} "
+               f"--pane {member.pane} --replace; else fm crew remove {name}")
+    else:
+        fix = (f"fm crew stop {name} unregisters it (or fm crew add {name} --pane TARGET "
+               "--replace binds it to the pane the crew runs in now)")
+    what = "harness in pane" if verdict.state == DEAD else "pane"
+    return FirstmateError(f"crew {name!r}'s {what} {member.shown} {verdict.why}; {undone} - {fix}")
+
+
+def typable(home: Home, backend: TmuxBackend, name: str,
+            undone: str = "nothing was typed") -> crewmod.Crew:
+    """The crew *name*, once its pane is checked to be its live pane; else refused (*undone*
+    says what was not done)."""
+    member, verdict = current(home, backend, crewmod.get(home, name), undone)
+    if verdict.state != LIVE:
+        raise refusal(member, verdict, undone)
+    return member
 
 
 @attrs.frozen
@@ -26,21 +76,12 @@ class Steered:
 
 def steer(home: Home, backend: TmuxBackend, name: str, text: str) -> Steered:
     """Type *text* (one line: line breaks become spaces, controls are dropped) into the crew's
-    pane and press Enter; refused when the pane is gone or its program has ended."""
-    member = crewmod.get(home, name)
+    pane and press Enter; refused when the pane is gone, ended, or not the crew's any more."""
+    crewmod.get(home, name)
     line = crewmod.clean_text(text, MAX_STEER_BYTES)
     if not line:
         raise UsageError(f'empty instruction: run fm crew steer {name} "<what to do next>"')
-    state = backend.pane_state(member.pane)
-    if state == GONE:
-        raise FirstmateError(f"crew {name!r}'s pane {member.pane} is gone; nothing was typed - "
-                             f"fm crew stop {name} unregisters it")
-    if state == DEAD:
-        raise FirstmateError(f"crew {name!r}'s harness in pane {member.pane} has ended; nothing "
-                             f"was typed - fm crew stop {name} unregisters it")
-    if state != LIVE:
-        raise FirstmateError(f"cannot ask tmux about pane {member.pane}: {backend.last_error}; "
-                             "nothing was typed - check FM_TMUX and FM_TMUX_SOCKET")
+    member = typable(home, backend, name)
     if not backend.send(member.pane, line):
         raise FirstmateError(f"typing into pane {member.pane} failed: {backend.last_error}")
     return Steered(name, member.pane, line)
@@ -58,19 +99,19 @@ class Stopped:
 
 def stop(home: Home, backend: TmuxBackend, name: str) -> Stopped:
     """Keep the crew's last screen, end its pane (its window closes with it) and unregister it;
-    its status log, turn-end marker and pane log stay (until a crew of that name is added)."""
+    its status log, turn-end marker and pane log stay (until a crew of that name is added). A
+    pane that runs another program than the crew's is left alone, and the crew registered."""
     from firstmate.app.crewspawn import remove_launch_dir
 
-    member = crewmod.get(home, name)
-    state = backend.pane_state(member.pane)
-    if state not in (LIVE, DEAD, GONE):
-        raise FirstmateError(f"cannot ask tmux about pane {member.pane}: {backend.last_error}; "
-                             f"crew {name!r} is still registered - fix tmux (FM_TMUX, "
-                             f"FM_TMUX_SOCKET), or drop the crew and its logs with fm crew "
-                             f"remove {name}")
+    undone = f"crew {name!r} is still registered"
+    member, verdict = current(
+        home, backend, crewmod.get(home, name), undone, "fix tmux (FM_TMUX, FM_TMUX_SOCKET), or "
+        f"drop the crew and its logs with fm crew remove {name}")
+    if verdict.replaced:
+        raise refusal(member, verdict, f"nothing was ended and {undone}")
     saved = None
     killed = False
-    if state in (LIVE, DEAD):
+    if verdict.state in (LIVE, DEAD):
         screen = backend.history(member.pane)
         if screen is not None:
             saved = str(crewmod.save_pane_log(home, name, screen))
@@ -83,20 +124,45 @@ def stop(home: Home, backend: TmuxBackend, name: str) -> Stopped:
     return Stopped(name, member.pane, killed, saved)
 
 
+def pane_states(home: Home, backend: TmuxBackend, members: tuple[crewmod.Crew, ...], *,
+                bind: bool = True) -> tuple[tuple[crewmod.Crew, str], ...]:
+    """Each crew (bound now when it was registered by a position, with *bind*) and the state of
+    its pane, from one tmux call: ``live``, ``dead``, ``gone`` (no such pane, or not the crew's)
+    or ``unknown`` (tmux could not be asked)."""
+    listing = backend.listing() if members else PaneListing()
+    if listing is None:
+        return tuple((member, UNKNOWN) for member in members)
+    found = []
+    for member in members:
+        fact = fact_of(listing, member)
+        if bind and not member.bound:
+            member = bind_position(home, member, fact, members)
+        found.append((member, judge(member, fact).state))
+    return tuple(found)
+
+
 @attrs.frozen
 class CrewRow:
     """One crew as ``fm crew list`` shows it."""
 
     name: str
+    #: The pane the crew is bound to (its id), or the position it was registered by.
     pane: str
     added_at: float
     #: The harness ``fm crew spawn`` started, or None for a crew registered by hand.
     harness: str | None
-    #: ``live``, ``dead`` (its program ended), ``gone`` or ``unknown`` (tmux could not say).
+    #: ``live``, ``dead`` (its program ended), ``gone`` (no such pane, or not the crew's any
+    #: more) or ``unknown`` (tmux could not say).
     pane_state: str
     last_text: str | None
     last_at: float | None
     open_decisions: int
+    #: The target the crew was added with, when it is not :attr:`pane`.
+    label: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.pane if self.label is None else f"{self.pane} [{self.label}]"
 
     def age(self, now: float) -> float | None:
         """Seconds since the last status line, when it carries its stamp."""
@@ -107,25 +173,23 @@ class CrewRow:
         last = None if self.last_text is None else {
             "at": self.last_at, "text": self.last_text,
             "age_seconds": None if age is None else round(age, 1)}
-        return {"name": self.name, "pane": self.pane, "added_at": self.added_at,
-                "harness": self.harness, "pane_state": self.pane_state, "last_status": last,
+        return {"name": self.name, "pane": self.pane, "label": self.label,
+                "added_at": self.added_at, "harness": self.harness,
+                "pane_state": self.pane_state, "last_status": last,
                 "open_decisions": self.open_decisions}
 
 
 def rows(home: Home, backend: TmuxBackend) -> list[CrewRow]:
     """Every registered crew, by name, with one tmux call for all their panes."""
-    members = crewmod.list(home)
-    states = backend.pane_states() if members else {}
     found = []
-    for member in members:
+    for member, state in pane_states(home, backend, crewmod.list(home)):
         last = crewmod.last_line(home, member.name)
-        state = "unknown" if states is None else states.get(member.pane, GONE)
         found.append(CrewRow(
             name=member.name, pane=member.pane, added_at=member.added_at,
             harness=crewmod.harness(home, member.name), pane_state=state,
             last_text=None if last is None else crewmod.clean_text(last.text),
             last_at=None if last is None else last.at,
-            open_decisions=len(crewmod.open_decisions(home, member.name))))
+            open_decisions=len(crewmod.open_decisions(home, member.name)), label=member.label))
     return found
 
 
@@ -139,5 +203,4 @@ def age_text(seconds: float | None) -> str:
     return f"{int(seconds)}s"
 
 
-__all__ = ["MAX_STEER_BYTES", "CrewRow", "Steered", "Stopped", "age_text", "rows",
-           "steer", "stop"]
+__all__ = ["MAX_STEER_BYTES", "CrewRow", "Steered", "Stopped", "age_text", "current", "pane_states", "refusal", "rows", "steer", "stop", "typable"]

@@ -313,10 +313,15 @@ def _hand_over(fifo: Path, payload: bytes, timeout: float) -> bool:
     return done.is_set()
 
 
-def _type_prompt(backend: TmuxBackend, pane: str, launch: CrewLaunch, text: str,
+def _type_prompt(backend: TmuxBackend, member: crewmod.Crew, launch: CrewLaunch, text: str,
                  env: Mapping[str, str]) -> str | None:
-    """Type the first prompt once the pane shows :attr:`CrewLaunch.ready`; a note when not."""
+    """Type the first prompt once the pane shows :attr:`CrewLaunch.ready`, into the crew's own
+    pane only (:func:`firstmate.watch.backends.panes.judge`); a note when not."""
     from firstmate.base.envnum import env_float
+    from firstmate.watch.backends.panes import judge
+    from firstmate.watch.backends.tmux import LIVE
+
+    pane = member.pane
 
     pattern = re.compile(launch.ready or r"\S", re.MULTILINE)
     deadline = time.monotonic() + env_float(env, READY_TIMEOUT_ENV, READY_TIMEOUT)
@@ -328,6 +333,10 @@ def _type_prompt(backend: TmuxBackend, pane: str, launch: CrewLaunch, text: str,
             return (f"the harness did not show it was ready within the {READY_TIMEOUT_ENV} "
                     "bound; the brief was not typed: send it with fm crew steer")
         time.sleep(0.2)
+    verdict = judge(member, backend.resolve(pane))
+    if verdict.state != LIVE:
+        return (f"crew {member.name}'s pane {pane} {verdict.why}; the brief was not typed: "
+                "check the crew with fm crew list")
     flat = " ".join(text.split())
     if not backend.send(pane, flat):
         return f"typing the brief into pane {pane} failed: {backend.last_error}"
@@ -406,10 +415,13 @@ def _open_window(home: Home, request: SpawnRequest, env: Mapping[str, str], cwd:
 def _start(home: Home, opened: _Window, env: Mapping[str, str], backend: TmuxBackend) -> None:
     """Register the crew with its pane, then let its launcher become the harness; on any
     failure the window ends and the registration is undone."""
+    from firstmate.watch.backends.panes import start_ticks
+
     name, pane = opened.request.crew, opened.pane
     registered = False
     try:
-        crewmod.add(home, name, pane)
+        # Bound to the new pane's id and its program (the launcher, which execs the harness).
+        crewmod.add(home, name, pane, pid=opened.pid, started=start_ticks(opened.pid))
         registered = True
         crewmod.set_harness(home, name, opened.harness)
         environment = crew_environment(env, opened.launch, name, home, opened.request.cwd)
@@ -462,7 +474,8 @@ def spawn(home: Home, request: SpawnRequest, env: Mapping[str, str], *,
         notes.append(f"the worktree at {tree.path} was already there on branch {tree.branch} "
                      "(an earlier spawn of this crew); the crew works in it as it is")
     if opened.launch.prompt == PROMPT_TYPE:
-        note = _type_prompt(backend, opened.pane, opened.launch, opened.request.brief, env)
+        note = _type_prompt(backend, crewmod.get(home, name), opened.launch,
+                            opened.request.brief, env)
         if note:
             notes.append(note)
     return Spawned(name, request.harness, opened.pane, cwd, opened.session, opened.window,

@@ -77,6 +77,8 @@ class CrewView:
     turn_ended_at: float | None = None
     #: Why this crew's files could not be read, if they could not.
     problem: str | None = None
+    #: Its pane as tmux says it is now (``live``, ``dead``, ``gone``, ``unknown``), if asked.
+    pane_state: str | None = None
 
 
 @attrs.frozen
@@ -305,8 +307,8 @@ class Gatherer:
     def _crews(self) -> tuple[CrewView, ...]:
         home = self.home
         views: list[CrewView] = []
-        for member in crewmod.list(home):
-            view = CrewView(member.name, member.pane)
+        for member, state in self._panes(crewmod.list(home)):
+            view = CrewView(member.name, member.pane, pane_state=state)
             try:
                 last = self._last_line(member.name)
                 turn = crewmod.turn_signature(home, member.name)
@@ -322,6 +324,13 @@ class Gatherer:
         for gone in set(self._last_lines) - names:
             del self._last_lines[gone]
         return tuple(views)
+
+    def _panes(self, members: tuple[crewmod.Crew, ...]) -> tuple[tuple[crewmod.Crew, str], ...]:
+        """Each crew and its pane's state, from one tmux call (read only: nothing is bound)."""
+        from firstmate.app.crewops import pane_states
+        from firstmate.watch.backends.tmux import TmuxBackend
+
+        return pane_states(self.home, TmuxBackend.from_env(self.env), members, bind=False)
 
     def _last_line(self, name: str) -> crewmod.StatusLine | None:
         """The crew's newest own line, read again only when its log changed."""

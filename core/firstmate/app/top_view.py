@@ -128,7 +128,7 @@ def _header(frame: Frame) -> list[str]:
 def _crew_lines(frame: Frame, width: int) -> list[str]:
     crews = frame.crews
     name_w = min(NAME_MAX, max([4, *(width_of(clean(c.name)) for c in crews)]))
-    pane_w = min(PANE_MAX, max([4, *(width_of(clean(c.pane)) for c in crews)]))
+    pane_w = min(PANE_MAX, max([4, *(width_of(clean(_pane(c))) for c in crews)]))
     head = f"  {pad('crew', name_w)}  {pad('pane', pane_w)}  {'status':>6}  {'turn':>6}  last status"
     lines = [f"crews ({len(crews)})", head]
     for c in crews:
@@ -138,8 +138,13 @@ def _crew_lines(frame: Frame, width: int) -> list[str]:
     return lines
 
 
+def _pane(c: CrewView) -> str:
+    """The crew's pane, and ``gone`` or ``dead`` when tmux says so."""
+    return f"{c.pane} {c.pane_state}" if c.pane_state in ("gone", "dead") else c.pane
+
+
 def _crew_line(frame: Frame, c: CrewView, name_w: int, pane_w: int, width: int) -> str:
-    lead = (f"  {pad(clean(c.name), name_w)}  {pad(clean(c.pane), pane_w)}  "
+    lead = (f"  {pad(clean(c.name), name_w)}  {pad(clean(_pane(c)), pane_w)}  "
             f"{_ago(frame, c.status_at):>6}  {_ago(frame, c.turn_ended_at):>6}  ")
     text = f"(unreadable: {clean(c.problem)})" if c.problem else clean(c.status) or "-"
     return lead + cut(text, max(1, width - width_of(lead)))

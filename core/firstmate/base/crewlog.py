@@ -13,6 +13,15 @@ this module only when crews are registered. Plain tuples:
 ``Mark``      ``(cursor, turn)``: what a drain presented of a crew (``NAME.drain-cursor``): its
               status log up to the cursor and, when it showed lines of the crew, the turn-end
               marker's signature as it was read with them (else None)
+``Binding``   ``(pane, label, pid, started)``: a registration (below)
+
+A registration (``NAME.pane``) names the crew's pane on its first line: tmux's stable pane id
+(``%12``), resolved when the crew was added or spawned, or, in a registration no fm has bound yet
+(one written before panes were bound, or whose pane did not exist when it was added), the target
+as it was given. Lines after it are ``key value``: ``label TARGET`` (the target the crew was
+added with, shown as a label) and ``pid PID [START]`` (the pane's program when it was bound: its
+pid and its start time in clock ticks since boot, from ``/proc/PID/stat``). A ``pid`` line that
+does not parse reads as pid 0, which no pane has: such a registration never verifies.
 
 Every file is opened without following a symlink and without blocking, and must be a regular
 file: a symlink, a FIFO, a directory or an unreadable file is a
@@ -43,9 +52,12 @@ if TYPE_CHECKING:
     Cursor = tuple[int, int]
     Decision = tuple[str, str, str, float | None, bool]
     Mark = tuple[Cursor, str | None]
+    Binding = tuple[str, str | None, int | None, int | None]
 
 DRAIN_CURSOR = ".drain-cursor"
 MAX_PANE_CHARS = 256
+#: Most bytes of a registration read (a target and a label of MAX_PANE_CHARS each, and a pid).
+MAX_REGISTRATION_BYTES = 2048
 #: Longest status line read whole (bytes, line end excluded): a longer one (``fm crew status``
 #: writes at most ~2 KB; this is a broken reporter, or ``cat`` of a binary) is kept as its first
 #: LINE_MAX bytes, and readers move past it (:func:`oversized` tells them it was cut).
@@ -433,24 +445,65 @@ def write_cursor(path: str, cursor: Cursor) -> None:
 # --- the registry ------------------------------------------------------------------------------
 
 
-def registration(crew_dir: str, name: str) -> tuple[str, float] | None:
-    """``(pane, registered at)`` of crew *name* (a valid name), None when it is not registered;
-    a symlinked registration is refused."""
+def _number(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
+def parse_registration(text: str) -> Binding:
+    """A registration's text as ``(pane, label, pid, started)`` (see the module docstring)."""
+    lines = text.split("\n")
+    pane = lines[0].strip()
+    label: str | None = None
+    pid: int | None = None
+    started: int | None = None
+    for line in lines[1:]:
+        key, _, value = line.strip().partition(" ")
+        if key == "label" and value.strip():
+            label = value.strip()
+        elif key == "pid":
+            words = value.split()
+            pid = _number(words[0]) if words else None
+            started = _number(words[1]) if len(words) > 1 else None
+            if pid is None:
+                pid, started = 0, None
+    return pane, label, pid, started
+
+
+def encode_registration(binding: Binding) -> bytes:
+    """The text :func:`parse_registration` reads back as *binding*."""
+    pane, label, pid, started = binding
+    lines = [pane]
+    if label is not None and label != pane:
+        lines.append(f"label {label}")
+    if pid is not None:
+        lines.append(f"pid {pid}" + ("" if started is None else f" {started}"))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def read_registration(crew_dir: str, name: str) -> tuple[Binding, float] | None:
+    """``(binding, registered at)`` of crew *name* (a valid name), None when it is not
+    registered; a symlinked registration is refused."""
     path = crew_path(crew_dir, name, PANE)
     refuse_symlink(path)
     fd = open_read(path)
     if fd is None:
         return None
     try:
-        pane = os.read(fd, MAX_PANE_CHARS + 2).decode("utf-8", "replace").strip()
+        text = os.read(fd, MAX_REGISTRATION_BYTES).decode("utf-8", "replace")
         added = os.fstat(fd).st_mtime
     finally:
         os.close(fd)
-    return pane, added
+    return parse_registration(text), added
 
 
-def registered(crew_dir: str) -> list[tuple[str, str, float]]:
-    """Every registered crew as ``(name, pane, registered at)``, by name. A ``.pane`` entry
+def registration(crew_dir: str, name: str) -> tuple[str, float] | None:
+    """``(pane, registered at)`` of crew *name* (:func:`read_registration`)."""
+    found = read_registration(crew_dir, name)
+    return None if found is None else (found[0][0], found[1])
+
+
+def registrations(crew_dir: str) -> list[tuple[str, Binding, float]]:
+    """Every registered crew as ``(name, binding, registered at)``, by name. A ``.pane`` entry
     whose name is not a crew's, or that vanished while listed, is skipped."""
     try:
         entries = os.listdir(crew_dir)
@@ -458,22 +511,28 @@ def registered(crew_dir: str) -> list[tuple[str, str, float]]:
         return []
     except OSError as exc:
         raise state_error(f"cannot list {crew_dir}: {exc.strerror}") from exc
-    crews: list[tuple[str, str, float]] = []
+    crews: list[tuple[str, Binding, float]] = []
     for entry in sorted(entries):
         if not entry.endswith(PANE):
             continue
         name = entry[: -len(PANE)]
-        found = registration(crew_dir, name) if valid_name(name) else None
+        found = read_registration(crew_dir, name) if valid_name(name) else None
         if found is None:
             continue  # not a crew's name, or removed while we listed
         crews.append((name, *found))
     return crews
 
 
+def registered(crew_dir: str) -> list[tuple[str, str, float]]:
+    """Every registered crew as ``(name, pane, registered at)`` (:func:`registrations`)."""
+    return [(name, binding[0], added) for name, binding, added in registrations(crew_dir)]
+
+
 __all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_MAX", "LINE_RE",
-           "MAX_PANE_CHARS", "PANE",
-           "STATUS", "TURN_ENDED", "VERB_RE", "answered", "closed_decisions", "crew_path", "cut",
-           "decision", "encode_cursor", "fold_decisions", "from_captain", "marker_signature",
+           "MAX_PANE_CHARS", "MAX_REGISTRATION_BYTES", "PANE", "STATUS", "TURN_ENDED", "VERB_RE",
+           "answered", "closed_decisions", "crew_path", "cut", "decision", "encode_cursor",
+           "encode_registration", "fold_decisions", "from_captain", "marker_signature",
            "open_decision_lines", "open_read", "oversized", "parse_cursor", "parse_line",
-           "parse_mark", "read_cursor", "read_fd", "read_mark", "read_span", "read_text",
-           "registered", "registration", "turn_signature", "verb", "write_cursor", "write_mark"]
+           "parse_mark", "parse_registration", "read_cursor", "read_fd", "read_mark",
+           "read_registration", "read_span", "read_text", "registered", "registration",
+           "registrations", "turn_signature", "verb", "write_cursor", "write_mark"]

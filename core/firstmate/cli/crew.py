@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from firstmate.cli.args import Parser
+    from firstmate.store.crew import Crew
     from firstmate.store.home import Home
 
 _NAME_HELP = "the crew's name: 1-64 characters from A-Z a-z 0-9 . _ -, not starting with . or -"
@@ -128,31 +129,44 @@ def _add(rest: list[str]) -> int:
     ns = parser().commands["add"].parse(rest)
     home = _home(create=True)
     before = crew.get(home, ns.name) if crew.exists(home, crew.validate_name(ns.name)) else None
-    added = crew.add(home, ns.name, ns.pane, replace=ns.replace)
-    if before is None:
-        sys.stdout.write(f"crew: added {added.name} (pane {added.pane})\n")
-    elif before.pane == added.pane:
-        sys.stdout.write(f"crew: {added.name} is already registered (pane {added.pane})\n")
+    bound, why = _bind(ns.pane)
+    if bound is None:
+        added = crew.add(home, ns.name, ns.pane, replace=ns.replace)
     else:
-        sys.stdout.write(f"crew: {added.name} now watches pane {added.pane} (was {before.pane})\n")
-    _check_pane(added.name, added.pane)
+        added = crew.add(home, ns.name, bound.pane, replace=ns.replace, label=ns.pane,
+                         pid=bound.pid, started=bound.started)
+    if before is None:
+        sys.stdout.write(f"crew: added {added.name} (pane {added.shown})\n")
+    elif before.binding() == added.binding():
+        sys.stdout.write(f"crew: {added.name} is already registered (pane {added.shown})\n")
+    else:
+        sys.stdout.write(f"crew: {added.name} now watches pane {added.shown} (was "
+                         f"{before.shown})\n")
+    if why is not None:
+        sys.stderr.write(why.format(name=added.name) + "\n")
     return ExitCode.OK
 
 
-def _check_pane(name: str, pane: str) -> None:
-    """Ask tmux, as the watcher will, whether the pane exists. The registration stands either
-    way (the pane may be created later); a missing pane is one warning naming the fix."""
+def _bind(target: str) -> tuple[Crew | None, str | None]:
+    """The pane *target* names now, as a registration binds it (its id, its program's pid and
+    start time), or None with a one-line warning (``{name}`` for the crew's name): the
+    registration then keeps the target as given, and is bound when fm first finds the pane."""
+    from firstmate.store.crew import Crew
+    from firstmate.watch.backends.panes import start_ticks
     from firstmate.watch.backends.tmux import TmuxBackend
 
     backend = TmuxBackend.from_env(os.environ)
-    found = backend.has_pane(pane)
-    why = " ".join(str(backend.last_error or "").split())[:200]
-    if found is False:
-        sys.stderr.write(
-            f"crew: warning: tmux has no pane {pane} ({why}); {name} is registered anyway: start "
-            f"the crew in that pane, or fix it with fm crew add {name} --pane TARGET --replace\n")
-    elif found is None:
-        sys.stderr.write(f"crew: note: pane {pane} was not checked ({why})\n")
+    fact = backend.resolve(target)
+    if fact is not None:
+        started = None if fact.dead else start_ticks(fact.pid)
+        return Crew("", fact.pane, 0.0, target, fact.pid, started), None
+    why = " ".join(str(backend.last_error or "").split())[:200].replace("{", "{{").replace(
+        "}", "}}")
+    if backend.last_exit is None:
+        return None, f"crew: note: pane {target} was not checked ({why})"
+    return None, (f"crew: warning: tmux has no pane {target} ({why}); {{name}} is registered "
+                  f"anyway: start the crew in that pane, or fix it with fm crew add {{name}} "
+                  "--pane TARGET --replace")
 
 
 def _remove(rest: list[str]) -> int:
@@ -174,13 +188,17 @@ def _answer(rest: list[str]) -> int:
     ns = parser().commands["answer"].parse(rest)
     home = _home(create=False)
     text = " ".join(ns.answer)
-    decision = crew.answer(home, ns.name, ns.key, text)
-    sys.stdout.write(f"crew: answered {ns.name} [key={decision.key}]\n")
     if ns.send:
+        # The pane is checked before anything is recorded: a refusal leaves nothing half done.
+        from firstmate.app.crewops import typable
         from firstmate.watch.backends.tmux import TmuxBackend
 
         backend = TmuxBackend.from_env(os.environ)
-        pane = crew.get(home, ns.name).pane
+        pane = typable(home, backend, crew.validate_name(ns.name),
+                       "the answer was not recorded and nothing was typed").pane
+    decision = crew.answer(home, ns.name, ns.key, text)
+    sys.stdout.write(f"crew: answered {ns.name} [key={decision.key}]\n")
+    if ns.send:
         if not backend.send(pane, crew.answer_line(decision.key, text)):
             raise FirstmateError(
                 f"answer recorded, but typing it into pane {pane} failed: {backend.last_error}; "

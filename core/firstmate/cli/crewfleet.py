@@ -68,8 +68,8 @@ def declare(parser: Parser, name_help: str) -> None:
     listing = parser.add_command("list", "one line per crew: name, harness, pane and its state, "
                                  "age of the last status line, the line, open decisions")
     listing.add_argument("--json", action="store_true",
-                         help='print one JSON object: {"crews": [{name, pane, added_at, harness, '
-                              'pane_state, last_status, open_decisions}...]}')
+                         help='print one JSON object: {"crews": [{name, pane, label, added_at, '
+                              'harness, pane_state, last_status, open_decisions}...]}')
 
 
 def main(command: str, argv: Sequence[str], parser: Parser) -> int:
@@ -188,7 +188,7 @@ def _list(rest: list[str], parser: Parser) -> int:
     for row in found:
         text = row.last_text if row.last_text is not None else "(no status yet)"
         flag = f"  [{row.open_decisions} open decision(s)]" if row.open_decisions else ""
-        sys.stdout.write(f"{row.name}\t{row.harness or '-'}\t{crew.clean_text(row.pane)} "
+        sys.stdout.write(f"{row.name}\t{row.harness or '-'}\t{crew.clean_text(row.shown)} "
                          f"{row.pane_state}\t"
                          f"{age_text(row.age(now))}\t{crew.cut(text, 160)}{flag}\n")
     return ExitCode.OK

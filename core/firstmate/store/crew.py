@@ -3,7 +3,9 @@
 Files rather than the database, because crews and their harness hooks report from shells (a
 status line is one ``O_APPEND`` write; a turn end may be a bare ``touch``). Per crew NAME:
 
-``NAME.pane``           the registration: the backend target of the crew's pane (one line)
+``NAME.pane``           the registration: the crew's pane, bound to tmux's stable pane id, the target
+                        it was added with as a label, and the pane's program (pid and start time;
+                        :mod:`firstmate.base.crewlog` describes the lines)
 ``NAME.status``         the status log: ``<epoch>\\t<line>`` per report, append-only
 ``NAME.turn-ended``     the turn-end marker: one ``<epoch>`` line appended (or touched) per turn end
 ``NAME.signal-cursor``  the watcher's status-source cursor (``<inode> <offset>``)
@@ -15,7 +17,9 @@ status line is one ``O_APPEND`` write; a turn end may be a bare ``touch``). Per 
 ``NAME.pane-log``       the crew's last screen and scrollback, saved by ``fm crew stop``
 
 No suffix ends with another, so two crew names can never share a file. Every file is 0600 and
-is opened without following symlinks.
+is opened without following symlinks. Registrations are written under ``state/crew-registry.lock``,
+so binding a registration that names a position (:func:`bind`) never brings back one that
+``fm crew remove`` or ``stop`` just removed.
 
 Decisions: a ``needs-decision:`` line opens a decision, keyed by ``key=K`` (or ``[key=K]``) right
 after the verb, else by its line number (``line<N>``). It stays open until an
@@ -43,6 +47,10 @@ from firstmate.base.crewreport import MAX_STATUS_BYTES
 from firstmate.base.errors import ConflictError, StateError, UsageError
 from firstmate.store.home import Home, atomic_write, make_private_dir, refuse_symlink
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from firstmate.store.locks import FileLock
+
 #: A crew's name: not starting with ``.`` (a hidden file) or ``-`` (an option to every command
 #: that names a crew, so no command could address it).
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
@@ -64,6 +72,10 @@ SUFFIXES = (PANE, STATUS, TURN_ENDED, SIGNAL_CURSOR, TURN_SEEN, DRAIN_CURSOR, PA
 LOGS = (STATUS, TURN_ENDED, PANE_LOG)
 #: Longest pane log kept (bytes; the newest part is kept).
 MAX_PANE_LOG = 1 << 20
+#: The lock registrations are written under (``state/crew-registry.lock``), and how long a
+#: writer waits for it (seconds).
+REGISTRY_LOCK = "crew-registry"
+REGISTRY_WAIT = 10.0
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -72,9 +84,39 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 @attrs.frozen
 class Crew:
     name: str
+    #: The pane: tmux's stable id (``%12``) once bound; before that, the target as given.
     pane: str
     #: When the crew was registered (epoch seconds).
     added_at: float
+    #: The target the crew was added with, when it differs from :attr:`pane` (shown, never used).
+    label: str | None = None
+    #: The pane's program when the crew was bound to it (None: not recorded; 0: unreadable).
+    pid: int | None = None
+    #: That program's start time, in clock ticks since boot (None: not recorded).
+    started: int | None = None
+
+    @property
+    def bound(self) -> bool:
+        """Whether :attr:`pane` is a stable pane id rather than a position."""
+        return is_pane_id(self.pane)
+
+    @property
+    def shown(self) -> str:
+        """The pane as shown to a user: its id, and the target it was added with."""
+        return self.pane if self.label is None else f"{self.pane} [{self.label}]"
+
+    @classmethod
+    def of(cls, name: str, binding: crewlog.Binding, added_at: float) -> Crew:
+        pane, label, pid, started = binding
+        return cls(name, pane, added_at, label if label != pane else None, pid, started)
+
+    def binding(self) -> crewlog.Binding:
+        return (self.pane, self.label, self.pid, self.started)
+
+
+def is_pane_id(target: str) -> bool:
+    """``%`` and digits: a tmux pane id, which no other pane of its server ever takes."""
+    return target[:1] == "%" and target[1:].isascii() and target[1:].isdigit()
 
 
 @attrs.frozen
@@ -255,44 +297,89 @@ def _validate_pane(pane: str) -> str:
 def get(home: Home, name: str) -> Crew:
     """The registered crew *name*; an unknown crew is a :class:`UsageError` naming ``fm crew add``."""
     validate_name(name)
-    found = crewlog.registration(str(home.crew_dir), name)
+    found = crewlog.read_registration(str(home.crew_dir), name)
     if found is None:
         from firstmate.base.crewreport import unknown_crew
 
         raise unknown_crew(str(home.crew_dir), name)
-    return Crew(name, *found)
+    return Crew.of(name, *found)
 
 
 def exists(home: Home, name: str) -> bool:
     return os.path.lexists(path(home, name, PANE))
 
 
-def add(home: Home, name: str, pane: str, *, replace: bool = False) -> Crew:
-    """Register crew *name* watching *pane*. Re-adding with the same pane is a no-op; with a
-    different pane it is a :class:`ConflictError` unless *replace* (which keeps the logs)."""
+def _registry(home: Home) -> FileLock:
+    from firstmate.store.locks import FileLock
+
+    return FileLock(home.lock_path(REGISTRY_LOCK), REGISTRY_LOCK, home.root,
+                    timeout=REGISTRY_WAIT)
+
+
+def _write_registration(home: Home, member: Crew, *, keep_time: float | None = None) -> None:
+    target = path(home, member.name, PANE)
+    atomic_write(target, crewlog.encode_registration(member.binding()))
+    if keep_time is not None:  # (the registration's mtime is when the crew was added)
+        os.utime(target, (keep_time, keep_time), follow_symlinks=False)
+
+
+def add(home: Home, name: str, pane: str, *, replace: bool = False, label: str | None = None,
+        pid: int | None = None, started: int | None = None) -> Crew:
+    """Register crew *name* watching *pane* (a pane id, with the *label* it was given as and its
+    program's *pid* and *started* time, when known). Re-adding with the same pane is a no-op
+    (its program recorded anew); with a different pane it is a :class:`ConflictError` unless
+    *replace* (which keeps the logs). Re-adding a crew whose registration still names the
+    position *label* names binds it."""
     validate_name(name)
     pane = _validate_pane(pane)
+    label = None if label is None else _validate_pane(label)
+    wanted = Crew(name, pane, 0.0, label if label != pane else None, pid, started)
     _crew_dir(home)
-    if exists(home, name):
-        current = get(home, name)
-        if current.pane == pane:
-            return current
-        if not replace:
-            raise ConflictError(
-                f"crew {name!r} is registered with pane {current.pane!r}; "
-                f"pass --replace to point it at {pane!r}, or run fm crew remove {name} first"
-            )
-    else:
-        # A fresh registration starts clean: nothing left behind by an earlier crew of that name.
-        _remove_files(home, name, SUFFIXES[1:])
-    atomic_write(path(home, name, PANE), (pane + "\n").encode())
+    kept: float | None = None
+    with _registry(home):
+        if exists(home, name):
+            current = get(home, name)
+            same = current.pane == pane or (not current.bound and current.pane == label)
+            if same and wanted.label is None and current.pane == pane:
+                wanted = attrs.evolve(wanted, label=current.label)  # (re-added by its id)
+            if same and current.binding() == wanted.binding():
+                return current
+            if not same and not replace:
+                raise ConflictError(
+                    f"crew {name!r} is registered with pane {current.shown!r}; pass --replace "
+                    f"to point it at {wanted.shown!r}, or run fm crew remove {name} first")
+            kept = current.added_at if same else None
+        else:
+            # A fresh registration starts clean: nothing left behind by an earlier crew of that name.
+            _remove_files(home, name, SUFFIXES[1:])
+        _write_registration(home, wanted, keep_time=kept)
     return get(home, name)
+
+
+def bind(home: Home, member: Crew, pane: str, pid: int | None, started: int | None) -> Crew | None:
+    """Bind *member*, registered by a position, to the pane id *pane* it names now (and that
+    pane's program), keeping the position as its label and its registration time; None when
+    the registration changed meanwhile (removed, replaced or bound already): nothing is
+    written."""
+    if member.bound or not is_pane_id(pane):
+        return None
+    with _registry(home):
+        try:
+            current = get(home, member.name)
+        except UsageError:
+            return None
+        if current != member:
+            return None
+        _write_registration(home, Crew(member.name, pane, 0.0, member.label or member.pane, pid,
+                                       started), keep_time=member.added_at)
+    return get(home, member.name)
 
 
 def remove(home: Home, name: str) -> Crew:
     """Unregister crew *name* and delete its logs, markers and cursors."""
     crew = get(home, name)
-    _remove_files(home, name, SUFFIXES)
+    with _registry(home):
+        _remove_files(home, name, SUFFIXES)
     return crew
 
 
@@ -300,7 +387,8 @@ def unregister(home: Home, name: str) -> Crew:
     """Unregister crew *name* but keep its logs (:data:`LOGS`) until a crew of that name is
     added again; the watcher's cursors for it go."""
     crew = get(home, name)
-    _remove_files(home, name, [suffix for suffix in SUFFIXES if suffix not in LOGS])
+    with _registry(home):
+        _remove_files(home, name, [suffix for suffix in SUFFIXES if suffix not in LOGS])
     return crew
 
 
@@ -338,8 +426,8 @@ def _remove_files(home: Home, name: str, suffixes: Iterable[str]) -> None:
 
 
 def list(home: Home) -> tuple[Crew, ...]:
-    """Every registered crew, by name (:func:`firstmate.base.crewlog.registered`)."""
-    return tuple(Crew(*found) for found in crewlog.registered(str(home.crew_dir)))
+    """Every registered crew, by name (:func:`firstmate.base.crewlog.registrations`)."""
+    return tuple(Crew.of(*found) for found in crewlog.registrations(str(home.crew_dir)))
 
 
 list_crews = list

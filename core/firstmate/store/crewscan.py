@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import attrs
 
+from firstmate.base import crewlog
 from firstmate.base.errors import StateError, UsageError
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
@@ -133,11 +134,11 @@ class FleetScan:
         known = self._known.get(entry.path)
         if known is not None and known.key == key and isinstance(known.value, crewmod.Crew):
             return known.value
-        text = crewmod.read_text(entry.path, crewmod.MAX_PANE_CHARS + 2)
+        text = crewmod.read_text(entry.path, crewlog.MAX_REGISTRATION_BYTES)
         if text is None:
             return None  # removed while we listed
         # (as crew.get reads it; the mtime is the registration's, from the same inode)
-        member = crewmod.Crew(name, text.strip(), st.st_mtime)
+        member = crewmod.Crew.of(name, crewlog.parse_registration(text), st.st_mtime)
         self._known[entry.path] = _Known(key, member)
         return member
 

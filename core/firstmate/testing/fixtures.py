@@ -27,6 +27,9 @@ def fm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     for name in list(os.environ):
         if name.startswith("FM_") and name != "FM_HOME":
             monkeypatch.delenv(name, raising=False)
+    # Anything that asks tmux about crews' panes asks a server of this test's own (none runs),
+    # never the user's.
+    monkeypatch.setenv("FM_TMUX_SOCKET", f"fm-test-{os.getpid()}-{tmp_path.name}"[:60])
     yield Home(root).ensure()
 
 

@@ -15,14 +15,29 @@ apart, and two of those prove nothing) and the backend does not report it busy. 
 records the hash as surfaced, and the pane stays suppressed until its content changes.
 
 A pane that cannot be captured is skipped with one triage line when it goes missing (the status
-source already surfaces a silent crew through its turn-end marker). Per-crew state lives in
-``state/crew/NAME.pane-state``: ``<hash> <polls seen, max 2> <first seen epoch> <surfaced hash|->
-<signature at that hash|-> <signature it was read busy at|->`` (``-`` for a hash not read yet). It is kept across watchers: a
-re-armed watcher's first poll reads no pane whose signature held.
+source already surfaces a silent crew through its turn-end marker).
+
+**Bound panes and exits.** A crew is bound to its pane's stable id and program
+(:mod:`firstmate.watch.backends.panes`). With tmux's listing, each poll holds every crew's pane
+against it before anything is read: a crew registered by a position is bound to the pane the
+position names (once), and a pane that is gone, has ended, or runs another program is never
+captured. A crew whose pane was seen live (by this source, or when the crew was bound) and is
+now gone or ended wakes the primary once, from the listing alone (no tmux call more): reason
+line ``signal: <crew>.exited`` (key ``<crew>.exited``); crews whose panes closed in the same
+poll share one wake, ``signal: <crew>.exited (with <crew>, …)``, the first by name. A tmux
+server that stopped closed every pane. The exit is recorded (the pane's id) after the row is
+durable, and not raised again for that pane.
+
+Per-crew state lives in ``state/crew/NAME.pane-state``: ``<hash> <polls seen, max 2> <first seen
+epoch> <surfaced hash|-> <signature at that hash|-> <signature it was read busy at|-> <pane id it
+was seen live at|-> <pane id whose exit was surfaced|->`` (``-`` for a hash not read yet; the last
+two may be absent). It is kept across watchers: a re-armed watcher's first poll reads no pane
+whose signature held. An entry that does not parse is dropped and rebuilt, for that crew alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import select
 import time
@@ -37,9 +52,15 @@ from firstmate.store import crew as crewmod
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
+from firstmate.watch.backends.panes import bind_position, fact_of, judge, start_ticks
+from firstmate.watch.backends.tmux import LIVE, PaneListing
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_QUIET = 15.0
+#: The key suffix and reason of a crew's pane exit: ``signal: <crew>.exited``.
+EXITED = ".exited"
+#: Other crews named in one exit reason line at most.
+OTHERS_SHOWN = 8
 SLICE_ENV = "FM_STALE_SLICE_MS"
 DEFAULT_SLICE_MS = 20.0
 #: The ``_due`` key that asks for the next poll at once: the fleet was not looked at in full.
@@ -64,10 +85,14 @@ class PaneState:
     #: The signature at which the pane was last read busy ("-": not busy): while it holds, the
     #: pane is not read again (a busy hint that goes away changes the pane, and the signature).
     busy_at: str = "-"
+    #: The pane id this was last seen live at ("-": not known).
+    pane: str = "-"
+    #: The pane id whose exit was surfaced ("-": none).
+    exited: str = "-"
 
     def encode(self) -> bytes:
         return (f"{self.digest} {self.count} {self.since:.3f} {self.surfaced} "
-                f"{self.signature} {self.busy_at}\n").encode()
+                f"{self.signature} {self.busy_at} {self.pane} {self.exited}\n").encode()
 
     @classmethod
     def decode(cls, text: str | None) -> PaneState | None:
@@ -75,7 +100,7 @@ class PaneState:
         is rebuilt, for that crew only): ``²`` passes ``isdigit`` but not ``int``, and a time
         must be a finite number."""
         parts = (text or "").split()
-        if len(parts) not in (4, 5, 6) or not (parts[1].isascii() and parts[1].isdigit()):
+        if not 4 <= len(parts) <= 8 or not (parts[1].isascii() and parts[1].isdigit()):
             return None
         try:
             since = float(parts[2])
@@ -83,8 +108,8 @@ class PaneState:
             return None
         if not finite(since):
             return None
-        rest = [*parts[4:], "-", "-"]
-        return cls(parts[0], int(parts[1]), since, parts[3], rest[0], rest[1])
+        rest = [*parts[4:], "-", "-", "-", "-"]
+        return cls(parts[0], int(parts[1]), since, parts[3], *rest[:4])
 
 
 def pane_digest(content: str) -> str:
@@ -116,10 +141,19 @@ class StaleSource:
         default=attrs.Factory(lambda self: FleetScan(self.home), takes_self=True), kw_only=True)
     #: A pane listing under way (a backend with ``start_signatures``), kept across polls.
     _call: Any = attrs.field(default=None, init=False)
+    #: Crews whose pane exit the last wake reports: (crew, the pane id that exited).
+    _exits: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+    #: The bound pane each crew was last verified live at, this poll (what its state records).
+    _live: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: Why each other crew's pane is not read, this poll ("is gone", "has ended", ...).
+    _down: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: Start times of pane programs, by pid, read once per watcher (``/proc``).
+    _starts: dict[int, int | None] = attrs.field(factory=dict, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
         self._due.clear()
+        self._exits = []
         if self.backend is None:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
@@ -137,6 +171,11 @@ class StaleSource:
                 return None
             signatures = found if isinstance(found, dict) else None
             members = self.fleet.scan()
+            if isinstance(signatures, PaneListing):
+                members = self._bind(members, signatures)
+                exited = self._exited(ctx, members, signatures)
+                if exited is not None:
+                    return exited
         started = time.monotonic()
         first = self._resume % len(members) if members else 0
         self._resume = 0
@@ -158,12 +197,81 @@ class StaleSource:
         return None
 
     def commit(self, wake: Wake, ctx: PollContext) -> None:
+        if wake.kind == "signal":  # (an exit: every stale wake is kind "stale")
+            for name, pane in self._exits:
+                seen = self._state(name) or PaneState(UNREAD, 1, ctx.now)
+                self._write(name, attrs.evolve(seen, exited=pane))
+            self._exits = []
+            return
         state = self._pending.pop(wake.key, None)
         if state is not None:
             self._write(wake.key, attrs.evolve(state, surfaced=state.digest))
 
     def next_due(self, ctx: PollContext) -> float | None:
         return min(self._due.values()) if self._due else None
+
+    # --- bound panes and exits -----------------------------------------------------------------
+
+    def _start_of(self, pid: int) -> int | None:
+        if pid not in self._starts:
+            self._starts[pid] = start_ticks(pid)
+        return self._starts[pid]
+
+    def _bind(self, members: tuple[crewmod.Crew, ...],
+              listing: PaneListing) -> tuple[crewmod.Crew, ...]:
+        """*members*, each registered by a position now bound to the pane it names (once)."""
+        if all(member.bound for member in members):
+            return members
+        found = []
+        for member in members:
+            if not member.bound:
+                with contextlib.suppress(FirstmateError):  # (unsafe to rewrite: read as it is)
+                    member = bind_position(self.home, member, fact_of(listing, member), members,
+                                           self._start_of)
+                if member.bound:
+                    self.fleet.forget(member.name, crewmod.PANE)
+            found.append(member)
+        return tuple(found)
+
+    def _exited(self, ctx: PollContext, members: tuple[crewmod.Crew, ...],
+                listing: PaneListing) -> Wake | None:
+        """One wake for every crew whose pane was seen live and is now gone or ended (not
+        surfaced before); None when there is none."""
+        self._live.clear()
+        self._down.clear()
+        exits: list[tuple[str, str]] = []
+        for member in members:
+            verdict = judge(member, fact_of(listing, member), self._start_of)
+            if verdict.state == LIVE and member.bound:
+                self._live[member.name] = member.pane
+                continue
+            self._down[member.name] = verdict.why or "names a pane another crew is bound to"
+            if not member.bound:
+                continue  # (a position that names no pane: there is nothing it was)
+            try:
+                state = self._state(member.name)
+            except FirstmateError:
+                continue  # (skipped with its triage line by the pass over the fleet)
+            seen = member.pid is not None or (state is not None and state.pane == member.pane)
+            if seen and (state is None or state.exited != member.pane):
+                exits.append((member.name, member.pane))
+        if not exits:
+            return None
+        self._exits = exits
+        first = exits[0][0]
+        names = [name for name, _ in exits[1:]]
+        more = ""
+        if names:
+            shown = ", ".join(names[:OTHERS_SHOWN])
+            extra = f" and {len(names) - OTHERS_SHOWN} more" if len(names) > OTHERS_SHOWN else ""
+            more = f" (with {shown}{extra})"
+        return Wake("signal", f"{first}{EXITED}", f"signal: {first}{EXITED}{more}")
+
+    def _state(self, name: str) -> PaneState | None:
+        if name not in self._states:
+            self._states[name] = PaneState.decode(
+                crewmod.read_text(self.fleet.path(name, crewmod.PANE_STATE)))
+        return self._states[name]
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -229,11 +337,14 @@ class StaleSource:
     def _look(self, ctx: PollContext, member: crewmod.Crew, quiet: float,
               signatures: dict[str, str] | None) -> Wake | None:
         name = member.name
-        if name in self._states:
-            state = self._states[name]
-        else:
-            state = PaneState.decode(crewmod.read_text(self.fleet.path(name, crewmod.PANE_STATE)))
-            self._states[name] = state
+        if isinstance(signatures, PaneListing) and name not in self._live:
+            # Not the crew's live pane (gone, ended, another program): nothing of it is read.
+            why = self._down.get(name, "is not known")
+            self._note_missing(ctx, name, f"stale: {name}: pane {member.shown} {why}; not read")
+            return None
+        state = self._state(name)
+        if state is not None and name in self._live and state.pane != member.pane:
+            self._write(name, state)  # (records the pane it is live at: its exit will wake)
         signature = (signatures or {}).get(member.pane, "-")
         content: str | None = None
         if signature != "-":
@@ -300,6 +411,7 @@ class StaleSource:
     def _write(self, name: str, state: PaneState) -> None:
         # A cache of what was seen: a crash that loses it costs one re-read, so no fsync (at
         # 500 crews the first poll writes 500 of these).
+        state = attrs.evolve(state, pane=self._live.get(name, state.pane))
         self._states[name] = state
         atomic_write(crewmod.path(self.home, name, crewmod.PANE_STATE), state.encode(),
                      durable=False)

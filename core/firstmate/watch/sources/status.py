@@ -50,6 +50,7 @@ from firstmate.store.captain import captain_pattern
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
+from firstmate.watch.backends.panes import busy as pane_busy
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_SIGNAL_GRACE = 30.0
@@ -251,7 +252,7 @@ class StatusSource:
             return None
 
         relevant = [line for line in events if captain.search(line.text)]
-        if not relevant and self._working(member.pane):
+        if not relevant and self._working(member):
             settle = env_float(ctx.env, "FM_TURN_SETTLE", DEFAULT_TURN_SETTLE, allow_zero=True)
             if turn_changed and turn is not None and ctx.now < turn[1] + settle:
                 self._held[f"settle:{name}"] = turn[1] + settle  # look again once redrawn
@@ -301,13 +302,9 @@ class StatusSource:
             atomic_write(crewmod.path(self.home, pending.crew, crewmod.TURN_SEEN),
                          (pending.turn_seen + "\n").encode())
 
-    def _working(self, pane: str) -> bool:
-        if self.backend is None:
-            return False
-        try:
-            return bool(self.backend.busy(pane))
-        except Exception:  # a broken backend is "no evidence", never a crash
-            return False
+    def _working(self, member: crewmod.Crew) -> bool:
+        # (read from the crew's own pane only: firstmate.watch.backends.panes)
+        return self.backend is not None and pane_busy(self.backend, member)
 
     def _note_once(self, ctx: PollContext, topic: str, message: str) -> None:
         if topic not in self._noted:
