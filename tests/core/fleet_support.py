@@ -49,10 +49,15 @@ class Fleet:
 
     def started(self, name: str) -> dict[str, Any]:
         path = self.records / f"{name}.json"
-        value: dict[str, Any] = wait_for(
-            lambda: path.exists() and path.stat().st_size and json.loads(path.read_text()),
-            f"the agent of {name} to record its start")
-        return value
+
+        def whole() -> dict[str, Any] | None:
+            try:  # (read while the agent writes it: not whole yet)
+                value = json.loads(path.read_text())
+            except (OSError, ValueError):
+                return None
+            return value if isinstance(value, dict) else None
+
+        return wait_for(whole, f"the agent of {name} to record its start")
 
     def turns(self, name: str) -> list[str]:
         path = self.records / f"{name}.turns"

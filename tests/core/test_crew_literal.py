@@ -25,7 +25,7 @@ def pwned(root: Path) -> list[Path]:
 def test_hostile_directory_window_and_session_names_reach_tmux_as_they_are(fleet: Fleet) -> None:
     project = fleet.tmp / "proj#(touch pwned-c)"
     project.mkdir()
-    window, session = "w#(touch pwned-n)", "s#(touch pwned-s) #{pane_id}"
+    window, session = "w#(touch pwned-n) #[fg=red]", "s#(touch pwned-s) #{pane_id} ##[x"
     done = spawned(fleet, "w1", "--cwd", str(project), "--window-name", window,
                    "--session", session, "--", "task")
     # What fm prints is what tmux has: no format expanded, no command run.
@@ -50,7 +50,7 @@ def test_a_directory_ending_in_a_semicolon_is_a_directory(fleet: Fleet) -> None:
     assert "tests;" in fleet.tmux("list-windows", "-a", "-F", "#{window_name}").stdout.split()
 
 
-@pytest.mark.parametrize("session", ["a.b", "a:b", "line\nbreak", " "])
+@pytest.mark.parametrize("session", ["a.b", "a:b", "a$b", "a\\b", "line\nbreak", " "])
 def test_a_session_name_tmux_would_change_is_refused_in_one_line(fleet: Fleet,
                                                                   session: str) -> None:
     done = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--session", session,
@@ -78,6 +78,8 @@ def test_literal_arguments() -> None:
     assert tmux.literal("a\\;") == "a\\\\;" and tmux.literal(";") == "\\;"
     assert tmux.literal("a;b") == "a;b"
     assert tmux.literal_format("w#(x)#{y}##") == "w##(x)##{y}####"
+    # (a run of # before [ is a style tmux copies as it is)
+    assert tmux.literal_format("a#[b ##[c #x#[") == "a#[b ##[c ##x#["
     fact = tmux.parse_fact("s\tname\twith\ttabs\t%12\t4242\t0\n")
     assert fact is not None and (fact.pane, fact.pid, fact.dead) == ("%12", 4242, False)
     assert (fact.session, fact.window) == ("s", "name\twith\ttabs")

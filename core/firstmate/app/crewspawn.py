@@ -359,12 +359,17 @@ class _Window:
     pid: int
 
 
+#: What tmux changes in a session name (3.3a): ``:`` and ``.`` become ``_``, ``$`` and ``\`` are
+#: escaped with a backslash (as is a control character).
+SESSION_CHANGED = frozenset(":.$\\")
+
+
 def session_name(name: str) -> str:
-    """*name* as a tmux session name tmux keeps as it is: tmux would turn ``:`` and ``.`` into
-    ``_`` (and a control character into an escape), so those are refused."""
-    if not name.strip() or any(ch in ":." or not ch.isprintable() for ch in name):
+    """*name* as a tmux session name tmux keeps as it is (:data:`SESSION_CHANGED`, a control
+    character and a blank name are refused)."""
+    if not name.strip() or any(ch in SESSION_CHANGED or not ch.isprintable() for ch in name):
         raise UsageError(f"invalid tmux session name {name!r}: use printable characters other "
-                         "than : and . (pass --session or FM_CREW_SESSION another name)")
+                         "than : . $ \\ (pass --session or FM_CREW_SESSION another name)")
     return name
 
 
@@ -407,9 +412,9 @@ def _open_window(home: Home, request: SpawnRequest, env: Mapping[str, str], cwd:
     if made is None:
         raise FirstmateError(f"cannot open a tmux window for crew {name!r}: {backend.last_error}; "
                              "check that tmux runs (FM_TMUX, FM_TMUX_SOCKET)")
-    # (the names as tmux gave them: what fm prints is what tmux shows)
-    return _Window(request.harness, launch_request, launch, argv, made.session or session,
-                   made.window or window, made.pane, fifo, made.pid)
+    # (the names reached tmux as they are)
+    return _Window(request.harness, launch_request, launch, argv, session, window, made.pane,
+                   fifo, made.pid)
 
 
 def _start(home: Home, opened: _Window, env: Mapping[str, str], backend: TmuxBackend) -> None:

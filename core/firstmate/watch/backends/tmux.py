@@ -67,10 +67,16 @@ def literal(arg: str) -> str:
     return arg[:-1] + "\\;" if arg.endswith(";") else arg
 
 
+#: A run of ``#`` that tmux's format expansion turns into half as many: one not followed by
+#: ``[`` (a run followed by ``[`` is a style, which tmux copies as it is).
+_HASHES = re.compile(r"#+(?![#\[])")
+
+
 def literal_format(value: str) -> str:
-    """An option value tmux expands as a format, so that it expands to *value* itself: ``#``
-    doubled (``#(cmd)`` would run a command). :func:`literal` still applies on top."""
-    return value.replace("#", "##")
+    """An option value tmux expands as a format, so that it expands to *value* itself: each
+    ``#`` doubled (``#(cmd)`` would run a command, ``#{…}`` be replaced), except in a run
+    of them before ``[``, which tmux keeps as it is. :func:`literal` still applies on top."""
+    return _HASHES.sub(lambda found: found.group(0) * 2, value)
 
 
 @attrs.frozen
