@@ -156,7 +156,7 @@ def test_spawn_refusals_are_one_line(fleet: Fleet) -> None:
     assert panes == [crew.get(fleet.home, "w1").pane]
 
 
-def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
+def _repo(fleet: Fleet) -> Path:
     repo = fleet.tmp / "repo"
     repo.mkdir()
     git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -164,6 +164,16 @@ def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
     for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "root"],
                  ["branch", "existing"]):
         subprocess.run(["git", *args], cwd=repo, env={**os.environ, **git}, check=True)
+    return repo
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
+    repo = _repo(fleet)
     spawned(fleet, "w1", "--cwd", str(repo), "--worktree", "fresh", "--", "task")
     done = fleet.fm("crew", "spawn", "w2", "--harness", "fakecrew", "--worktree", "existing",
                     "--", "task", cwd=repo)
@@ -181,22 +191,6 @@ def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
     again = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", "third",
                      "--", "t", cwd=repo)
     assert again.returncode == 2 and "already exists" in again.stderr
-
-
-def _repo(fleet: Fleet) -> Path:
-    repo = fleet.tmp / "repo"
-    repo.mkdir()
-    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "root"],
-                 ["branch", "existing"]):
-        subprocess.run(["git", *args], cwd=repo, env={**os.environ, **git}, check=True)
-    return repo
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                          check=True).stdout
 
 
 def test_a_failed_worktree_spawn_leaves_nothing_and_its_retry_starts(fleet: Fleet) -> None:
