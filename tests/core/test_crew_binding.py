@@ -111,6 +111,7 @@ def test_a_registration_by_position_is_bound_on_first_use(fleet: Fleet) -> None:
     assert refused.returncode == 1 and "crew 'd2''s; nothing was typed" in refused.stderr
     assert crew.get(fleet.home, "d3").pane == "fleet:0.0"
     assert typed(fleet, "d2") == "still d2\n"
+    assert listed(fleet) == {"d2": "live", "d3": "gone"}  # (that pane is not d3's)
 
 
 def test_a_pane_that_runs_another_program_is_not_the_crews(fleet: Fleet) -> None:
@@ -220,6 +221,13 @@ def test_a_turn_end_is_never_judged_by_another_programs_pane(fleet: Fleet) -> No
     wake = source.poll(PollContext(home=fleet.home, env=env, now=T0 + 1, poll=1,
                                    triage=[].append))
     assert wake == Wake("signal", "d1.turn-ended", "signal: d1.turn-ended")
+    # Nor by the pane a position names while that registration is not bound yet: the busy
+    # pane at fleet:0.0 is d1's (bound) pane now, not d0's.
+    (fleet.home.crew_dir / "d0.pane").write_text(position(fleet, p1) + "\n")
+    crew.mark_turn_ended(fleet.home, "d0", now=T0)
+    wake = StatusSource(fleet.home, fleet.backend()).poll(
+        PollContext(home=fleet.home, env=env, now=T0 + 2, poll=1, triage=[].append))
+    assert wake is not None and wake.reason.startswith("signal: d0.turn-ended")
 
 
 def drain_and_ack(fleet: Fleet) -> None:

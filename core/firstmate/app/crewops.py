@@ -16,7 +16,7 @@ from firstmate.base.errors import FirstmateError, UsageError
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 from firstmate.watch.backends.panes import Verdict, bind_position, fact_of, holder, judge
-from firstmate.watch.backends.tmux import DEAD, LIVE, UNKNOWN, PaneListing, TmuxBackend
+from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, UNKNOWN, PaneListing, TmuxBackend
 
 #: Longest instruction ``fm crew steer`` types (bytes of UTF-8).
 MAX_STEER_BYTES = 16000
@@ -137,6 +137,9 @@ def pane_states(home: Home, backend: TmuxBackend, members: tuple[crewmod.Crew, .
         fact = fact_of(listing, member)
         if bind and not member.bound:
             member = bind_position(home, member, fact, members)
+        if not member.bound and fact is not None and holder(members, fact.pane, member.name):
+            found.append((member, GONE))  # (its position names another crew's pane)
+            continue
         found.append((member, judge(member, fact).state))
     return tuple(found)
 

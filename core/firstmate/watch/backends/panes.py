@@ -83,13 +83,18 @@ def fact_of(listing: PaneListing, member: crewmod.Crew) -> PaneFact | None:
 def busy(backend: CrewBackend, member: crewmod.Crew) -> bool:
     """Positive evidence that *member*'s agent is working, read from its own pane only: with a
     program recorded, the pane is read in the same tmux call that checks it still runs that pid
-    (a pane that does not is never busy). Never raises (a broken backend is no evidence)."""
+    (a pane that does not is never busy); a registration by a position not bound yet (the
+    watcher binds it at its next look at the panes) is not read from a pane that may be another
+    crew's. Never raises (a broken backend is no evidence)."""
     try:
         bound = getattr(backend, "capture_bound", None)
         judge_text = getattr(backend, "busy_in", None)
-        if member.pid is not None and callable(bound) and callable(judge_text):
-            content = bound(member.pane, member.pid)
-            return content is not None and bool(judge_text(content))
+        if callable(bound) and callable(judge_text):
+            if not member.bound:
+                return False
+            if member.pid is not None:
+                content = bound(member.pane, member.pid)
+                return content is not None and bool(judge_text(content))
         return bool(backend.busy(member.pane))
     except Exception:
         return False
