@@ -25,6 +25,7 @@ from firstmate.base import crewview
 from firstmate.base.captain import relevance
 from firstmate.store import crew, deliveries
 from firstmate.store.home import Home
+from firstmate.watch.backends.tmux import PaneListing
 from firstmate.watch.sources.base import PollContext
 from firstmate.watch.sources.resurface import open_decisions_exist
 from firstmate.watch.sources.status import StatusSource
@@ -55,6 +56,9 @@ class Panes:
 
     def pane_states(self) -> dict[str, str]:
         return {}
+
+    def listing(self) -> PaneListing:
+        return PaneListing()
 
 
 def shown_clean(text: str) -> bool:
