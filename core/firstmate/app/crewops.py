@@ -1,4 +1,5 @@
-"""``fm crew steer``, ``fm crew stop`` and what ``fm crew list`` shows of each crew.
+"""``fm crew steer``, ``fm crew answer``, ``fm crew stop`` and what ``fm crew list`` shows of
+each crew.
 
 All three go through the tmux crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``), whose every call is
 bounded in time and never raises for a missing pane. Before anything is typed into a crew's pane
@@ -85,6 +86,31 @@ def steer(home: Home, backend: TmuxBackend, name: str, text: str) -> Steered:
     if not backend.send(member.pane, line):
         raise FirstmateError(f"typing into pane {member.pane} failed: {backend.last_error}")
     return Steered(name, member.pane, line)
+
+
+@attrs.frozen
+class Answered:
+    decision: crewmod.Decision
+    #: The pane the answer is to be typed into (checked to be the crew's live pane), or None.
+    pane: str | None = None
+    #: Why typing it failed (the answer is recorded), or None.
+    unsent: str | None = None
+
+
+def answer(home: Home, backend: TmuxBackend, name: str, key: str, text: str, *,
+           send: bool) -> Answered:
+    """Close crew *name*'s open decision *key* with *text*; with *send*, also type the answer
+    line into its pane (then Enter). The pane is checked before anything is recorded, so a
+    refusal records nothing; typing that fails after the answer was recorded is reported in
+    :attr:`Answered.unsent`."""
+    pane = None
+    if send:
+        pane = typable(home, backend, crewmod.validate_name(name),
+                       "the answer was not recorded and nothing was typed").pane
+    decision = crewmod.answer(home, name, key, text)
+    if pane is None or backend.send(pane, crewmod.answer_line(decision.key, text)):
+        return Answered(decision, pane)
+    return Answered(decision, pane, backend.last_error or "tmux failed")
 
 
 @attrs.frozen
@@ -206,4 +232,4 @@ def age_text(seconds: float | None) -> str:
     return f"{int(seconds)}s"
 
 
-__all__ = ["MAX_STEER_BYTES", "CrewRow", "Steered", "Stopped", "age_text", "current", "pane_states", "refusal", "rows", "steer", "stop", "typable"]
+__all__ = ["MAX_STEER_BYTES", "Answered", "CrewRow", "Steered", "Stopped", "age_text", "answer", "current", "pane_states", "refusal", "rows", "steer", "stop", "typable"]

@@ -182,27 +182,18 @@ def _remove(rest: list[str]) -> int:
 
 
 def _answer(rest: list[str]) -> int:
+    from firstmate.app.crewops import answer
     from firstmate.base.errors import FirstmateError
-    from firstmate.store import crew
+    from firstmate.watch.backends.tmux import TmuxBackend
 
     ns = parser().commands["answer"].parse(rest)
     home = _home(create=False)
-    text = " ".join(ns.answer)
-    if ns.send:
-        # The pane is checked before anything is recorded: a refusal leaves nothing half done.
-        from firstmate.app.crewops import typable
-        from firstmate.watch.backends.tmux import TmuxBackend
-
-        backend = TmuxBackend.from_env(os.environ)
-        pane = typable(home, backend, crew.validate_name(ns.name),
-                       "the answer was not recorded and nothing was typed").pane
-    decision = crew.answer(home, ns.name, ns.key, text)
-    sys.stdout.write(f"crew: answered {ns.name} [key={decision.key}]\n")
-    if ns.send:
-        if not backend.send(pane, crew.answer_line(decision.key, text)):
-            raise FirstmateError(
-                f"answer recorded, but typing it into pane {pane} failed: {backend.last_error}; "
-                "send it to the crew yourself"
-            )
-        sys.stdout.write(f"crew: sent the answer to pane {pane}\n")
+    done = answer(home, TmuxBackend.from_env(os.environ), ns.name, ns.key, " ".join(ns.answer),
+                  send=ns.send)
+    sys.stdout.write(f"crew: answered {ns.name} [key={done.decision.key}]\n")
+    if done.unsent is not None:
+        raise FirstmateError(f"answer recorded, but typing it into pane {done.pane} failed: "
+                             f"{done.unsent}; send it to the crew yourself")
+    if done.pane is not None:
+        sys.stdout.write(f"crew: sent the answer to pane {done.pane}\n")
     return ExitCode.OK
