@@ -169,7 +169,7 @@ def test_fm_help_groups_every_command_once_by_who_runs_it(fm_env: Mapping[str, s
                            "run 'fm status --help'"),
     (["crew", "lsit"], "fm: crew: argument COMMAND: invalid choice: 'lsit' (choose from 'add', "
                        "'remove', 'status', 'turn-ended', 'answer', 'spawn', 'steer', 'stop', "
-                       "'list'); did you mean 'list'? run 'fm crew --help'"),
+                       "'list', 'peek', 'attach'); did you mean 'list'? run 'fm crew --help'"),
     (["plugin", "ad", "x"], "fm: plugin: argument COMMAND: invalid choice: 'ad' (choose from "
                             "'add', 'remove', 'list'); did you mean 'add'? run 'fm plugin --help'"),
 ])

@@ -59,7 +59,7 @@ def parser() -> Parser:
                         help="the answer (words are joined)")
     from firstmate.cli import crewfleet
 
-    crewfleet.declare(parser, _NAME_HELP)  # spawn, steer, stop and list
+    crewfleet.declare(parser, _NAME_HELP)  # spawn, steer, stop, list, peek and attach
     return parser
 
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str]) -> int:
         return _status(rest)
     if command == "turn-ended" and not helping:
         return _turn_ended(rest)
-    if command in ("spawn", "steer", "stop", "list"):
+    if command in ("spawn", "steer", "stop", "list", "peek", "attach"):
         from firstmate.cli import crewfleet
 
         return crewfleet.main(command, rest, parser())

@@ -1,4 +1,5 @@
-"""``fm crew spawn``, ``steer``, ``stop`` and ``list``: a fleet of crews in tmux windows.
+"""``fm crew spawn``, ``steer``, ``stop``, ``list``, ``peek`` and ``attach``: a fleet of crews in
+tmux windows.
 
 :mod:`firstmate.cli.crew` declares these in its parser with :func:`declare` and dispatches them
 here with that parser (this module never imports it back); the work is done in the app layer
@@ -23,14 +24,14 @@ if TYPE_CHECKING:
     from firstmate.cli.args import Parser
     from firstmate.watch.backends.tmux import TmuxBackend
 
-COMMANDS = ("spawn", "steer", "stop", "list")
+COMMANDS = ("spawn", "steer", "stop", "list", "peek", "attach")
 SPAWN_USAGE = ("fm crew spawn NAME --harness H [--cwd DIR] [--worktree BRANCH] [--window-name W] "
                "[--session S] [--harness-arg ARG]... [--fm-command CMD] [--prompt-file FILE] "
                "[-- PROMPT...]")
 
 
 def declare(parser: Parser, name_help: str) -> None:
-    """Add spawn, steer, stop and list to ``fm crew``'s *parser*."""
+    """Add spawn, steer, stop, list, peek and attach to ``fm crew``'s *parser*."""
     spawn = parser.add_command(
         "spawn", "start harness H as crew NAME in a new tmux window, registered, briefed with "
         "the reporting protocol, its turn ends recorded", usage=SPAWN_USAGE,
@@ -70,11 +71,35 @@ def declare(parser: Parser, name_help: str) -> None:
     listing.add_argument("--json", action="store_true",
                          help='print one JSON object: {"crews": [{name, pane, label, added_at, '
                               'harness, pane_state, last_status, open_decisions}...]}')
+    peek = parser.add_command("peek", "print the last lines of the crew's screen (its pane, "
+                              "scrollback included), cleaned; refused when the pane is not the "
+                              "crew's")
+    peek.add_argument("name", metavar="NAME", help=name_help)
+    peek.add_argument("-n", "--lines", type=_lines, default=None, metavar="N",
+                      help="how many lines (1-1000, default 20)")
+    attach = parser.add_command("attach", "bring the crew's pane to this terminal: switch this "
+                                "tmux client to it, or attach to its tmux server "
+                                "(FM_TMUX_SOCKET)")
+    attach.add_argument("name", metavar="NAME", help=name_help)
+
+
+def _lines(text: str) -> int:
+    from firstmate.watch.backends.screen import MAX_LINES
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of lines: {text[:40]!r}") from None
+    if not 1 <= value <= MAX_LINES:
+        raise argparse.ArgumentTypeError(f"the number of lines must be 1 to {MAX_LINES}, not "
+                                         f"{text[:40]!r}")
+    return value
 
 
 def main(command: str, argv: Sequence[str], parser: Parser) -> int:
     """Run ``fm crew <command>`` (one of :data:`COMMANDS`) with ``fm crew``'s *parser*."""
-    handler = {"spawn": _spawn, "steer": _steer, "stop": _stop, "list": _list}[command]
+    handler = {"spawn": _spawn, "steer": _steer, "stop": _stop, "list": _list, "peek": _peek,
+               "attach": _attach}[command]
     return handler(list(argv), parser.commands[command])
 
 
@@ -192,3 +217,54 @@ def _list(rest: list[str], parser: Parser) -> int:
                          f"{row.pane_state}\t"
                          f"{age_text(row.age(now))}\t{crew.cut(text, 160)}{flag}\n")
     return ExitCode.OK
+
+
+# --- peek and attach ---------------------------------------------------------------------------
+
+
+def _peek(rest: list[str], parser: Parser) -> int:
+    from firstmate.app.crewlook import DEFAULT_PEEK_LINES, peek
+    from firstmate.watch.backends.tmux import DEAD
+
+    ns = parser.parse(rest)
+    shown = peek(_home(create=False), _backend(), ns.name, ns.lines or DEFAULT_PEEK_LINES)
+    sys.stdout.write("".join(line + "\n" for line in shown.lines))
+    if shown.state == DEAD:
+        sys.stderr.write(f"crew: note: the harness in {shown.name}'s pane {shown.pane} has "
+                         "ended; this is its last screen\n")
+    return ExitCode.OK
+
+
+def _attach(rest: list[str], parser: Parser) -> int:
+    import subprocess
+
+    from firstmate.app.crewlook import attach
+    from firstmate.base.errors import FirstmateError
+
+    ns = parser.parse(rest)
+    backend = _backend()
+    terminal = sys.stdin is not None and sys.stdin.isatty()
+    plan = attach(_home(create=False), backend, ns.name, os.environ, terminal=terminal)
+    for note in plan.notes():
+        sys.stderr.write(note + "\n")
+    if not plan.takes_terminal:
+        try:
+            done = subprocess.run(plan.argv, env=dict(plan.env), stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=backend.timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise FirstmateError(f"cannot run tmux to switch to crew {plan.name!r}: {exc}; check "
+                                 "FM_TMUX") from exc
+        if done.returncode != 0:
+            said = " ".join(done.stderr.decode("utf-8", "replace").split())[:200]
+            raise FirstmateError(f"tmux could not switch this client to crew {plan.name!r}'s "
+                                 f"pane {plan.pane}: {said or 'it exited ' + str(done.returncode)}"
+                                 f"; run fm crew attach {plan.name} from a terminal outside tmux")
+        sys.stdout.write(f"crew: switched this tmux client to {plan.name} (pane {plan.pane})\n")
+        return ExitCode.OK
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(plan.argv[0], list(plan.argv), dict(plan.env))
+    except OSError as exc:
+        raise FirstmateError(f"cannot run tmux ({plan.argv[0]}): {exc.strerror}; set FM_TMUX to "
+                             "the tmux binary") from exc

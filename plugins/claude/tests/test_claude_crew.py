@@ -24,6 +24,10 @@ def test_the_crew_starts_with_its_own_settings_and_the_brief(tmp_path: Path) -> 
     assert launch.argv == ("claude", "--settings", str(tmp_path / "launch" / settings.path),
                            "--model", "sonnet", "You are crew w1.\nTask: x")
     assert "CLAUDECODE" in launch.unset_env and "CLAUDE_CODE_SESSION_ID" in launch.unset_env
+    # The trust question is answered in the crew's window: the note names the command that
+    # reaches it on the crews' own tmux server (FM_TMUX_SOCKET), not a bare tmux attach.
+    assert any("fm crew attach w1" in note for note in launch.notes)
+    assert not any("tmux attach" in note for note in launch.notes)
     doc = json.loads(settings.text)
     for event in ("Stop", "StopFailure"):
         [group] = doc["hooks"][event]

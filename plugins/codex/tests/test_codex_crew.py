@@ -25,6 +25,8 @@ def test_the_crew_notify_runs_turn_ended_and_ignores_codex_json(tmp_path: Path) 
     assert plugin.firstmate_crew_launch(harness="claude", request=request) is None
     launch = plugin.firstmate_crew_launch(harness="codex", request=request)
     assert launch is not None and not launch.files and "CODEX_SANDBOX" in launch.unset_env
+    assert any("fm crew attach w1" in note for note in launch.notes)
+    assert not any("tmux attach" in note for note in launch.notes)
     argv = list(launch.argv)
     assert argv[:3] == ["codex", "--no-daemon", "-c"] and argv[-3:] == ["-m", "x", "B"]
     assert argv[argv.index("--add-dir") + 1] == str(tmp_path / "home")

@@ -16,6 +16,7 @@ def test_the_crew_loads_its_own_extension_and_gets_the_brief(tmp_path: Path) -> 
     assert plugin.firstmate_crew_launch(harness="pi", request=request) is None
     launch = plugin.firstmate_crew_launch(harness="omp", request=request)
     assert launch is not None and launch.notes
+    assert "fm crew attach w1" in launch.notes[0] and "{setupWizard: false}" in launch.notes[0]
     [extension] = launch.files
     assert launch.argv == ("omp", "-e", str(tmp_path / "l" / extension.path), "--model", "m",
                            "B")

@@ -22,8 +22,9 @@ UNSET = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ID", "CLAU
          "CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SSE_PORT")
 #: Seconds Claude gives the turn-end command (it returns in a fraction of one).
 TURN_END_TIMEOUT = 30
-NOTES = ("Claude Code asks whether to trust a directory it has not run in before: answer it in "
-         "the crew's window the first time (tmux attach), or start crews in trusted directories.",)
+NOTE = ("Claude Code asks whether to trust a directory it has not run in before: answer it in "
+        "the crew's window the first time (fm crew attach {crew}), or start crews in trusted "
+        "directories.")
 
 
 def settings(request: CrewLaunchRequest) -> dict[str, object]:
@@ -41,4 +42,5 @@ def launch(request: CrewLaunchRequest) -> CrewLaunch:
     config = CrewFile(SETTINGS, json.dumps(settings(request), indent=2) + "\n")
     argv = (PROGRAM, "--settings", str(request.file(config.path)), *request.extra_args,
             request.brief)
-    return CrewLaunch(argv=argv, unset_env=UNSET, files=(config,), notes=NOTES)
+    return CrewLaunch(argv=argv, unset_env=UNSET, files=(config,),
+                      notes=(NOTE.format(crew=request.crew),))

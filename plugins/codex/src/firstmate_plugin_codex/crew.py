@@ -19,9 +19,9 @@ from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 PROGRAM = "codex"
 #: The spawner's own Codex sandbox markers, wrong for a crew that runs in its own window.
 UNSET = ("CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED")
-NOTES = ("Codex asks whether to trust a directory it has not run in before: answer it in the "
-         "crew's window the first time (tmux attach). The crew's -c notify replaces a notify "
-         "program of your own config for that session.",)
+NOTE = ("Codex asks whether to trust a directory it has not run in before: answer it in the "
+        "crew's window the first time (fm crew attach {crew}). The crew's -c notify replaces a "
+        "notify program of your own config for that session.")
 
 
 def notify(request: CrewLaunchRequest) -> list[str]:
@@ -35,4 +35,4 @@ def launch(request: CrewLaunchRequest) -> CrewLaunch:
     override = f"notify={json.dumps(notify(request))}"
     argv = (PROGRAM, "--no-daemon", "-c", override, "--add-dir", str(request.home),
             *request.extra_args, request.brief)
-    return CrewLaunch(argv=argv, unset_env=UNSET, notes=NOTES)
+    return CrewLaunch(argv=argv, unset_env=UNSET, notes=(NOTE.format(crew=request.crew),))

@@ -59,9 +59,9 @@ PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True
 CREW_RESOURCE = "crew/crew.ts"
 CREW_EXTENSION = "omp-crew/index.ts"
 CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
-CREW_NOTES = ("omp opens its setup wizard at its first interactive start unless "
-              "~/.omp/agent/config.yml says startup: {setupWizard: false}: finish it in the "
-              "crew's window once.",)
+CREW_NOTE = ("omp opens its setup wizard at its first interactive start unless "
+             "~/.omp/agent/config.yml says startup: {{setupWizard: false}}: finish it in the "
+             "crew's window once (fm crew attach {crew}).")
 
 
 def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
@@ -71,7 +71,7 @@ def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     extension = CrewFile(CREW_EXTENSION, source.replace(
         CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
     argv = ("omp", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
-    return CrewLaunch(argv=argv, files=(extension,), notes=CREW_NOTES)
+    return CrewLaunch(argv=argv, files=(extension,), notes=(CREW_NOTE.format(crew=request.crew),))
 
 
 @attrs.define(eq=False)
