@@ -74,8 +74,26 @@ def test_crews_show_their_pane_last_own_line_and_turn_end(fm_home: Home, top: Ga
     assert alpha.status == "needs-decision: key=db which database?" and alpha.status_at == 1010.0
     assert alpha.turn_ended_at is not None  # the marker's time (mtime: the file was written now)
     assert beta.status == "" and beta.status_at is None and beta.turn_ended_at is None
+    assert alpha.decisions == () and alpha.harness is None
     text = "\n".join(render(frame, 120))
-    assert "alpha  fleet:0.1     20s" in text and "needs-decision: key=db which database?" in text
+    assert "crew   harness  pane       state    dec  turn end     age  last status" in text
+    assert "alpha  -        fleet:0.1  unknown  " in text  # (tmux could not be asked)
+    assert "     20s  needs-decision: key=db which database?" in text
+
+
+def test_crews_show_their_harness_and_open_decisions(fm_home: Home, top: Gatherer) -> None:
+    crew.add(fm_home, "alpha", "%3")
+    crew.set_harness(fm_home, "alpha", "pi")
+    crew.append_status(fm_home, "alpha", "needs-decision: key=db which database?", now=1000.0)
+    crew.append_status(fm_home, "alpha", "needs-decision: key=ci rerun it?", now=1001.0)
+    frame = top.gather(now=1010.0)
+    (alpha,) = frame.crews
+    assert (alpha.harness, alpha.decisions) == ("pi", ("db", "ci"))
+    assert any(line.split()[:5] == ["alpha", "pi", "%3", "unknown", "!2"]
+               for line in render(frame, 120))
+    crew.answer(fm_home, "alpha", "db", "sqlite")
+    (alpha,) = top.gather(now=1010.0).crews  # (its log changed: read again)
+    assert alpha.decisions == ("ci",)
 
 
 def test_queue_episode_and_away_are_shown(fm_home: Home, top: Gatherer) -> None:
@@ -284,7 +302,8 @@ def test_once_prints_one_plain_frame(fm_home: Home) -> None:
     done = run_fm("top", "--once")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("fm top ") and ESC not in done.stdout
-    assert "alpha  fleet:0.1" in done.stdout and "done: shipped" in done.stdout
+    assert any(line.split()[:2] == ["alpha", "-"] and line.endswith("done: shipped")
+               for line in done.stdout.splitlines())
     assert done.stdout.count("fm top ") == 1
 
 

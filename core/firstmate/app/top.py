@@ -79,6 +79,10 @@ class CrewView:
     problem: str | None = None
     #: Its pane as tmux says it is now (``live``, ``dead``, ``gone``, ``unknown``), if asked.
     pane_state: str | None = None
+    #: The harness ``fm crew spawn`` started, None for a crew registered by hand.
+    harness: str | None = None
+    #: The keys of its open decisions, oldest first.
+    decisions: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -119,6 +123,14 @@ class Frame:
 
 
 @attrs.frozen
+class _LogView:
+    """What a frame shows of one crew's status log: its newest own line, its open decisions."""
+
+    last: crewmod.StatusLine | None
+    decisions: tuple[str, ...]
+
+
+@attrs.frozen
 class _Row:
     at: float
     reason: str
@@ -137,8 +149,7 @@ class Gatherer:
     _top_seq: int = 0
     _used: set[int] = attrs.Factory(set)
     _wakes: dict[tuple[float, int, str], WakeView] = attrs.Factory(dict)
-    _last_lines: dict[str, tuple[tuple[int, int, int], crewmod.StatusLine | None]] = \
-        attrs.Factory(dict)
+    _last_lines: dict[str, tuple[tuple[int, int, int], _LogView]] = attrs.Factory(dict)
 
     @property
     def home(self) -> Home:
@@ -310,12 +321,14 @@ class Gatherer:
         for member, state in self._panes(crewmod.list(home)):
             view = CrewView(member.name, member.pane, pane_state=state)
             try:
-                last = self._last_line(member.name)
+                log = self._log(member.name)
+                last = log.last
                 turn = crewmod.turn_signature(home, member.name)
                 view = attrs.evolve(
                     view, status="" if last is None else crewmod.clean_text(last.text),
                     status_at=None if last is None else last.at,
-                    turn_ended_at=None if turn is None else turn[1])
+                    turn_ended_at=None if turn is None else turn[1],
+                    harness=crewmod.harness(home, member.name), decisions=log.decisions)
             except (OSError, FirstmateError) as exc:
                 message = exc.message if isinstance(exc, FirstmateError) else str(exc)
                 view = attrs.evolve(view, problem=message)
@@ -332,17 +345,19 @@ class Gatherer:
 
         return pane_states(self.home, TmuxBackend.from_env(self.env), members, bind=False)
 
-    def _last_line(self, name: str) -> crewmod.StatusLine | None:
-        """The crew's newest own line, read again only when its log changed."""
+    def _log(self, name: str) -> _LogView:
+        """The crew's newest own line and open decisions, read again only when its log
+        changed."""
         p = crewmod.path(self.home, name, crewmod.STATUS)
         key = _stat_key(p)
         cached = self._last_lines.get(name)
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
-        line = crewmod.last_line(self.home, name)
+        view = _LogView(crewmod.last_line(self.home, name),
+                        tuple(d.key for d in crewmod.open_decisions(self.home, name)))
         if key is not None:
-            self._last_lines[name] = (key, line)
-        return line
+            self._last_lines[name] = (key, view)
+        return view
 
 
 def _stat_key(path: str | Path) -> tuple[int, int, int] | None:

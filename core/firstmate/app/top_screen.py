@@ -6,8 +6,10 @@ when it changes, and at least every *interval* seconds (ages move; a watcher's b
 with nothing written).
 
 * :func:`run_screen` (stdout is a terminal): the alternate screen, redrawn in place with plain
-  ANSI; keys are read in cbreak mode without echo, ``q`` quits. The terminal is restored on
-  every way out: ``q``, Ctrl-C, HUP or TERM, an exception, and around a Ctrl-Z suspension.
+  ANSI (in colour unless ``NO_COLOR`` is set); keys are read in cbreak mode without echo and
+  handled by a :class:`~firstmate.app.top_panel.Panel` (select a crew, attach, peek, steer,
+  answer, stop; ``q`` quits). The terminal is restored on every way out: ``q``, Ctrl-C, HUP or
+  TERM, an exception, and around a Ctrl-Z suspension or an attach to a crew's pane.
 * :func:`run_plain` (a pipe, a file): a frame is printed only when the home's state changed (its
   :meth:`~firstmate.app.top.Frame.steady` part), frames separated by a blank line, no escapes.
 """
@@ -22,7 +24,10 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from firstmate.app.crewlook import Attach
 from firstmate.app.top import Frame, Gatherer
+from firstmate.app.top_keys import KeyReader
+from firstmate.app.top_panel import QUIT, REDRAW, Panel
 from firstmate.app.top_view import render
 from firstmate.base import stopsignals
 from firstmate.base.exitcodes import ExitCode
@@ -36,8 +41,6 @@ LEAVE = "\x1b[?25h\x1b[?1049l"  # show the cursor, back to the normal screen
 HOME_CURSOR = "\x1b[H"
 CLEAR_EOL = "\x1b[K"
 CLEAR_EOS = "\x1b[J"
-QUIT_KEYS = frozenset(b"qQ")
-REDRAW_KEYS = frozenset(b"\x0crR")  # Ctrl-L, r
 
 
 def _stopped_status(stop: stopsignals.Stopped) -> int:
@@ -123,10 +126,11 @@ class _Terminal:
 
 
 def run_screen(gatherer: Gatherer, out_fd: int, in_fd: int | None, *,
-               interval: float = DEFAULT_INTERVAL, tick: float = TICK) -> int:
+               interval: float = DEFAULT_INTERVAL, tick: float = TICK,
+               panel: Panel | None = None, colour: bool = False) -> int:
     """Redraw the frame in place until ``q`` (exit 0) or a stop signal (128 + its number)."""
     term = _Terminal(out_fd, in_fd)
-    footer = f"q quits · redrawn on change, and every {interval:g}s"
+    panel = panel or Panel(str(gatherer.root), dict(gatherer.env))
     state: dict[str, object] = {"force": True}
 
     def suspend(signum: int, frame: object) -> None:
@@ -143,7 +147,7 @@ def run_screen(gatherer: Gatherer, out_fd: int, in_fd: int | None, *,
         with stopsignals.trapped():
             signal.signal(signal.SIGTSTP, suspend)
             term.enter()
-            return _screen_loop(gatherer, term, state, interval, tick, footer)
+            return _screen_loop(gatherer, term, state, interval, tick, panel, colour)
     except stopsignals.Stopped as stop:
         return _stopped_status(stop)
     finally:
@@ -153,41 +157,72 @@ def run_screen(gatherer: Gatherer, out_fd: int, in_fd: int | None, *,
         gatherer.close()
 
 
+def _attach(term: _Terminal, plan: Attach, panel: Panel) -> None:
+    """Run a tmux client for *plan* in this terminal, given back as it was, until it detaches."""
+    import subprocess
+
+    term.leave()
+    try:
+        code = subprocess.run(plan.argv, env=dict(plan.env), check=False).returncode
+        panel.attached(plan, code)
+    except OSError as exc:
+        panel.attached(plan, None, exc.strerror or str(exc))
+    finally:
+        term.enter()
+
+
+def _keys(term: _Terminal, reader: KeyReader, tick: float) -> list[str]:
+    """The keys typed within *tick* seconds (none without a keyboard)."""
+    if term.in_fd is None:
+        time.sleep(tick)  # no keyboard: the poll's period (see the module docstring)
+        return []
+    ready, _, _ = select.select([term.in_fd], [], [], tick)
+    if not ready:
+        return []
+    try:
+        data = os.read(term.in_fd, 64)
+    except OSError:
+        data = b""
+    if not data:
+        term.in_fd = None  # the terminal's input is gone: quit with a signal only
+    return reader.keys(data)
+
+
 def _screen_loop(gatherer: Gatherer, term: _Terminal, state: dict[str, object],
-                 interval: float, tick: float, footer: str) -> int:
+                 interval: float, tick: float, panel: Panel, colour: bool) -> int:
     last_fp: tuple[object, ...] | None = None
     last_size: tuple[int, int] | None = None
     last_lines: list[str] | None = None
+    frame: Frame | None = None
+    reader = KeyReader()
     due = 0.0
     while True:
-        if term.in_fd is not None:
-            ready, _, _ = select.select([term.in_fd], [], [], tick)
-            if ready:
-                try:
-                    keys = os.read(term.in_fd, 64)
-                except OSError:
-                    keys = b""
-                if not keys:
-                    term.in_fd = None  # the terminal's input is gone: quit with a signal only
-                elif QUIT_KEYS.intersection(keys):
-                    return ExitCode.OK
-                elif REDRAW_KEYS.intersection(keys):
-                    state["force"] = True
-        else:
-            time.sleep(tick)  # no keyboard: the poll's period (see the module docstring)
+        typed = _keys(term, reader, tick)
+        for key in typed:
+            done = panel.handle(key, frame)
+            if done == QUIT:
+                return ExitCode.OK
+            if done == REDRAW:
+                state["force"] = True
+            elif isinstance(done, Attach):
+                _attach(term, done, panel)
+                state["force"] = True
         fp = gatherer.fingerprint()
         size = term.size()
         now = time.monotonic()
-        if fp == last_fp and size == last_size and now < due and not state["force"]:
+        regather = fp != last_fp or size != last_size or now >= due or frame is None
+        if not (regather or typed or state["force"] or panel.due(now)):
             continue
         if state["force"]:
             last_lines = None
             state["force"] = False
-        last_fp, last_size, due = fp, size, now + interval
+        if regather or frame is None:
+            last_fp, last_size, due = fp, size, now + interval
+            frame = gatherer.frame()
         columns, rows = size
         # One column spare: a full last column leaves the cursor in a pending wrap, where
         # clearing to the end of the line would erase that column's character.
-        lines = render(gatherer.frame(), columns - 1, rows, footer)
+        lines = panel.lines(frame, columns - 1, rows, colour)
         if lines != last_lines:
             term.draw(lines)
             last_lines = lines

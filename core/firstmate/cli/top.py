@@ -1,8 +1,10 @@
-"""``fm top [--once] [--interval SECONDS]``: a live view of the home's fleet. Reads only.
+"""``fm top [--once] [--interval SECONDS]``: a live view of the home's fleet.
 
-On a terminal it redraws a panel in place (``q`` quits); to a pipe or a file it appends a plain
-frame whenever the home's state changes; ``--once`` prints one frame and exits. What a frame
-holds and how changes are noticed: :mod:`firstmate.app.top`.
+On a terminal it redraws a panel in place, in colour unless ``NO_COLOR`` is set, and its keys
+select a crew to attach to, peek at, steer, answer or stop (:mod:`firstmate.app.top_panel`;
+``q`` quits); to a pipe or a file it appends a plain frame whenever the home's state changes;
+``--once`` prints one frame and exits. The view itself reads only. What a frame holds and how
+changes are noticed: :mod:`firstmate.app.top`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from collections.abc import Sequence
 from firstmate.base.exitcodes import ExitCode
 from firstmate.cli.args import Parser
 
-DESCRIPTION = ("A live view of the fleet: watcher, queue, episode, crews with their last status, "
-               "and the last wakes with their latencies. Reads only; q quits.")
+DESCRIPTION = ("A live view of the fleet: crews with their harness, pane state, open decisions "
+               "and last status, the watcher, queue, episode, and the last wakes with their "
+               "latencies. On a terminal, keys select a crew to attach to (a), peek at (p), "
+               "steer (s), answer (d) or stop (x); q quits.")
 
 
 def _interval(text: str) -> float:
@@ -68,5 +72,7 @@ def main(argv: Sequence[str]) -> int:
     if wants_live_view(sys.stdout, env):
         keys = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
         sys.stdout.flush()
-        return run_screen(gatherer, sys.stdout.fileno(), keys, interval=args.interval)
+        colour = not env.get("NO_COLOR", "")
+        return run_screen(gatherer, sys.stdout.fileno(), keys, interval=args.interval,
+                          colour=colour)
     return run_plain(gatherer, sys.stdout, interval=args.interval, width=_width)
