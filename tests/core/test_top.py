@@ -414,3 +414,9 @@ def test_plain_mode_shows_unsafe_state_and_recovers_once_fixed(fm_home: Home,
         popen.terminate()
         assert popen.wait(timeout=DEADLINE) == 143
     assert popen.stderr is not None and popen.stderr.read() == b""
+
+
+def test_a_tiny_screen_keeps_the_footer() -> None:
+    lines = render(busy_frame(40), 60, height=8, footer=["steer crew-00: run it_", "keys"])
+    assert len(lines) == 8 and lines[-2:] == ["steer crew-00: run it_", "keys"]
+    assert lines[0].startswith("fm top ")

@@ -327,7 +327,7 @@ def render(frame: Frame, width: int = 100, height: int | None = None,
         crews = _crew_block(frame, width, selected, None)
     if height is not None and crews:
         fixed = len(top) + 1 + 2 + 1 + len(state) + 1 + len(tail)
-        room = height - fixed - len(wakes) - len(frame.crews)
+        room = height - fixed - len(wakes) - max(1, len(frame.crews))
         if room < 0 and len(frame.wakes) > 1:
             # The newest wake stays; the older ones give up their lines before any crew does.
             shown = max(1, len(frame.wakes) + room)
@@ -344,7 +344,11 @@ def render(frame: Frame, width: int = 100, height: int | None = None,
         lines += [([], ""), *((line, "") for line in wakes)]
     lines += [(line, "") for line in tail]
     out = [paint(fit(line, screen), colour, base, screen if base else 0) for line, base in lines]
-    return out if height is None else out[: max(1, height)]
+    if height is None or len(out) <= height:
+        return out
+    # Too short even so: the footer (the prompt, the keys) stays; the lines above it are cut.
+    keep = len(tail) if 0 < len(tail) < height else 0
+    return out[: max(1, height) - keep] + (out[-keep:] if keep else [])
 
 
 __all__ = ["MIN_WIDTH", "START_HINT", "VERB_STYLES", "age", "clean", "cut", "fit", "latency",
