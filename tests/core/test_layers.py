@@ -15,8 +15,8 @@ import pytest
 
 ROOT = Path(firstmate.__file__).resolve().parent
 #: Lowest first: a module may import its own layer and the ones before it, never one after.
-LAYERS = ("base", "store", "plugin", "watch", "continuity", "host", "guards", "app", "cli",
-          "testing")
+LAYERS = ("base", "store", "fleet", "plugin", "watch", "continuity", "host", "guards", "app",
+          "cli", "testing")
 #: ``firstmate`` itself gives plugins their ``hookimpl`` marker (pluggy, imported only when a
 #: plugin asks for it): the plugin layer. ``python -m firstmate`` is the command line.
 TOP = {"firstmate": "plugin", "firstmate.__main__": "cli"}

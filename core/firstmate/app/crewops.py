@@ -14,11 +14,14 @@ from __future__ import annotations
 import attrs
 
 from firstmate.base.errors import FirstmateError, UsageError
+from firstmate.fleet.names import remote_host
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 from firstmate.watch.backends.panes import Verdict, bind_position, fact_of, holder, judge
 from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, UNKNOWN, PaneListing, TmuxBackend
 
+#: The pane state of a crew of another host (:func:`firstmate.fleet.names.remote_host`).
+REMOTE = "remote"
 #: Longest instruction ``fm crew steer`` types (bytes of UTF-8).
 MAX_STEER_BYTES = 16000
 
@@ -153,13 +156,16 @@ def stop(home: Home, backend: TmuxBackend, name: str) -> Stopped:
 def pane_states(home: Home, backend: TmuxBackend, members: tuple[crewmod.Crew, ...], *,
                 bind: bool = True) -> tuple[tuple[crewmod.Crew, str], ...]:
     """Each crew (bound now when it was registered by a position, with *bind*) and the state of
-    its pane, from one tmux call: ``live``, ``dead``, ``gone`` (no such pane, or not the crew's)
-    or ``unknown`` (tmux could not be asked)."""
+    its pane, from one tmux call: ``live``, ``dead``, ``gone`` (no such pane, or not the crew's),
+    ``unknown`` (tmux could not be asked) or ``remote`` (a crew of another host)."""
     listing = backend.listing() if members else PaneListing()
     if listing is None:
         return tuple((member, UNKNOWN) for member in members)
     found = []
     for member in members:
+        if remote_host(member.pane) is not None:
+            found.append((member, REMOTE))  # (on its host, which the local tmux cannot see)
+            continue
         fact = fact_of(listing, member)
         if bind and not member.bound:
             member = bind_position(home, member, fact, members)
@@ -181,7 +187,8 @@ class CrewRow:
     #: The harness ``fm crew spawn`` started, or None for a crew registered by hand.
     harness: str | None
     #: ``live``, ``dead`` (its program ended), ``gone`` (no such pane, or not the crew's any
-    #: more) or ``unknown`` (tmux could not say).
+    #: more), ``unknown`` (tmux could not say) or ``remote`` (a crew of another host,
+    #: docs/fleet-remote.md).
     pane_state: str
     last_text: str | None
     last_at: float | None

@@ -111,9 +111,10 @@ def append_whole(path: str, data: bytes) -> int:
 
 
 def ring(root: str) -> None:
-    from firstmate.base import bell
+    from firstmate.base import bell, fleetbell
 
     bell.ring_address(bell.address_of(os.path.join(root, "state")))
+    fleetbell.ring(root)  # (a home joined to a fleet sends the report on: one failed open else)
 
 
 def status(root: str, name: str, line: str, *, now: float | None = None) -> tuple[str, float,

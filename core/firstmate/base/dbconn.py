@@ -34,7 +34,7 @@ BUSY_TIMEOUT_MS = 30_000
 SET_ASIDE_KEEP = 256
 #: ``PRAGMA user_version`` of a database with every migration applied; the store checks that its
 #: ``MIGRATIONS`` end here (add one there, bump this).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: SQLite's words for a database whose tables are not ours (another program's, or cut short).
 _FOREIGN_MARKERS = ("no such table", "no such column")

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("firstmate.cli.doctor", "explain what is missing or broken for this home"),
     "top": ("firstmate.cli.top", "a live view of the fleet, redrawn on change (q quits)"),
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),
+    "fleet": ("firstmate.cli.fleet", "crews on other hosts report here through NATS JetStream (serve, join, host add)"),
 }
 
 def wants_help(argv: Sequence[str]) -> bool:

@@ -185,6 +185,36 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX cycle_links_by_arm ON cycle_links (arm_pid, origin, id)",
     )),
+    # Remote crews' events the fleet relay committed (firstmate.fleet.inbox): the newest of each
+    # kind per host, outbox and crew (every older id is a duplicate), the write-ahead intents of
+    # lines being appended to the crews' files, and what each host sent or had refused.
+    Migration("fleet relay inbox", sql(
+        """CREATE TABLE fleet_seen (
+            host TEXT NOT NULL,
+            epoch TEXT NOT NULL,
+            crew TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            stream_seq INTEGER NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (host, epoch, crew, kind)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE fleet_inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            msg_id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            suffix TEXT NOT NULL,
+            start INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )""",
+        """CREATE TABLE fleet_hosts (
+            host TEXT PRIMARY KEY,
+            seen_at REAL,
+            events INTEGER NOT NULL DEFAULT 0,
+            refused INTEGER NOT NULL DEFAULT 0,
+            last_refusal TEXT
+        ) WITHOUT ROWID""",
+    )),
 )
 
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - caught by any test run

@@ -48,6 +48,7 @@ import attrs
 
 from firstmate.base.envnum import env_float, finite
 from firstmate.base.errors import FirstmateError
+from firstmate.fleet.names import remote_host
 from firstmate.store import crew as crewmod
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
@@ -170,7 +171,8 @@ class StaleSource:
                 self._due[_MORE] = ctx.now
                 return None
             signatures = found if isinstance(found, dict) else None
-            members = self.fleet.scan()
+            # A remote crew's pane is on its host, never in the local tmux.
+            members = tuple(m for m in self.fleet.scan() if remote_host(m.pane) is None)
             if isinstance(signatures, PaneListing):
                 members = self._bind(members, signatures)
                 exited = self._exited(ctx, members, signatures)
