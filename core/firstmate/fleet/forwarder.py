@@ -22,10 +22,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.base import ownerlock
 from firstmate.base.envnum import env_float
 from firstmate.base.exitcodes import ExitCode
-from firstmate.fleet import config, names, natsconn, paths, wire
+from firstmate.fleet import config, names, natsconn, paths, procs, wire
 from firstmate.fleet.outbox import Outbox
 from firstmate.store.home import Home
 from firstmate.store.ledgers import BoundedLog
@@ -39,33 +38,30 @@ ROLE = "fleet-forward"
 
 def run(home: Home, env: Mapping[str, str]) -> int:
     """The forwarder's whole life; 0 when another one already runs or it was stopped."""
-    paths.ensure(home)
-    lock_path = paths.path(home, paths.FORWARD_LOCK)
-    fd = ownerlock.try_acquire(lock_path, ROLE, home.root)
-    if fd is None:
-        return ExitCode.OK
+    with procs.singleton(home, paths.FORWARD_LOCK, ROLE) as mine:
+        return _run(home, env) if mine else ExitCode.OK
+
+
+def _run(home: Home, env: Mapping[str, str]) -> int:
     log = paths.log(home, "forward", env)
+    member = config.load_member(os.fspath(home.root), env)
+    if member is None:
+        # A copied home, or one whose membership was removed: reports stop trying.
+        log.append("forwarder: this home has not joined a fleet here; reports stay local "
+                   "(fm fleet join URL --creds FILE joins it)")
+        with contextlib.suppress(OSError):
+            os.unlink(paths.path(home, paths.FORWARD_LOCK))
+        return ExitCode.STATE
+    outbox = Outbox.open(home, member.fleet, member.host)
+    bell = _bind(paths.path(home, paths.FORWARD_BELL))
     try:
-        member = config.load_member(os.fspath(home.root), env)
-        if member is None:
-            # A copied home, or one whose membership was removed: reports stop trying.
-            log.append("forwarder: this home has not joined a fleet here; reports stay local "
-                       "(fm fleet join URL --creds FILE joins it)")
-            with contextlib.suppress(OSError):
-                os.unlink(lock_path)
-            return ExitCode.STATE
-        outbox = Outbox.open(home, member.fleet, member.host)
-        bell = _bind(paths.path(home, paths.FORWARD_BELL))
-        try:
-            forwarder = Forwarder(member, outbox, log, env_float(env, RESCAN_ENV, DEFAULT_RESCAN))
-            asyncio.run(forwarder.main(bell))
-        finally:
-            bell.close()
-            with contextlib.suppress(OSError):
-                os.unlink(paths.path(home, paths.FORWARD_BELL))
-        return ExitCode.OK
+        forwarder = Forwarder(member, outbox, log, env_float(env, RESCAN_ENV, DEFAULT_RESCAN))
+        asyncio.run(forwarder.main(bell))
     finally:
-        ownerlock.release(fd)
+        bell.close()
+        with contextlib.suppress(OSError):
+            os.unlink(paths.path(home, paths.FORWARD_BELL))
+    return ExitCode.OK
 
 
 def _bind(path: str) -> socket.socket:
@@ -114,20 +110,11 @@ class Forwarder:
         member = self.member
         self.log.append(f"forwarder: started (pid {os.getpid()}) for host {member.host} of "
                         f"fleet {member.fleet} at {', '.join(member.urls)}")
-        connecting = asyncio.ensure_future(natsconn.connect(
-            member.urls, member.auth, name=f"fm-forward-{member.host}",
-            inbox_prefix=names.inbox_prefix(member.fleet, member.host),
-            on_error=lambda text: self.log.append(f"forwarder: server said: {text}")))
-        stopping = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not connecting.done():
-            connecting.cancel()
-            return
-        stopping.cancel()
-        try:
-            nc = connecting.result()
-        except natsconn.Refused as exc:
-            self.log.append(f"forwarder: stopped: {exc.message}")
+        nc = await natsconn.connected(
+            self.stop, lambda text: self.log.append(f"forwarder: {text}"), member.urls,
+            member.auth, name=f"fm-forward-{member.host}",
+            inbox_prefix=names.inbox_prefix(member.fleet, member.host))
+        if nc is None:
             return
         self.js = nc.jetstream()
         try:
@@ -197,9 +184,7 @@ class Forwarder:
                     self.log.append(f"forwarder: cannot publish ({type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())[:200]}); retrying, nothing "
                                     "is lost")
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), delay)
-                if self.stop.is_set():
+                if await natsconn.pause(self.stop, delay):
                     return False
                 delay = min(delay * 2, 2.0)
                 continue

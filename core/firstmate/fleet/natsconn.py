@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from firstmate.base.errors import FirstmateError
 from firstmate.fleet import names
@@ -28,6 +28,7 @@ DUPLICATE_WINDOW_ENV = "FM_FLEET_DUPLICATE_WINDOW"
 #: Seconds JetStream waits for the relay's acknowledgement before it delivers a message again.
 ACK_WAIT = 30.0
 EXTRA = "pip install 'firstmate[fleet]'"
+T = TypeVar("T")
 
 
 def load() -> ModuleType:
@@ -100,6 +101,43 @@ async def connect(urls: tuple[str, ...], auth: Auth, *, name: str,
                          "server runs (fm fleet status on the primary)")
 
 
+async def until(stop: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
+    """``(True, result)`` of *work*, or ``(False, None)`` when *stop* was set first (the work
+    is cancelled): how a long-lived process waits on anything and still ends on a signal."""
+    working = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not working.done():
+        working.cancel()
+        with contextlib.suppress(BaseException):
+            await working
+        return False, None
+    return True, working.result()
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait *seconds* (a backoff) unless *stop* is set first; whether it was."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def connected(stop: asyncio.Event, log: Callable[[str], None], urls: tuple[str, ...],
+                    auth: Auth, **options: Any) -> Any | None:
+    """:func:`connect` for a long-lived process: None (and the reason logged) when stopped
+    first or refused."""
+    try:
+        done, nc = await until(stop, connect(urls, auth, on_error=lambda text: log(
+            f"server said: {text}"), **options))
+    except Refused as exc:
+        log(f"stopped: {exc.message}")
+        return None
+    return nc if done else None
+
+
 async def ensure_stream(js: Any, fleet: str, *, replicas: int = 1, max_bytes: int = -1,
                         duplicate_window: float = DUPLICATE_WINDOW) -> None:
     """The fleet's stream: every subject of the fleet, kept until the relay acknowledges it
@@ -142,4 +180,4 @@ async def fresh_consumer(js: Any, fleet: str) -> Any:
 
 
 __all__ = ["ACK_WAIT", "DUPLICATE_WINDOW", "DUPLICATE_WINDOW_ENV", "EXTRA", "PUBLISH_TIMEOUT", "RECONNECT_WAIT",
-           "Refused", "connect", "ensure_stream", "fresh_consumer", "is_auth_failure", "load"]
+           "Refused", "connect", "connected", "ensure_stream", "fresh_consumer", "is_auth_failure", "load", "pause", "until"]

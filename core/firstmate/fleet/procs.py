@@ -3,12 +3,13 @@ one is started (detached, in its own session) and how it is stopped (an identity
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from firstmate.store.home import Home
@@ -26,6 +27,24 @@ def holder(home: Home, lock: str) -> int | None:
     if record is None or not record.verified:
         return None
     return int(record.pid)
+
+
+@contextlib.contextmanager
+def singleton(home: Home, lock: str, role: str) -> Iterator[bool]:
+    """Hold ``state/fleet/<lock>`` (a kernel lock and its owner record) for the body; yields
+    False, holding nothing, when another process holds it."""
+    from firstmate.base import ownerlock
+    from firstmate.fleet import paths
+
+    paths.ensure(home)
+    fd = ownerlock.try_acquire(paths.path(home, lock), role, home.root)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        ownerlock.release(fd)
 
 
 def fm_argv(*args: str) -> list[str]:
@@ -67,4 +86,4 @@ def stop(home: Home, lock: str, deadline: float = 10.0) -> int | None:
     return pid
 
 
-__all__ = ["fm_argv", "holder", "start", "stop", "wait_for"]
+__all__ = ["fm_argv", "holder", "singleton", "start", "stop", "wait_for"]

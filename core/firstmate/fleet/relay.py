@@ -29,12 +29,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from firstmate.base import ownerlock
 from firstmate.base.envnum import env_float, env_int
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.base.safepaths import atomic_write
-from firstmate.fleet import config, natsconn, paths, wire
+from firstmate.fleet import config, natsconn, paths, procs, wire
 from firstmate.fleet.inbox import Inbox, Incoming, Refusal
 from firstmate.store.database import Store, open_store
 from firstmate.store.home import Home
@@ -53,31 +52,32 @@ MAX_BYTES_ENV = "FM_FLEET_STREAM_MAX_BYTES"
 
 
 def run(home: Home, env: Mapping[str, str]) -> int:
-    paths.ensure(home)
-    fd = ownerlock.try_acquire(paths.path(home, paths.RELAY_LOCK), ROLE, home.root)
-    if fd is None:
-        return ExitCode.OK
-    log = paths.log(home, "relay", env)
-    try:
-        primary = config.load_primary(os.fspath(home.root), env)
-        if primary is None:
-            log.append("relay: this home serves no fleet here (fm fleet serve or fm fleet use)")
-            return ExitCode.STATE
-        store = open_store(home)
+    with procs.singleton(home, paths.RELAY_LOCK, ROLE) as mine:
+        if not mine:
+            return ExitCode.OK
         try:
-            inbox = Inbox(home, store)
-            appended = inbox.recover()
-            if appended:
-                log.append(f"relay: recovered {appended} line(s) a crash left unwritten")
-            relay = Relay(home, env, primary, store, inbox, log)
-            asyncio.run(relay.main())
+            return _run(home, env)
         finally:
-            store.close()
-        return ExitCode.OK
+            with contextlib.suppress(OSError):
+                os.unlink(paths.path(home, paths.RELAY_READY))
+
+
+def _run(home: Home, env: Mapping[str, str]) -> int:
+    log = paths.log(home, "relay", env)
+    primary = config.load_primary(os.fspath(home.root), env)
+    if primary is None:
+        log.append("relay: this home serves no fleet here (fm fleet serve or fm fleet use)")
+        return ExitCode.STATE
+    store = open_store(home)
+    try:
+        inbox = Inbox(home, store)
+        appended = inbox.recover()
+        if appended:
+            log.append(f"relay: recovered {appended} line(s) a crash left unwritten")
+        asyncio.run(Relay(home, env, primary, store, inbox, log).main())
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(paths.path(home, paths.RELAY_READY))
-        ownerlock.release(fd)
+        store.close()
+    return ExitCode.OK
 
 
 class Relay:
@@ -100,19 +100,9 @@ class Relay:
             loop.add_signal_handler(sig, self.stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         primary = self.primary
-        connecting = asyncio.ensure_future(natsconn.connect(
-            primary.urls, primary.relay, name="fm-relay",
-            on_error=lambda text: self.log.append(f"relay: server said: {text}")))
-        stopping = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not connecting.done():
-            connecting.cancel()
-            return
-        stopping.cancel()
-        try:
-            nc = connecting.result()
-        except natsconn.Refused as exc:
-            self.log.append(f"relay: stopped: {exc.message}")
+        nc = await natsconn.connected(self.stop, lambda text: self.log.append(f"relay: {text}"),
+                                      primary.urls, primary.relay, name="fm-relay")
+        if nc is None:
             return
         try:
             sub = await self._subscribe(nc.jetstream())
@@ -141,9 +131,7 @@ class Relay:
             except Exception as exc:
                 self.log.append(f"relay: cannot set up the stream yet ({type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:200]}); retrying")
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), delay)
-                if self.stop.is_set():
+                if await natsconn.pause(self.stop, delay):
                     return None
                 delay = min(delay * 2, 5.0)
 
@@ -152,15 +140,8 @@ class Relay:
         wait = env_float(self.env, WAIT_ENV, DEFAULT_WAIT)
         failing = False
         while not self.stop.is_set():
-            fetching = asyncio.ensure_future(sub.fetch(batch, timeout=wait))
-            stopping = asyncio.ensure_future(self.stop.wait())
-            await asyncio.wait({fetching, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not fetching.done():
-                fetching.cancel()
-                return
             try:
-                msgs = fetching.result()
+                fetched, msgs = await natsconn.until(self.stop, sub.fetch(batch, timeout=wait))
             except TimeoutError:
                 continue
             except Exception as exc:
@@ -172,9 +153,10 @@ class Relay:
                     sub = await self._subscribe(js)  # (a server that lost its state)
                     if sub is None:
                         return
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), 0.5)
+                await natsconn.pause(self.stop, 0.5)
                 continue
+            if not fetched or msgs is None:
+                return
             failing = False
             if not await self._handle(msgs):
                 return
@@ -200,9 +182,7 @@ class Relay:
                 what = exc.message if isinstance(exc, FirstmateError) else str(exc)
                 self.log.append(f"relay: cannot commit {len(incoming)} event(s): {what}; "
                                 "retrying (nothing is acknowledged meanwhile)")
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), delay)
-                if self.stop.is_set():
+                if await natsconn.pause(self.stop, delay):
                     return False
                 delay = min(delay * 2, 5.0)
         self.applied += outcome.applied

@@ -20,7 +20,6 @@ from collections.abc import Mapping
 
 import attrs
 
-from firstmate.base import ownerlock
 from firstmate.base.exitcodes import ExitCode
 from firstmate.fleet import config, paths, procs, server
 from firstmate.store.home import Home
@@ -50,28 +49,30 @@ def _unblock() -> None:
 
 
 def run(home: Home, env: Mapping[str, str]) -> int:
-    paths.ensure(home)
-    fd = ownerlock.try_acquire(paths.path(home, paths.RUN_LOCK), ROLE, home.root)
-    if fd is None:
-        return ExitCode.OK
+    with procs.singleton(home, paths.RUN_LOCK, ROLE) as mine:
+        if not mine:
+            return ExitCode.OK
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            return _run(home, env)
+        finally:
+            _unblock()
+
+
+def _run(home: Home, env: Mapping[str, str]) -> int:
     log = paths.log(home, "run", env)
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    try:
-        primary = config.load_primary(os.fspath(home.root), env)
-        if primary is None:
-            log.append("supervisor: this home serves no fleet here")
-            return ExitCode.STATE
-        children = [Child("relay", procs.fm_argv("fleet", "relay"))]
-        if primary.mode == "serve":
-            conf = os.path.join(config.fleet_dir(os.fspath(home.root), env), config.SERVER_CONF)
-            children.insert(0, Child("server", [server.binary(env), "-c", conf]))
-        log.append(f"supervisor: started (pid {os.getpid()}): "
-                   f"{', '.join(child.name for child in children)}")
-        _loop(home, env, children, log)
-        return ExitCode.OK
-    finally:
-        ownerlock.release(fd)
-        _unblock()
+    primary = config.load_primary(os.fspath(home.root), env)
+    if primary is None:
+        log.append("supervisor: this home serves no fleet here")
+        return ExitCode.STATE
+    children = [Child("relay", procs.fm_argv("fleet", "relay"))]
+    if primary.mode == "serve":
+        conf = os.path.join(config.fleet_dir(os.fspath(home.root), env), config.SERVER_CONF)
+        children.insert(0, Child("server", [server.binary(env), "-c", conf]))
+    log.append(f"supervisor: started (pid {os.getpid()}): "
+               f"{', '.join(child.name for child in children)}")
+    _loop(home, env, children, log)
+    return ExitCode.OK
 
 
 def _start(home: Home, env: Mapping[str, str], child: Child, log: BoundedLog) -> None:
