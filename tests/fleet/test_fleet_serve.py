@@ -96,20 +96,28 @@ def test_the_relay_killed_mid_consume_loses_and_repeats_nothing(served: Served) 
     assert f"the relay (pid {relay}) ended with -9" in run_log
 
 
-def test_a_dead_forwarder_is_started_again_by_the_next_report(served: Served) -> None:
+def test_a_host_that_went_down_sends_its_backlog_once_when_it_returns(served: Served) -> None:
+    from firstmate.base.crewreport import append_whole, crew_file
+
     home = served.homes["build"]
     served.add_crews("build", ["c0"])
     first = procs.holder(home, paths.FORWARD_LOCK)
     assert first is not None
-    os.kill(first, signal.SIGKILL)
+    os.kill(first, signal.SIGKILL)  # the host goes down ...
     eventually("the forwarder's lock to be free", lambda: procs.holder(home, paths.FORWARD_LOCK)
                is None)
-    # Reported while no forwarder runs: the report starts one, which sends it.
+    # ... with lines its crews wrote that were never sent (appended without a ring).
+    backlog = [f"working: step {n}" for n in range(20)]
+    for n, text in enumerate(backlog):
+        append_whole(crew_file(str(home.root), "c0", ".status"),
+                     f"{1700000000 + n}.000\t{text}\n".encode())
+    assert served.lines("build", "c0") == []
+    # Back up: its next report starts a forwarder, which sends everything, in order, once.
     done = subprocess.run([sys.executable, "-m", "firstmate", "crew", "status", "c0",
-                           "done: after the crash"], env=served.env(home), capture_output=True,
+                           "done: back up"], env=served.env(home), capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    served.wait_lines({("build", "c0"): ["done: after the crash"]})
+    served.wait_lines({("build", "c0"): [*backlog, "done: back up"]})
     second = procs.holder(home, paths.FORWARD_LOCK)
     assert second is not None and second != first
 

@@ -71,6 +71,27 @@ def test_lines_written_while_the_server_is_down_arrive_once_in_order(fleet: Loca
     fleet.wait_lines(expected)
 
 
+def test_lines_sent_while_the_primary_is_down_arrive_once_when_it_returns(
+        fleet: LocalFleet) -> None:
+    for host in fleet.hosts:
+        fleet.add_crews(host, ["c0"])
+    proc = reporter(fleet, "h1", [("c0", "working: before")])
+    assert proc.wait(60) == 0
+    fleet.wait_lines({("h1", "c0"): ["working: before"]})
+    fleet.fm(fleet.primary, "fleet", "stop")  # the primary's relay goes away
+    plan = {h: [("c0", f"working: {h} while down {n}") for n in range(25)] for h in fleet.hosts}
+    for proc in [reporter(fleet, h, plan[h]) for h in fleet.hosts]:
+        assert proc.wait(60) == 0
+    # The hosts' lines are in JetStream now (each acknowledged before its cursor moved).
+    eventually("the hosts to send everything", lambda: all(
+        json.loads(fleet.fm(fleet.homes[h], "fleet", "status", "--json").stdout)[
+            "backlog_bytes"] == 0 for h in fleet.hosts))
+    assert fleet.lines("h2", "c0") == []
+    fleet.fm(fleet.primary, "fleet", "use", fleet.urls, "--creds", str(fleet.tmp / "relay.json"))
+    fleet.wait_lines({("h1", "c0"): ["working: before", *(t for _, t in plan["h1"])],
+                      ("h2", "c0"): [t for _, t in plan["h2"]]})
+
+
 def test_a_host_with_wrong_credentials_cannot_join(fleet: LocalFleet, tmp_path: Path) -> None:
     data = json.loads(fleet.creds("h1").read_text())
     data["auth"]["password"] = "not-the-password"
