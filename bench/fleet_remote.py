@@ -15,6 +15,8 @@ knows all of them (3 × 200 remote crews in its crew directory by default).
   (``firstmate.base.crewreport.status``) — alternately for a random remote crew on a random host
   and for the local crew — and times until the arm prints ``signal: <crew>.status: done: …``.
   ``FM_BENCH_WAKES`` (100) samples of each. Goal: remote p99 ≤ 50 ms.
+* **Transport**: the fleet's own part of that, with no arm: a host's append → the line in the
+  primary's file (forwarder, JetStream, relay), ``FM_BENCH_WAKES`` samples.
 * **Throughput**: every host appends ``FM_BENCH_FLEET_LINES`` (1000) lines spread over its
   crews, all hosts at once; timed from the first append to the last line in the primary's
   files. The baseline appends as many lines to the primary's own crews' logs in the same way
@@ -173,6 +175,24 @@ class Bench:
         self.previous = arm.pid
         return took * 1000
 
+    def transport(self, i: int) -> float:
+        """A remote append → its line in the primary's file (the fleet's own part: forwarder,
+        JetStream, relay), in ms. (The measurement polls the file; nothing in fm does.)"""
+        from firstmate.base import crewreport
+
+        host = random.choice(list(self.hosts))
+        name = f"c{random.randrange(CREWS)}"
+        target = self.primary / "state" / "crew" / f"{host}.{name}.status"
+        size = target.stat().st_size
+        t0 = time.perf_counter()
+        crewreport.status(str(self.hosts[host]), name, f"working: transport {i}")
+        end = time.monotonic() + DEADLINE
+        while target.stat().st_size == size:
+            if time.monotonic() > end:
+                raise SystemExit(f"line {i} never reached the primary")
+            time.sleep(0.0002)
+        return (time.perf_counter() - t0) * 1000
+
     # --- idle ----------------------------------------------------------------------------
 
     def processes(self) -> dict[str, list[psutil.Process]]:
@@ -269,6 +289,7 @@ def main() -> int:
         local: list[float] = []
         for i in range(2 * WAKES):
             (remote if i % 2 == 0 else local).append(bench.sample(i // 2, i % 2 == 0))
+        carried = [bench.transport(i) for i in range(WAKES)]
         rates = throughput(bench)
         time.sleep(5.0)  # past the burst: the steady state
         idle = bench.idle(IDLE)
@@ -279,9 +300,12 @@ def main() -> int:
     r50, r99, l50, l99 = (statistics.median(remote), pct(remote, 99), statistics.median(local),
                           pct(local, 99))
     fleet_idle = idle["relay"] + idle["forwarders"] + idle["supervisor"]
+    t50, t99 = statistics.median(carried), pct(carried, 99)
     print(f"remote fm crew status -> reason: p50 {r50:.1f} ms, p99 {r99:.1f} ms, max "
           f"{max(remote):.1f} ms; local: p50 {l50:.1f} ms, p99 {l99:.1f} ms "
           f"(remote p99 = {r99 / l99:.2f}x local)")
+    print(f"the fleet's own part (a host's append -> the line in the primary's file): p50 "
+          f"{t50:.1f} ms, p99 {t99:.1f} ms")
     print(f"throughput: {rates['lines']} lines from {HOSTS} hosts at once reached the primary "
           f"in {rates['remote_s']} s ({rates['remote_lines_per_s']}/s); the same appended "
           f"locally: {rates['local_s']} s ({rates['local_lines_per_s']}/s)")
@@ -296,7 +320,8 @@ def main() -> int:
         "bench": "fleet-remote", "hosts": HOSTS, "crews_per_host": CREWS, "wakes": WAKES,
         "remote_p50_ms": round(r50, 2), "remote_p99_ms": round(r99, 2),
         "remote_max_ms": round(max(remote), 2), "local_p50_ms": round(l50, 2),
-        "local_p99_ms": round(l99, 2), "ratio_p99": round(r99 / l99, 2), **rates,
+        "local_p99_ms": round(l99, 2), "ratio_p99": round(r99 / l99, 2),
+        "transport_p50_ms": round(t50, 2), "transport_p99_ms": round(t99, 2), **rates,
         "idle": idle, "idle_fleet_pct": round(fleet_idle, 3), "idle_seconds": IDLE,
         "goal_p99_ms": GOAL_P99_MS, "goal_idle_pct": GOAL_IDLE_PCT, "meets_goal": meets})
     return 0
