@@ -55,9 +55,15 @@ def mark_joined(home: Home) -> str:
 # --- the report path ---------------------------------------------------------------------
 
 
-def test_a_home_in_no_fleet_pays_one_failed_open(home: Home) -> None:
+def test_a_home_in_no_fleet_pays_one_stat_and_no_import(home: Home, tmp_path: Path) -> None:
+    assert os.path.join("state", fleetbell.DIR, fleetbell.LOCK) == crewreport.JOINED
     crew.add(home, "alice", "%1")
-    crewreport.status(str(home.root), "alice", "done: local")
+    code = ("import sys\nfrom firstmate.cli.main import main\n"
+            "main(['crew', 'status', 'alice', 'done: local'])\n"
+            "print('firstmate.base.fleetbell' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env_for(home, tmp_path), timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
     assert not os.path.exists(os.path.join(home.state, "fleet"))
 
 

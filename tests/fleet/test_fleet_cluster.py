@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_support import FLEET, LocalFleet, reporter
 from firstmate.fleet import names
 from firstmate.testing.procs import eventually
+from fleet_support import FLEET, LocalFleet, reporter
 
 LINES = 1000
 

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_support import LocalFleet, free_port, reporter
 from firstmate.fleet import paths, procs
 from firstmate.store.home import Home
 from firstmate.testing.procs import arm_env, eventually, spawn_arm
+from fleet_support import LocalFleet, free_port, reporter
 
 
 class Served(LocalFleet):

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_support import FLEET, LocalFleet, reporter, secret_file
 from firstmate.fleet import names, wire
 from firstmate.fleet.config import Member
 from firstmate.store.database import open_store
 from firstmate.store.queue import scan
 from firstmate.testing.procs import eventually
+from fleet_support import FLEET, LocalFleet, reporter, secret_file
 
 #: How long the server stays down (FM_TEST_FLEET_DOWN, seconds; the issue's figure is 30).
 DOWN = float(os.environ.get("FM_TEST_FLEET_DOWN", "30"))
@@ -125,7 +125,7 @@ def test_a_host_cannot_publish_another_hosts_subjects(fleet: LocalFleet) -> None
     h1 = member(fleet, "h1")
     event = wire.Event(FLEET, "h2", "e1", "status", "c0", 1, 1.0, "done: forged")
     subject, body, headers = wire.encode(event, bytes.fromhex(h1.key))
-    with pytest.raises(Exception):  # the server's permissions: no acknowledgement ever comes
+    with pytest.raises(TimeoutError):  # the server's permissions: no acknowledgement comes
         asyncio.run(_publish(fleet, h1, subject, body, headers))
     assert fleet.lines("h2", "c0") == []
 
