@@ -19,7 +19,7 @@ FOOTER = ("fm help COMMAND [SUBCOMMAND] (or fm COMMAND --help) describes a comma
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("everyday commands", ("install", "uninstall", "plugin", "crew", "status", "top", "doctor",
                            "demo")),
-    ("now and then", ("check", "away", "host")),
+    ("now and then", ("check", "away", "host", "fleet")),
     ("the model's commands (the wake it drains and acknowledges)", ("wake",)),
     ("plumbing (harness hooks, shims, the watcher and scripts run these)",
      ("hook", "bridge", "arm", "watch", "checkpoint", "turnend-guard", "guard", "lock",
