@@ -31,7 +31,14 @@ def current(home: Home, backend: TmuxBackend, member: crewmod.Crew,
             unasked: str = "check FM_TMUX and FM_TMUX_SOCKET") -> tuple[crewmod.Crew, Verdict]:
     """*member* (bound now if it was registered by a position) and the :class:`Verdict` on its
     pane, from one tmux call; refused (*undone* says what was not done) when tmux cannot be
-    asked (*unasked* is the fix), or when the position names a pane another crew is bound to."""
+    asked (*unasked* is the fix), or when the position names a pane another crew is bound to,
+    or the crew works on another host (its pane is there, not in the local tmux)."""
+    host = remote_host(member.pane)
+    if host is not None:
+        raise FirstmateError(f"crew {member.name!r} works on host {host}, whose panes are not "
+                             f"reachable from here; {undone} - run it there, or drop the crew "
+                             f"here with fm crew remove {member.name} (its host registers it "
+                             "again with its next report)")
     fact = backend.resolve(member.pane)
     if fact is None and backend.last_exit is None:
         raise FirstmateError(f"cannot ask tmux about pane {member.shown}: {backend.last_error}; "
