@@ -162,3 +162,25 @@ def test_a_batch_that_fails_half_way_is_finished_by_the_next(home: Home, inbox: 
     out = inbox.commit([Incoming(status(1, "one"), 10), Incoming(status(2, "two"), 11)])
     assert out.duplicates == 2
     assert lines(home, "gpu.alice") == ["one", "two"]
+
+
+def test_an_event_before_the_one_it_follows_is_held(home: Home, inbox: Inbox) -> None:
+    inbox.commit([Incoming(status(1, "one"), 10)])
+    # Line 2 went to a fetch whose connection was lost; line 3 arrives first.
+    out = inbox.commit([Incoming(status(3, "three"), 12)])
+    assert out.applied == 0
+    assert [(g.expected, g.got) for g in out.gaps] == [(2, 3)]
+    assert lines(home, "gpu.alice") == ["one"]
+    # Delivered again, oldest first: both apply, in order.
+    out = inbox.commit([Incoming(status(2, "two"), 11), Incoming(status(3, "three"), 12)])
+    assert (out.applied, out.gaps) == (2, ())
+    assert lines(home, "gpu.alice") == ["one", "two", "three"]
+
+
+def test_a_sequence_whose_predecessors_are_gone_is_taken_up_when_accepted(
+        home: Home, inbox: Inbox) -> None:
+    inbox.commit([Incoming(status(1, "one"), 10)])
+    key = ("gpu", "e1", "alice", "status")
+    out = inbox.commit([Incoming(status(5, "five"), 14)], accept={key})
+    assert (out.applied, out.gaps) == (1, ())
+    assert lines(home, "gpu.alice") == ["one", "five"]

@@ -45,12 +45,22 @@ def accepting(port: int) -> bool:
 
 
 class Node:
-    """One nats-server process with its configuration file."""
+    """One nats-server process with its configuration file (and its monitoring port)."""
 
-    def __init__(self, conf: Path, port: int) -> None:
+    def __init__(self, conf: Path, port: int, monitor: int) -> None:
         self.conf = conf
         self.port = port
+        self.monitor = monitor
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def connections(self) -> list[str]:
+        """The names of the clients connected to this node (its /connz)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.monitor}/connz",
+                                    timeout=10) as answer:
+            data = json.loads(answer.read())
+        return [str(conn.get("name", "")) for conn in data.get("connections") or []]
 
     @property
     def url(self) -> str:
@@ -112,10 +122,12 @@ class LocalFleet:
                 cluster = ("fmtest", f"127.0.0.1:{routes[i]}",
                            [f"nats://127.0.0.1:{r}" for j, r in enumerate(routes) if j != i])
             conf = self.tmp / f"node{i}.conf"
+            monitor = free_port()
             conf.write_text(server.render(shape, listen=f"127.0.0.1:{port}",
                                           store_dir=str(store), server_name=f"n{i}",
-                                          cluster=cluster))
-            self.nodes.append(Node(conf, port))
+                                          cluster=cluster)
+                            + f"http: \"127.0.0.1:{monitor}\"\n")
+            self.nodes.append(Node(conf, port, monitor))
         for node in self.nodes:
             node.start()
 
@@ -135,9 +147,10 @@ class LocalFleet:
             assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done
 
-    def setup(self, *, replicas: int = 1, join: bool = True) -> None:
+    def setup(self, *, replicas: int = 1, join: bool = True, relay_urls: str | None = None,
+              ) -> None:
         relay = secret_file(self.tmp / "relay.json", self.relay_auth.to_json())
-        self.fm(self.primary, "fleet", "use", self.urls, "--creds", str(relay),
+        self.fm(self.primary, "fleet", "use", relay_urls or self.urls, "--creds", str(relay),
                 "--fleet", FLEET, "--replicas", str(replicas))
         for host in self.hosts:
             user = secret_file(self.tmp / f"{host}.nats.json", self.host_auth[host].to_json())
@@ -219,3 +232,76 @@ def reporter(fleet: LocalFleet, host: str, plan: list[tuple[str, str]],
     """A process reporting *plan* in *host*'s home (``fm crew status``'s own code path)."""
     return subprocess.Popen([sys.executable, "-c", REPORTER, str(fleet.homes[host].root),
                              json.dumps(plan), str(pause)], env=fleet.env(fleet.homes[host]))
+
+
+class Proxy:
+    """A TCP relay in front of a server, for cutting one client's connection: :meth:`hold`
+    drops what the server sends from then on (the client sees nothing), :meth:`cut` closes the
+    connections it carries; new connections flow again."""
+
+    def __init__(self, port: int) -> None:
+        import threading
+
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = int(self.listener.getsockname()[1])
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.holding = False
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_server: bool) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                with contextlib.suppress(OSError):
+                    sink.shutdown(socket.SHUT_WR)
+                return
+            if from_server and self.holding:
+                continue  # (lost on the way, as with a connection that is going down)
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def cut(self) -> None:
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+            self.holding = False
+        for pair in pairs:
+            for sock in pair:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        self.cut()

@@ -1,6 +1,7 @@
 """A 3-node JetStream cluster on loopback ports, a stream of three copies, and three hosts
-streaming 1,000 status lines while the node leading the stream is killed (kill -9): every line
-reaches the primary once, in each crew's order."""
+streaming 1,000 status lines while a node is killed (kill -9): the one leading the stream, or the
+one the primary's relay is connected to (so deliveries in flight to it are lost with it). Every
+line reaches the primary once, in each crew's order."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ async def _leader(fleet: LocalFleet) -> str:
         await nc.close()
 
 
-def test_a_node_killed_mid_stream_loses_and_repeats_nothing(cluster: LocalFleet) -> None:
+def stream_with_a_node_killed(cluster: LocalFleet, which: str) -> None:
     crews = ["c0", "c1", "c2", "c3"]
     for host in cluster.hosts:
         cluster.add_crews(host, crews)
@@ -51,12 +52,25 @@ def test_a_node_killed_mid_stream_loses_and_repeats_nothing(cluster: LocalFleet)
     expected = {(h, c): [t for name, t in plan[h] if name == c] for h in cluster.hosts
                 for c in crews}
     assert sum(len(v) for v in expected.values()) == LINES
-    leader = asyncio.run(_leader(cluster))
+    if which == "leader":
+        leader = asyncio.run(_leader(cluster))
+        node = next(n for i, n in enumerate(cluster.nodes) if f"n{i}" == leader)
+    else:
+        node = next(n for n in cluster.nodes if "fm-relay" in n.connections())
     running = [reporter(cluster, h, plan[h], 0.004) for h in cluster.hosts]
     eventually("lines to flow", lambda: sum(len(cluster.lines(*k)) for k in expected) > 100)
-    node = next(n for i, n in enumerate(cluster.nodes) if f"n{i}" == leader)
     node.stop(signal.SIGKILL)
     for proc in running:
         assert proc.wait(120) == 0
     cluster.wait_lines(expected, deadline=120)
     assert sum(len(cluster.lines(*k)) for k in expected) == LINES
+
+
+def test_the_stream_leader_killed_mid_stream_loses_and_repeats_nothing(
+        cluster: LocalFleet) -> None:
+    stream_with_a_node_killed(cluster, "leader")
+
+
+def test_the_relays_node_killed_mid_stream_loses_and_repeats_nothing(
+        cluster: LocalFleet) -> None:
+    stream_with_a_node_killed(cluster, "relay")

@@ -181,3 +181,34 @@ def test_a_replayed_message_is_refused_and_reported_once(fleet: LocalFleet) -> N
     eventually("the replay's wake", lambda: any(w.startswith(reported) for w in wakes(fleet)))
     assert sum(w.startswith(reported) for w in wakes(fleet)) == 1
     assert fleet.lines("h1", "c0") == ["done: once"]
+
+
+def test_deliveries_lost_with_the_relays_connection_come_again_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleet_support import Proxy
+
+    monkeypatch.setenv("FIRSTMATE_KEYS_DIR", str(tmp_path / "keys"))
+    fleet = LocalFleet(tmp_path, ("h1",))
+    proxy = Proxy(fleet.nodes[0].port)
+    try:
+        fleet.setup(relay_urls=proxy.url)  # the relay reaches the server through the proxy
+        fleet.add_crews("h1", ["c0"])
+        assert reporter(fleet, "h1", [("c0", "working: 0")]).wait(60) == 0
+        fleet.wait_lines({("h1", "c0"): ["working: 0"]})
+        # The server delivers the next lines to the relay, and they are lost on the way ...
+        proxy.hold()
+        assert reporter(fleet, "h1", [("c0", f"working: {n}") for n in (1, 2, 3)]).wait(60) == 0
+        eventually("the host to send them", lambda: json.loads(fleet.fm(
+            fleet.homes["h1"], "fleet", "status", "--json").stdout)["backlog_bytes"] == 0)
+        time.sleep(0.5)  # (the server has written them to the relay's connection)
+        proxy.cut()  # ... with the connection: JetStream counts them delivered, unacknowledged
+        started = time.monotonic()
+        assert reporter(fleet, "h1", [("c0", f"working: {n}") for n in (4, 5)]).wait(60) == 0
+        fleet.wait_lines({("h1", "c0"): [f"working: {n}" for n in range(6)]})
+        # Well before JetStream would deliver them again by itself (its 30 s ack wait).
+        assert time.monotonic() - started < 20
+        log = (fleet.primary.state / "fleet" / "relay.log").read_text()
+        assert "came before one they follow" in log
+    finally:
+        fleet.close()
+        proxy.close()

@@ -19,7 +19,13 @@ Exactly once, through a crash at any instant:
    takes) and their sizes read; in the same transaction as the dedupe, each new line is recorded
    in ``fleet_inbox`` with the offset it will have. Then the lines are appended, the locks
    released and, in a second transaction, the intents deleted.
-3. **Recovery.** A relay that starts finds the intents a crash left: a line whose bytes are at
+3. **Order.** A host sends a crew's next event only once JetStream acknowledged the last, so
+   the stream holds each crew's events in order; but a message JetStream delivered to a fetch
+   whose connection was lost comes again only after its acknowledgement wait. An event whose
+   predecessor was not applied yet is therefore held — not applied, not acknowledged — and the
+   relay has everything unacknowledged delivered again, in stream order
+   (:class:`Gap`, :mod:`firstmate.fleet.relay`).
+4. **Recovery.** A relay that starts finds the intents a crash left: a line whose bytes are at
    its recorded offset was appended; any other is appended now. So a crash between the commit
    and the append neither loses the line nor writes it twice.
 """
@@ -62,6 +68,20 @@ class Refusal:
     detail: str = ""
 
 
+#: One sequence of events: ``(host, epoch, crew, kind)``.
+Key = tuple[str, str, str, str]
+
+
+@attrs.frozen
+class Gap:
+    """An event that came before one it follows: *expected* is the next number to apply."""
+
+    key: Key
+    expected: int
+    got: int
+    msg_id: str
+
+
 @attrs.frozen
 class Outcome:
     applied: int = 0
@@ -69,6 +89,8 @@ class Outcome:
     refused: tuple[Refusal, ...] = ()
     #: Hosts that said hello in this batch.
     hellos: tuple[str, ...] = ()
+    #: Events held back (neither applied nor to be acknowledged): an earlier one is missing.
+    gaps: tuple[Gap, ...] = ()
 
 
 @attrs.frozen
@@ -91,9 +113,11 @@ class Inbox:
     # --- the batch -----------------------------------------------------------------------------
 
     def commit(self, batch: Sequence[Incoming], *, refused_before: Sequence[Refusal] = (),
-               now: float | None = None) -> Outcome:
+               accept: Iterable[Key] = (), now: float | None = None) -> Outcome:
         """Apply every new event of *batch* (in its order) once; see the module docstring.
-        *refused_before*: the batch's messages the relay refused itself, counted here too."""
+        *refused_before*: the batch's messages the relay refused itself, counted here too.
+        An event whose predecessor was not applied is held (:attr:`Outcome.gaps`), unless its
+        sequence is in *accept* (the relay found the predecessor gone from the stream)."""
         now = time.time() if now is None else now
         refused: list[Refusal] = list(refused_before)
         hellos: list[str] = []
@@ -113,7 +137,8 @@ class Inbox:
             for item, name in wanted:
                 if item.event.kind != "crew":
                     locks.open(name, _suffix(item.event.kind))
-            intents, duplicates = self._record(wanted, locks, refused, hellos, now)
+            intents, duplicates, gaps = self._record(wanted, locks, refused, hellos,
+                                                     frozenset(accept), now)
             self._dirty = bool(intents)
             self._apply(intents, locks)
         finally:
@@ -122,7 +147,7 @@ class Inbox:
             self._settle(intents)
             self._dirty = False
             crewreport.ring(str(self.home.root))
-        return Outcome(len(intents), duplicates, tuple(refused), tuple(hellos))
+        return Outcome(len(intents), duplicates, tuple(refused), tuple(hellos), tuple(gaps))
 
     def _name(self, event: Event, refused: list[Refusal]) -> str | None:
         """The primary's crew for *event*, registered now if it was not; None when refused."""
@@ -147,9 +172,10 @@ class Inbox:
         return name
 
     def _record(self, wanted: Iterable[tuple[Incoming, str]], locks: _Locks,
-                refused: list[Refusal], hellos: Sequence[str],
-                now: float) -> tuple[list[_Intent], int]:
+                refused: list[Refusal], hellos: Sequence[str], accept: frozenset[Key],
+                now: float) -> tuple[list[_Intent], int, list[Gap]]:
         intents: list[_Intent] = []
+        gaps: list[Gap] = []
         duplicates = 0
         counts: dict[str, int] = {}
         with self.store.transaction() as conn:
@@ -159,11 +185,16 @@ class Inbox:
                 row = conn.execute(
                     "SELECT n, stream_seq FROM fleet_seen WHERE host = ? AND epoch = ? AND "
                     "crew = ? AND kind = ?", key).fetchone()
-                if row is not None and event.n <= int(row[0]):
+                last = 0 if row is None else int(row[0])
+                if row is not None and event.n <= last:
                     duplicates += 1
                     if item.stream_seq > int(row[1]):
                         refused.append(Refusal(event.host, "replayed message",
                                                f"{event.msg_id} was applied before"))
+                    continue
+                if event.n > last + 1 and key not in accept:
+                    # (its predecessor went to a fetch the connection lost, and comes again)
+                    gaps.append(Gap(key, last + 1, event.n, event.msg_id))
                     continue
                 conn.execute(
                     "INSERT INTO fleet_seen (host, epoch, crew, kind, n, stream_seq, at) "
@@ -180,7 +211,7 @@ class Inbox:
                                                          intent.data))
                 intents.append(intent)
             self._count(conn, counts, refused, hellos, now)
-        return intents, duplicates
+        return intents, duplicates, gaps
 
     def _intent(self, event: Event, name: str, locks: _Locks) -> _Intent | None:
         if event.kind == "crew":
@@ -358,4 +389,4 @@ class _Locks:
         self.fds.clear()
 
 
-__all__ = ["REPLACE", "Inbox", "Incoming", "Outcome", "Refusal"]
+__all__ = ["REPLACE", "Gap", "Inbox", "Incoming", "Key", "Outcome", "Refusal"]

@@ -9,7 +9,9 @@ each message (:func:`firstmate.fleet.wire.decode`), commits the batch into the h
 (:meth:`~firstmate.fleet.inbox.Inbox.commit`, which rings the watcher's doorbell) and only then
 acknowledges it to JetStream. A batch that cannot be committed (the disk full, the database
 locked past its bound) is tried again, and nothing after it is read meanwhile, so a crew's order
-holds.
+holds. An event that arrives before one it follows (its predecessor went to a fetch whose
+connection was lost: a server or cluster node that went away) is held back unacknowledged, and
+the consumer is made anew, which delivers everything unacknowledged again, oldest first.
 
 Refused messages — a bad signature, a subject or body naming another host, an unknown host, a
 replayed id, a crew name taken by a local crew — are acknowledged (so they are not delivered
@@ -34,7 +36,7 @@ from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.base.safepaths import atomic_write
 from firstmate.fleet import config, natsconn, paths, procs, wire
-from firstmate.fleet.inbox import Inbox, Incoming, Refusal
+from firstmate.fleet.inbox import Gap, Inbox, Incoming, Key, Refusal
 from firstmate.store.database import Store, open_store
 from firstmate.store.home import Home
 from firstmate.store.ledgers import BoundedLog, triage_log
@@ -93,6 +95,10 @@ class Relay:
         self.reported: set[tuple[str, str]] = set()
         self.reloaded = 0.0
         self.applied = 0
+        #: Sequences held back for a missing predecessor: the number that was expected.
+        self.tried: dict[Key, int] = {}
+        #: Sequences whose predecessors are gone from the stream: taken up where they are.
+        self.accept: set[Key] = set()
 
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
@@ -150,7 +156,7 @@ class Relay:
                     self.log.append(f"relay: cannot fetch ({type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())[:200]}); retrying")
                 if "consumer" in str(exc).lower() and "not found" in str(exc).lower():
-                    sub = await self._subscribe(js)  # (a server that lost its state)
+                    sub = await self._resubscribe(js, sub)  # (a server that lost its state)
                     if sub is None:
                         return
                 await natsconn.pause(self.stop, 0.5)
@@ -158,11 +164,27 @@ class Relay:
             if not fetched or msgs is None:
                 return
             failing = False
-            if not await self._handle(msgs):
+            gaps = await self._handle(msgs)
+            if gaps is None:
                 return
+            if gaps:
+                # Everything not acknowledged is delivered again, oldest first: the missing
+                # predecessors come before what was held.
+                self.log.append(f"relay: {len(gaps)} event(s) came before one they follow "
+                                "(a delivery lost with a connection); everything not "
+                                "acknowledged is delivered again")
+                sub = await self._resubscribe(js, sub)
+                if sub is None:
+                    return
 
-    async def _handle(self, msgs: Sequence[Any]) -> bool:
-        """Commit *msgs*, then acknowledge them; False when stopped before the commit."""
+    async def _resubscribe(self, js: Any, sub: Any) -> Any | None:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        return await self._subscribe(js)
+
+    async def _handle(self, msgs: Sequence[Any]) -> list[Gap] | None:
+        """Commit *msgs*, then acknowledge them (all but those held back for a missing
+        predecessor, which are returned); None when stopped before the commit."""
         incoming: list[Incoming] = []
         refused: list[Refusal] = []
         for msg in msgs:
@@ -176,24 +198,49 @@ class Relay:
         delay = 0.1
         while True:
             try:
-                outcome = self.inbox.commit(incoming, refused_before=refused)
+                outcome = self.inbox.commit(incoming, refused_before=refused,
+                                            accept=set(self.accept))
                 break
             except (FirstmateError, sqlite3.Error, OSError) as exc:
                 what = exc.message if isinstance(exc, FirstmateError) else str(exc)
                 self.log.append(f"relay: cannot commit {len(incoming)} event(s): {what}; "
                                 "retrying (nothing is acknowledged meanwhile)")
                 if await natsconn.pause(self.stop, delay):
-                    return False
+                    return None
                 delay = min(delay * 2, 5.0)
         self.applied += outcome.applied
         for host in outcome.hellos:
             self.log.append(f"relay: host {host} connected")
         for refusal in outcome.refused:
             self._report(refusal)
+        held = {gap.msg_id for gap in outcome.gaps}
         for msg in msgs:
+            if (msg.headers or {}).get(wire.ID_HEADER) in held:
+                continue
             with contextlib.suppress(Exception):
                 await msg.ack()
-        return True
+        return self._gaps(outcome.gaps)
+
+    def _gaps(self, gaps: Sequence[Gap]) -> list[Gap]:
+        """The gaps to have redelivered. A gap still there right after a redelivery means its
+        predecessors are gone from the stream (purged by hand): the sequence is taken up where
+        it is, and the loss reported once."""
+        first: dict[Key, Gap] = {}
+        for gap in gaps:
+            first.setdefault(gap.key, gap)  # (a sequence's later events wait on the same one)
+        seen = set(first)
+        for key in [key for key in self.accept if key not in seen]:
+            self.accept.discard(key)
+        for gap in first.values():
+            if self.tried.get(gap.key) == gap.expected:
+                self.accept.add(gap.key)
+                host, _epoch, crew, kind = gap.key
+                self._report(Refusal(host, "events lost from the stream",
+                                     f"{kind} {gap.expected}-{gap.got - 1} of crew {crew}"))
+            self.tried[gap.key] = gap.expected
+        for key in [key for key in self.tried if key not in seen]:
+            del self.tried[key]
+        return list(gaps)
 
     def _key_of(self, host: str) -> bytes | None:
         key = self.primary.key_of(host)
