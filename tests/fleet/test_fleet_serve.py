@@ -33,6 +33,7 @@ class Served(LocalFleet):
             added = self.fm(self.primary, "fleet", "host", "add", host)
             join = re.search(r"run there: (fm fleet join .*)$", added.stdout, re.M)
             assert join is not None, added.stdout
+            assert "this machine's loopback" in added.stdout
             words = join.group(1).split()
             assert words[3] == f"nats://127.0.0.1:{self.port}"
             creds = self.creds(host)

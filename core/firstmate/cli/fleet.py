@@ -148,6 +148,9 @@ def main(argv: Sequence[str]) -> int:
              "users (it may publish only its own subjects), then reload the server")
     _say(f"fleet: then run there: fm fleet join {issued.join_url} --creds "
          f"{os.path.basename(issued.creds)} --host {issued.entry.name}")
+    if "://127." in issued.join_url or "://localhost" in issued.join_url:
+        _say("fleet: that address is this machine's loopback: another host reaches it through "
+             "a tunnel (ssh -L), or serve with --listen 0.0.0.0:PORT --url nats://NAME:PORT")
     return ExitCode.OK
 
 
