@@ -198,6 +198,23 @@ def test_status_of_a_home_in_no_fleet(home: Home, tmp_path: Path) -> None:
     assert "in no fleet" in fm(home, tmp_path, "fleet", "status").stdout
 
 
+def test_a_damaged_membership_is_refused_with_its_fix(home: Home, tmp_path: Path) -> None:
+    from firstmate.fleet import config
+
+    env = env_for(home, tmp_path)
+    directory = config.ensure_dir(str(home.root), env)
+    member = Path(directory) / config.MEMBER
+    member.write_text("{not json")
+    member.chmod(0o600)
+    done = fm(home, tmp_path, "fleet", "status")
+    assert done.returncode == 4, done.stderr
+    assert f"remove {member}" in done.stderr and done.stderr.count("\n") == 1
+    member.write_text("{}")
+    member.chmod(0o644)
+    done = fm(home, tmp_path, "fleet", "status")
+    assert done.returncode == 4 and f"chmod 600 {member}" in done.stderr
+
+
 def test_join_needs_credentials_from_a_file(home: Home, tmp_path: Path) -> None:
     done = fm(home, tmp_path, "fleet", "join", "nats://127.0.0.1:4222")
     assert done.returncode == 2

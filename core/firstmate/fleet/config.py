@@ -267,8 +267,12 @@ def save_primary(root: str, env: Mapping[str, str], primary: Primary) -> None:
 
 def load_member(root: str, env: Mapping[str, str]) -> Member | None:
     path = os.path.join(fleet_dir(root, env), MEMBER)
-    data = read_private(path, "fleet membership")
-    return None if data is None else Member.of(data, path)
+    try:
+        data = read_private(path, "fleet membership")
+        return None if data is None else Member.of(data, path)
+    except UsageError as exc:  # (kept state, not input: damaged, or written by hand)
+        raise StateError(f"{exc.message}; remove {path} (or run fm fleet leave), then join "
+                         "again") from None
 
 
 def save_member(root: str, env: Mapping[str, str], member: Member) -> None:
