@@ -181,7 +181,8 @@ def test_fm_crew_list_shows_a_remote_crew_as_remote(home: Home, tmp_path: Path) 
 
 def test_a_remote_crews_pane_is_never_typed_into_here(home: Home, tmp_path: Path) -> None:
     crew.add(home, "gpu.alice", names.remote_pane("gpu", "%3"))
-    for args in (("steer", "gpu.alice", "go on"), ("stop", "gpu.alice")):
+    for args in (("steer", "gpu.alice", "go on"), ("stop", "gpu.alice"), ("peek", "gpu.alice"),
+                 ("attach", "gpu.alice")):
         done = fm(home, tmp_path, "crew", *args)
         assert done.returncode == 1, done.stderr
         assert "works on host gpu" in done.stderr and "fm crew remove gpu.alice" in done.stderr
