@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from firstmate.fleet import names
 from firstmate.testing.procs import eventually
-from fleet_support import FLEET, LocalFleet, reporter
+from remote_support import FLEET, LocalFleet, reporter
 
 LINES = 1000
 

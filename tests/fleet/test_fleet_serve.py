@@ -18,7 +18,7 @@ import pytest
 from firstmate.fleet import paths, procs
 from firstmate.store.home import Home
 from firstmate.testing.procs import arm_env, eventually, spawn_arm
-from fleet_support import LocalFleet, free_port, reporter
+from remote_support import LocalFleet, free_port, reporter
 
 
 class Served(LocalFleet):

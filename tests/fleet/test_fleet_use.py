@@ -18,7 +18,7 @@ from firstmate.fleet.config import Member
 from firstmate.store.database import open_store
 from firstmate.store.queue import scan
 from firstmate.testing.procs import eventually
-from fleet_support import FLEET, LocalFleet, reporter, secret_file
+from remote_support import FLEET, LocalFleet, reporter, secret_file
 
 #: How long the server stays down (FM_TEST_FLEET_DOWN, seconds; the issue's figure is 30).
 DOWN = float(os.environ.get("FM_TEST_FLEET_DOWN", "30"))
@@ -185,7 +185,7 @@ def test_a_replayed_message_is_refused_and_reported_once(fleet: LocalFleet) -> N
 
 def test_deliveries_lost_with_the_relays_connection_come_again_in_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fleet_support import Proxy
+    from remote_support import Proxy
 
     monkeypatch.setenv("FIRSTMATE_KEYS_DIR", str(tmp_path / "keys"))
     fleet = LocalFleet(tmp_path, ("h1",))
