@@ -67,6 +67,9 @@ def child_env(home: Path, pycache: Path) -> dict[str, str]:
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     env["FM_HOME"] = str(home)
+    # Home secrets (each home's mark is checked with one) go beside the homes, never into the
+    # user's own keys directory.
+    env["FIRSTMATE_KEYS_DIR"] = str(pycache.parent / "keys")
     return env
 
 

@@ -158,7 +158,7 @@ def test_another_users_home_above_your_project_is_never_adopted(
     bob.sh(f"mkdir {project}", cwd=shared)
     status = bob.fm("status", cwd=project)
     assert status.returncode == 0, status.stderr
-    assert status.stdout.splitlines()[0] == f"home: {bob.home / '.firstmate'}"
+    assert status.stdout.splitlines()[0].startswith(f"home: {bob.home / '.firstmate'} (default")
     lines = bob.arm_until_reason(project, wake_home=str(bob.home / ".firstmate"))
     assert lines[-1] == "check: done"
     assert _owner_lines(pwned) == [str(ALICE)]  # never ran as bob
@@ -186,6 +186,16 @@ def test_a_cloned_home_runs_none_of_its_checks(shared: Path, users: tuple[User, 
         os.chown(path, ALICE, ALICE)
     clone = shared / "clone"
     bob.sh(f"cp -r {upstream} {clone}", cwd=shared)  # the clone is bob's, files and all
+    # Found by walking up, the clone's state is not one bob's fm made: fm will not act on it.
+    for args in (("arm",), ("status",), ("crew", "list")):
+        refused = bob.fm(*args, cwd=clone)
+        assert refused.returncode == 4, (args, refused.stderr)
+        assert refused.stderr.count("\n") == 1 and "will not act on it" in refused.stderr
+        assert f"FM_HOME={clone / '.firstmate'} fm status" in refused.stderr
+    assert not (clone / "cloned-ran").exists()
+    # Adopted by name, the home counts, but a check it carries is still not bob's.
+    adopted = bob.fm("status", cwd=clone, FM_HOME=str(clone / ".firstmate"))
+    assert adopted.returncode == 0, adopted.stderr
     lines = bob.arm_until_reason(clone)
     assert lines[-1] == "check: rejected unauthenticated state checks: lint"
     assert not (clone / "cloned-ran").exists() and not (upstream / "cloned-ran").exists()

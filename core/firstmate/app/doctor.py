@@ -60,6 +60,8 @@ class Doctor:
     home: Home
     project: Path
     env: Mapping[str, str]
+    #: Why this home (firstmate.base.homeroot.reason), said on the home line.
+    home_reason: str = ""
     findings: list[Finding] = attrs.Factory(list)
     _harnesses: list[str] = attrs.Factory(list)
     _watcher_state: str = "none"
@@ -98,10 +100,11 @@ class Doctor:
 
         refuse_symlink(self.home.root)
         refuse_symlink(self.home.state)
+        why = f" ({self.home_reason})" if self.home_reason else ""
         if not self.home.state.is_dir():
-            self.add("home", "ok", f"{self.home.root} has no state yet (never used)")
+            self.add("home", "ok", f"{self.home.root}{why} has no state yet (never used)")
         else:
-            self.add("home", "ok", str(self.home.root))
+            self.add("home", "ok", f"{self.home.root}{why}")
 
     def check_plugins(self) -> None:
         from firstmate.plugin import manager as plugins
@@ -362,12 +365,12 @@ class Doctor:
 
 def diagnose(env: Mapping[str, str] | None = None, project: Path | None = None) -> list[Finding]:
     """Every finding for the home *env* resolves to, in report order."""
-    from firstmate.store.home import resolve_root
+    from firstmate.base.homeroot import find_home, reason
 
     env = dict(os.environ) if env is None else env
-    home = Home(resolve_root(env))
+    root, source, found_at = find_home(env)
     where = Path(os.path.abspath(project if project is not None else os.getcwd()))
-    return Doctor(home, where, env).run()
+    return Doctor(Home(Path(root)), where, env, reason(root, source, found_at)).run()
 
 
 def failed(findings: list[Finding]) -> bool:

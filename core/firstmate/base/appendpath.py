@@ -354,15 +354,15 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     and removes the write-ahead log, work its next append would pay for again.
     """
     from firstmate.base import bell
+    from firstmate.base.homemark import ensure_home
     from firstmate.base.homeroot import find_root
     from firstmate.base.procself import current_fields
-    from firstmate.base.safepaths import ensure_home
     from firstmate.base.wakeinput import validate
 
     kind, key, payload = validate(kind, key, payload)  # before touching the home: nothing written
     env = os.environ if env is None else env
     root = find_root(env)
-    if ensure_home(root):
+    if ensure_home(root, env):
         from firstmate.base.homeroot import announce_created
 
         announce_created(root, env)  # rows appended where nobody watches must not go unnoticed

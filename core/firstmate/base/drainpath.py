@@ -54,12 +54,12 @@ class _Fallback(Exception):
 def _home(env: Mapping[str, str]) -> tuple[str, str, str] | None:
     """``(root, state, db)`` for an existing home and database, else None (after saying so
     when this call created the home, as the full path would)."""
+    from firstmate.base.homemark import ensure_home
     from firstmate.base.homeroot import find_root
     from firstmate.base.procself import current_fields
-    from firstmate.base.safepaths import ensure_home
 
     root = find_root(env)
-    if ensure_home(root):
+    if ensure_home(root, env):
         from firstmate.base.homeroot import announce_created
 
         announce_created(root, env)

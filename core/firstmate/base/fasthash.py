@@ -25,9 +25,14 @@ def _constructor() -> Any:
 _SHA256: Any = None
 
 
-def sha256_hex(data: bytes) -> str:
-    """The lowercase hex SHA-256 of *data* (what ``hashlib.sha256(data).hexdigest()`` gives)."""
+def sha256(data: bytes = b"") -> Any:
+    """A SHA-256 object of *data* (what ``hashlib.sha256(data)`` gives)."""
     global _SHA256
     if _SHA256 is None:
         _SHA256 = _constructor()
-    return str(_SHA256(data).hexdigest())
+    return _SHA256(data)
+
+
+def sha256_hex(data: bytes) -> str:
+    """The lowercase hex SHA-256 of *data* (what ``hashlib.sha256(data).hexdigest()`` gives)."""
+    return str(sha256(data).hexdigest())

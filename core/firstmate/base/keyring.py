@@ -6,22 +6,22 @@ private directory — ``FIRSTMATE_KEYS_DIR``, else ``$XDG_CONFIG_HOME/firstmate/
 ``~/.config/firstmate/keys`` (0700) — as one 0600 file per home, named by a hash of the home's
 real path. A home copied, cloned or committed with its definitions carries no secret that
 counts: what it names is rejected until you register it again in that place.
+
+Reading a secret imports nothing beyond ``os`` (the home's own mark, :mod:`firstmate.base.homemark`,
+is checked with it on every hook); ``json`` and ``hmac`` load only to sign or verify a body.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import hmac
-import json
 import os
-import secrets
-from collections.abc import Mapping
 
-from firstmate.base.errors import StateError
 from firstmate.base.names import KEYS_DIR_ENV
-from firstmate.base.safepaths import make_private_dir, open_private
+from firstmate.base.safepaths import make_private_dir, open_private, state_error
 from firstmate.base.trust import verify_ancestors, verify_dir, verify_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 KEY_HEX_LEN = 64
 
@@ -43,8 +43,10 @@ def keys_dir(env: Mapping[str, str]) -> str:
 
 def key_file(root: str, env: Mapping[str, str]) -> str:
     """The secret's file for the home at *root* (by its real path)."""
-    digest = hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogateescape"))
-    return os.path.join(keys_dir(env), digest.hexdigest()[:32] + ".key")
+    from firstmate.base.fasthash import sha256_hex
+
+    digest = sha256_hex(os.path.realpath(root).encode("utf-8", "surrogateescape"))
+    return os.path.join(keys_dir(env), digest[:32] + ".key")
 
 
 def _parse(text: str) -> bytes | None:
@@ -67,14 +69,19 @@ def read_key(root: str, env: Mapping[str, str]) -> bytes | None:
     if not verify_file(path, "home secret"):
         return None
     try:
-        fd = open_private(path, os.O_RDONLY)
-    except StateError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None  # (removed between the check and the open)
-    with os.fdopen(fd, "r", encoding="ascii", errors="replace") as fh:
-        key = _parse(fh.read(256))
+    try:
+        data = os.read(fd, 256)
+    except OSError:
+        data = b""
+    finally:
+        os.close(fd)
+    key = _parse(data.decode("ascii", "replace"))
     if key is None:
-        raise StateError(f"{path} is not a valid home secret; remove it, then register this "
-                         "home's checks again (fm check add NAME --replace -- ...)")
+        raise state_error(f"{path} is not a valid home secret; remove it, then register this "
+                          "home's checks again (fm check add NAME --replace -- ...)")
     return key
 
 
@@ -88,7 +95,9 @@ def ensure_key(root: str, env: Mapping[str, str]) -> bytes:
     os.makedirs(os.path.dirname(directory), 0o700, exist_ok=True)
     make_private_dir(directory)
     verify_dir(directory, "keys directory")
-    fresh = secrets.token_hex(KEY_HEX_LEN // 2)
+    from firstmate.base.errors import StateError
+
+    fresh = os.urandom(KEY_HEX_LEN // 2).hex()
     try:
         fd = open_private(key_file(root, env), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except StateError:
@@ -102,22 +111,31 @@ def ensure_key(root: str, env: Mapping[str, str]) -> bytes:
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - contextlib costs a hook's start an import
             os.unlink(key_file(root, env))  # never leave a half-written secret
+        except OSError:
+            pass
         raise StateError(f"cannot write {key_file(root, env)}: {exc.strerror}; free space (or "
                          "raise the file-size limit) and retry") from exc
     return bytes.fromhex(fresh)
 
 
 def canonical(body: Mapping[str, object]) -> bytes:
+    import json
+
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def mac(key: bytes, body: Mapping[str, object]) -> str:
+    import hashlib
+    import hmac
+
     return hmac.new(key, canonical(body), hashlib.sha256).hexdigest()
 
 
 def verify_mac(key: bytes | None, body: Mapping[str, object], claimed: object) -> bool:
+    import hmac
+
     return (key is not None and isinstance(claimed, str)
             and hmac.compare_digest(claimed, mac(key, body)))
 

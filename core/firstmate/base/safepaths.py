@@ -91,7 +91,8 @@ def ensure_home(root: StrPath) -> bool:
     """Create the home, ``state/`` (0700), ``state/logs``, ``state/crew`` and ``config/`` if
     absent; refuse symlinks. True when this call made a new home: it created ``state/`` (the
     home, or its state, did not exist before; a concurrent first call gets False).
-    (:meth:`firstmate.store.home.Home.ensure`.)"""
+    :func:`firstmate.base.homemark.ensure_home` also marks a new state as this user's: use that
+    one (:meth:`firstmate.store.home.Home.ensure` does)."""
     root = os.fspath(root)
     if not os.path.exists(root):
         try:

@@ -57,10 +57,10 @@ def snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object] | No
 
 
 def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
-    from firstmate.base.homeroot import find_root
+    from firstmate.base.homeroot import find_home, reason
     from firstmate.base.safepaths import refuse_non_directory, refuse_symlink
 
-    root = find_root(env)
+    root, source, where = find_home(env)
     state = os.path.join(root, "state")
     refuse_non_directory(root)
     refuse_non_directory(state)
@@ -107,6 +107,8 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
     healthy, state_name, _verified, pid, _identity, age, limit = verdict
     return {
         "home": root,
+        "home_source": source,
+        "home_reason": reason(root, source, where),
         "watcher": {
             "healthy": healthy,
             "state": state_name,

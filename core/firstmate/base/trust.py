@@ -114,11 +114,14 @@ def verify_ancestors(path: str) -> None:
         here = parent
 
 
-def verify_home(root: str) -> None:
-    """The whole check for a home: its ancestors, the home and its ``state/``."""
+def verify_home(root: str) -> str:
+    """The whole check for a home: its ancestors, the home and its ``state/``. Returns what is
+    there: ``"absent"`` (no home yet), ``"bare"`` (the directory without ``state/``) or
+    ``"state"``."""
     verify_ancestors(root)
-    if verify_dir(root):
-        verify_dir(os.path.join(root, "state"), "state directory")
+    if not verify_dir(root):
+        return "absent"
+    return "state" if verify_dir(os.path.join(root, "state"), "state directory") else "bare"
 
 
 def adoptable(marker: str) -> bool:

@@ -50,12 +50,16 @@ def _publish(root: str) -> None:
 
 def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     """The snapshot through the store, the session-lock module and the bridge records."""
+    from pathlib import Path
+
+    from firstmate.base.homeroot import find_home, reason
     from firstmate.base.safepaths import refuse_non_directory
     from firstmate.store import health
-    from firstmate.store.home import Home, refuse_symlink, resolve_root
+    from firstmate.store.home import Home, refuse_symlink
 
     env = dict(os.environ) if env is None else env
-    home = Home(resolve_root(env))
+    root, source, where = find_home(env)
+    home = Home(Path(root))
     refuse_non_directory(home.root)
     refuse_non_directory(home.state)
     if home.state.is_dir():
@@ -82,6 +86,8 @@ def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     lock = _session_lock(home)
     return {
         "home": str(home.root),
+        "home_source": source,
+        "home_reason": reason(root, source, where),
         "watcher": {
             "healthy": watcher.healthy,
             "state": watcher.state,
@@ -149,8 +155,9 @@ def render(data: dict[str, object]) -> str:
     oline = ""
     if isinstance(oldest, dict):
         oline = f", oldest row {oldest.get('seq')}"
+    why = data.get("home_reason")
     lines = [
-        f"home: {data['home']}",
+        f"home: {data['home']}" + (f" ({why})" if why else ""),
         wline,
         f"queue: {queue['depth']} row(s){oline}",
         f"episode: {data['episode'] or 'none'}",
@@ -171,8 +178,8 @@ def parser() -> Parser:
                     "lock and unsupervised in-process harnesses. Changes nothing, except that a "
                     "watcher proven gone has its downtime published at once.")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (home, watcher, queue, episode, "
-                             "session_lock, away, bridges)")
+                        help="print one JSON object (home, home_source, home_reason, "
+                             "watcher, queue, episode, session_lock, away, bridges)")
     return parser
 
 

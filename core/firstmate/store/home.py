@@ -20,7 +20,6 @@ from firstmate.base.safepaths import (
     STATE_DIR_MODE,
     STATE_FILE_MODE,
     atomic_write,
-    ensure_home,
     make_private_dir,
     open_private,
     refuse_symlink,
@@ -82,7 +81,10 @@ class Home:
         (:func:`firstmate.base.homeroot.announce_created`). Commands pass it; library callers
         and harness hooks do not.
         """
-        if ensure_home(self.root) and announce is not None:
+        from firstmate.base.homemark import ensure_home
+
+        env = os.environ if announce is None else announce
+        if ensure_home(str(self.root), env) and announce is not None:
             from firstmate.base.homeroot import announce_created
 
             announce_created(str(self.root), announce, None if cwd is None else str(cwd))
