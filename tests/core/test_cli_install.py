@@ -159,15 +159,22 @@ def test_dry_run_writes_nothing(env: dict[str, str], project: Path) -> None:
     assert list(project.iterdir()) == []
 
 
-def test_a_users_file_gets_a_backup_named_in_the_report(env: dict[str, str], project: Path) -> None:
+def test_a_users_file_is_kept_in_the_home_and_put_back_byte_for_byte(
+        env: dict[str, str], project: Path) -> None:
     (project / ".fakei").mkdir()
-    (project / ".fakei" / "hooks.json").write_text('{"mine": true}\n')
+    mine = b'{"mine":   true}'  # the user's own formatting, no final newline
+    (project / ".fakei" / "hooks.json").write_bytes(mine)
     done = fm(env, "install", "fakei", "--project", str(project))
-    assert done.stdout.splitlines()[0] == (
-        "fm install fakei: merged .fakei/hooks.json (original kept as .fakei/hooks.json.fm-backup)")
+    line = done.stdout.splitlines()[0]
+    prefix = "fm install fakei: merged .fakei/hooks.json (original kept as "
+    assert line.startswith(prefix), line
+    kept = Path(line[len(prefix):-1])
+    assert kept.parent == Path(env["FM_HOME"]) / "state" / "installs" and kept.read_bytes() == mine
+    assert sorted(p.name for p in (project / ".fakei").iterdir()) == ["hooks.json"]
     gone = fm(env, "uninstall", "fakei", "--project", str(project))
-    assert gone.returncode == 0
-    assert json.loads((project / ".fakei" / "hooks.json").read_text()) == {"mine": True}
+    assert gone.stdout == "fm uninstall fakei: restored .fakei/hooks.json\n", gone.stderr
+    assert (project / ".fakei" / "hooks.json").read_bytes() == mine
+    assert not kept.exists()
 
 
 def test_a_file_we_cannot_parse_is_exit_1_and_untouched(env: dict[str, str], project: Path) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
+from firstmate.plugin import installkeep
 from firstmate.plugin.configfiles import (
     BACKUP_SUFFIX,
     ConfigFileError,
@@ -33,6 +36,7 @@ from firstmate.plugin.configfiles import (
     vacant,
 )
 from firstmate.plugin.harness import InstallOptions
+from firstmate.store.home import Home
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,6 +68,14 @@ def install(doc: dict[str, Any]) -> dict[str, Any]:
 
 def uninstall(doc: dict[str, Any]) -> dict[str, Any]:
     return remove_grouped_hooks(doc, OWNED)
+
+
+@contextlib.contextmanager
+def kept(root: Path, *, dry_run: bool = False) -> Iterator[Home]:
+    """One install's or uninstall's session, keeping what it changes in a home under *root*."""
+    home = Home(root / "fm-home").ensure()
+    with installkeep.session(home, root, dry_run=dry_run):
+        yield home
 
 
 def merge(path: Path, **kw: Any) -> Any:
@@ -229,27 +241,71 @@ def test_vacant_means_nothing_but_the_skeleton() -> None:
 # --- files -----------------------------------------------------------------------------------
 
 
-def test_merge_into_a_users_file_keeps_their_entries_and_a_backup(tmp_path: Path) -> None:
+def test_merge_into_a_users_file_keeps_their_entries_and_its_original_in_the_home(
+        tmp_path: Path) -> None:
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
     path.write_text(USER_SETTINGS)
     os.chmod(path, 0o640)
-    change = merge(path)
+    with kept(tmp_path) as home:
+        change = merge(path)
     assert change.action == "merged"
-    assert change.backup == path.with_name("settings.json" + BACKUP_SUFFIX)
+    assert change.backup is not None and home.state in change.backup.parents
     assert change.backup.read_text() == USER_SETTINGS
+    assert not path.with_name("settings.json" + BACKUP_SUFFIX).exists(), "nothing beside it"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     merged = json.loads(path.read_text())
     assert merged == install(json.loads(USER_SETTINGS))
     assert path.read_text().startswith('{\n    "model"'), "the user's indentation is kept"
     first = path.read_bytes()
-    again = merge(path)
+    with kept(tmp_path):
+        again = merge(path)
     assert again.action == "unchanged" and again.backup is None
     assert path.read_bytes() == first, "install twice = the same bytes"
-    removed = unmerge(path)
-    assert removed.action == "merged"
-    assert json.loads(path.read_text()) == json.loads(USER_SETTINGS)
-    assert change.backup.read_text() == USER_SETTINGS, "the first backup is never overwritten"
+    with kept(tmp_path):
+        removed = unmerge(path)
+    assert removed.action == "restored"
+    assert path.read_text() == USER_SETTINGS, "put back byte for byte"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert not change.backup.exists(), "the kept original goes with the uninstall"
+
+
+def test_a_file_changed_since_the_install_keeps_the_changes(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    with kept(tmp_path):
+        merge(path)
+    doc = json.loads(path.read_text())
+    doc["model"] = "sonnet"  # the harness or the user changed it meanwhile
+    path.write_text(json.dumps(doc, indent=4) + "\n")
+    with kept(tmp_path):
+        assert unmerge(path).action == "merged"
+    assert json.loads(path.read_text()) == {**json.loads(USER_SETTINGS), "model": "sonnet"}
+
+
+def test_an_older_fms_backup_beside_the_file_moves_into_the_home(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    legacy = path.with_name("settings.json" + BACKUP_SUFFIX)
+    legacy.write_text(USER_SETTINGS)
+    path.write_text(json.dumps(install(json.loads(USER_SETTINGS)), indent=2))  # older install
+    with kept(tmp_path) as home:
+        assert merge(path).action == "unchanged"
+    assert not legacy.exists()
+    assert [p.read_text() for p in (home.state / "installs").glob("*.orig")] == [USER_SETTINGS]
+    with kept(tmp_path):
+        assert unmerge(path).action == "restored"
+    assert path.read_text() == USER_SETTINGS
+
+
+def test_an_older_fms_backup_is_put_back_by_an_uninstall(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    legacy = path.with_name("settings.json" + BACKUP_SUFFIX)
+    legacy.write_text(USER_SETTINGS)
+    path.write_text(json.dumps(install(json.loads(USER_SETTINGS)), indent=2))  # older install
+    with kept(tmp_path):
+        assert unmerge(path).action == "restored"
+    assert path.read_text() == USER_SETTINGS and not legacy.exists()
 
 
 def test_a_file_that_already_means_the_same_is_left_byte_for_byte(tmp_path: Path) -> None:
@@ -277,13 +333,33 @@ def test_create_then_remove_leaves_nothing(tmp_path: Path) -> None:
 def test_removal_keeps_a_file_the_user_had_first(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text('{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "x"}]}]}}')
-    merge(path)
+    with kept(tmp_path):
+        merge(path)
     # The user deletes their own entry meanwhile; the file still was theirs first.
     doc = json.loads(path.read_text())
     del doc["hooks"]["Notification"]
     path.write_text(json.dumps(doc))
-    assert unmerge(path).action == "merged"
+    with kept(tmp_path):
+        assert unmerge(path).action == "merged"
     assert json.loads(path.read_text()) == {}
+
+
+def test_directories_are_removed_only_when_the_install_made_them(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)  # the user's, before the install
+    path = project / ".claude" / "settings.json"
+    with kept(tmp_path):
+        assert merge(path).action == "created"
+    with kept(tmp_path):
+        assert unmerge(path, prune_upto=project).action == "removed"
+    assert (project / ".claude").is_dir(), "a folder that was there before stays"
+    deep = project / ".cursor" / "deep" / "hooks.json"
+    with kept(tmp_path):
+        merge(deep)
+    (project / ".cursor" / "notes.txt").write_text("mine\n")  # the user's, after the install
+    with kept(tmp_path):
+        assert unmerge(deep, prune_upto=project).action == "removed"
+    assert not (project / ".cursor" / "deep").exists() and (project / ".cursor").is_dir()
 
 
 @pytest.mark.parametrize("content", [
@@ -325,7 +401,8 @@ def test_dry_run_writes_nothing_but_reports(tmp_path: Path) -> None:
     assert not path.parent.exists()
     path.parent.mkdir()
     path.write_text(USER_SETTINGS)
-    change = merge(path, dry_run=True)
+    with kept(tmp_path, dry_run=True):
+        change = merge(path, dry_run=True)
     assert change.action == "merged" and change.backup is not None
     assert path.read_text() == USER_SETTINGS and not change.backup.exists()
 
@@ -428,14 +505,16 @@ def test_a_damaged_block_is_an_error_and_the_file_stays(tmp_path: Path, damaged:
 def test_text_file_lifecycle(tmp_path: Path) -> None:
     path = tmp_path / "AGENTS.md"
     path.write_text("# Agents\n\nMine.\n")
-    change = update_text(path, lambda t: upsert_block(t, BODY), remove_ours=remove_block)
+    with kept(tmp_path):
+        change = update_text(path, lambda t: upsert_block(t, BODY), remove_ours=remove_block)
     assert change.action == "merged" and change.backup is not None
     first = path.read_bytes()
     assert update_text(path, lambda t: upsert_block(t, BODY),
                        remove_ours=remove_block).action == "unchanged"
     assert path.read_bytes() == first
-    gone = update_text(path, remove_block, remove_ours=remove_block, delete_if_vacant=True)
-    assert gone.action == "merged" and path.read_text() == "# Agents\n\nMine.\n"
+    with kept(tmp_path):
+        gone = update_text(path, remove_block, remove_ours=remove_block, delete_if_vacant=True)
+    assert gone.action == "restored" and path.read_text() == "# Agents\n\nMine.\n"
     ours_only = tmp_path / "rules.md"
     assert update_text(ours_only, lambda t: upsert_block(t, BODY),
                        remove_ours=remove_block).action == "created"
@@ -464,3 +543,15 @@ def test_require_project_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(FirstmateError, match="is not a directory"):
         require_project(InstallOptions("claude", tmp_path / "file"))
     assert require_project(InstallOptions("claude", tmp_path)) == tmp_path
+
+
+def test_user_level_entries_are_ours_only_for_their_project(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    command = f"/v/bin/fm hook cursor stop --project {one}"
+    assert is_ours(command, "cursor", one)
+    assert not is_ours(command, "cursor", two)
+    assert not is_ours(command, "cursor")  # a project's own file holds no --project entries
+    assert is_ours(f"/v/bin/fm hook cursor stop --home /h --project {one}", "cursor", one)
+    assert not is_ours(f"/v/bin/fm hook cursor stop --project {one} --project {two}", "cursor",
+                       one)
+    assert not is_ours(f"/v/bin/fm hook cursor stop --project {one} extra", "cursor", one)

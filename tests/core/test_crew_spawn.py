@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from firstmate.app.crewbrief import brief
+from firstmate.app.crewspawn import worktree_path
 from firstmate.store import crew
+from firstmate.store.home import Home
 from firstmate.watch.backends.tmux import TmuxBackend
 from fleet_support import Fleet, spawned, wait_for
 
@@ -172,6 +174,31 @@ def _git(repo: Path, *args: str) -> str:
                           check=True).stdout
 
 
+def test_a_projects_own_home_holds_its_crews_worktrees_and_every_worktree_finds_it(
+        fleet: Fleet) -> None:
+    repo = _repo(fleet)
+    (repo / ".firstmate").mkdir()  # the project's own home (fm install makes it so)
+    done = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", "fresh",
+                    "--", "task", cwd=repo, FM_HOME="")
+    assert done.returncode == 0, done.stderr
+    where = repo / ".firstmate" / "worktrees" / "w1"
+    record = fleet.started("w1")
+    assert record["cwd"] == str(where) and record["env"]["FM_HOME"] == str(repo / ".firstmate")
+    # From the crew's worktree, and from a worktree of the project anywhere else, without
+    # FM_HOME: the project's home.
+    other = fleet.tmp / "elsewhere"
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "side", str(other)], cwd=repo,
+                   check=True)
+    (other / "deep").mkdir()
+    for here, source in ((where, "project"), (other / "deep", "project"), (repo, "found")):
+        status = fleet.fm("status", "--json", cwd=here, FM_HOME="")
+        assert status.returncode == 0, status.stderr
+        data = json.loads(status.stdout)
+        assert (data["home"], data["home_source"]) == (str(repo / ".firstmate"), source)
+    assert [c.name for c in crew.list(Home(repo / ".firstmate"))] == ["w1"]
+    assert not crew.list(fleet.home)
+
+
 def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
     repo = _repo(fleet)
     spawned(fleet, "w1", "--cwd", str(repo), "--worktree", "fresh", "--", "task")
@@ -179,7 +206,10 @@ def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
                     "--", "task", cwd=repo)
     assert done.returncode == 0, done.stderr
     for name, branch in (("w1", "fresh"), ("w2", "existing")):
-        where = fleet.home.root / "worktrees" / name
+        # A home that is not this project's own keeps each project's crews apart.
+        where = worktree_path(fleet.home, name, repo)
+        assert where.parent.parent == fleet.home.root / "worktrees"
+        assert where.parent.name.startswith("repo-") and where.name == name
         assert fleet.started(name)["cwd"] == str(where)
         head = subprocess.run(["git", "branch", "--show-current"], cwd=where,
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -195,7 +225,7 @@ def test_worktree_makes_a_branch_checkout_in_the_home(fleet: Fleet) -> None:
 
 def test_a_failed_worktree_spawn_leaves_nothing_and_its_retry_starts(fleet: Fleet) -> None:
     repo = _repo(fleet)
-    where = fleet.home.root / "worktrees" / "w1"
+    where = worktree_path(fleet.home, "w1", repo)
     for branch in ("fresh", "existing"):
         failed = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", branch,
                           "--", "t", cwd=repo, FAKECREW_MODE="missing")
@@ -211,7 +241,7 @@ def test_a_failed_worktree_spawn_leaves_nothing_and_its_retry_starts(fleet: Flee
 
 def test_a_worktree_left_by_a_spawn_that_never_finished_is_taken_over(fleet: Fleet) -> None:
     repo = _repo(fleet)
-    where = fleet.home.root / "worktrees" / "w1"
+    where = worktree_path(fleet.home, "w1", repo)
     _git(repo, "worktree", "add", "-b", "fresh", str(where))  # (as a killed spawn leaves it)
     (where / "work.txt").write_text("kept")
     refused = fleet.fm("crew", "spawn", "w1", "--harness", "fakecrew", "--worktree", "other",

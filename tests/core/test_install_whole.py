@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.store.home import Home
+from firstmate.base.homemark import ensure_home
 from firstmate.testing import DEADLINE, fm_command
 
 PAGE = 4096
@@ -95,7 +95,7 @@ def rig(root: Path, harness: str, tmp_path: Path,
     env.update(FM_HOME=str(home), FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"),
                CLAUDE_CONFIG_DIR=str(tmp_path / "claude-config"))
     if not new_home:
-        Home(home).ensure()
+        ensure_home(str(home), env)  # (marked with the keys the child fm reads)
     return env, project
 
 

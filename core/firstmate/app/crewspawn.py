@@ -115,8 +115,18 @@ def launch_dir(home: Home, name: str) -> Path:
     return launch_root(home) / name
 
 
-def worktree_path(home: Home, name: str) -> Path:
-    return home.root / "worktrees" / name
+def worktree_path(home: Home, name: str, repo: Path | None = None) -> Path:
+    """``<home>/worktrees/NAME`` in the project's own home; a home shared by several projects
+    (``~/.firstmate``) keeps each project's crews apart: ``<home>/worktrees/<project>-<id>/NAME``."""
+    from firstmate.base.gitroot import project_root
+
+    main = None if repo is None else project_root(str(repo))
+    if main is None or Path(main) == home.root.parent:
+        return home.root / "worktrees" / name
+    from firstmate.base.fasthash import sha256_hex
+
+    key = sha256_hex(main.encode("utf-8", "surrogateescape"))[:8]
+    return home.root / "worktrees" / f"{os.path.basename(main)}-{key}" / name
 
 
 # --- the crew's directory ------------------------------------------------------------------------
@@ -182,8 +192,8 @@ def _adoptable(target: Path, root: Path, branch: str) -> bool:
 
 def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Worktree:
     """A git worktree of the repository around *repo* for *branch* (made from HEAD when the
-    branch does not exist) at ``<home>/worktrees/NAME``; one already there for that repository
-    and branch is taken over (:attr:`Worktree.adopted`)."""
+    branch does not exist) under the home (:func:`worktree_path`); one already there for that
+    repository and branch is taken over (:attr:`Worktree.adopted`)."""
     top = _git(["rev-parse", "--show-toplevel"], repo)
     if top.returncode != 0 or not top.stdout.strip():
         raise UsageError(f"{repo} is not inside a git repository; --worktree needs one (run fm "
@@ -191,7 +201,7 @@ def make_worktree(home: Home, repo: Path, branch: str, name: str) -> Worktree:
     root = Path(top.stdout.strip())
     if _git(["check-ref-format", "--branch", branch], root).returncode != 0:
         raise UsageError(f"invalid branch name {branch!r} for --worktree")
-    target = worktree_path(home, name)
+    target = worktree_path(home, name, root)
     if os.path.lexists(target):
         if _adoptable(target, root, branch):
             return Worktree(target, root, branch, adopted=True)

@@ -1,4 +1,4 @@
-"""``fm hook <harness> <event> [--home DIR]``: the one entry every harness hook runs.
+"""``fm hook <harness> <event> [--home DIR] [--project DIR]``: the one entry every harness hook runs.
 
 A hook runs on every turn of the harness, so this path is built to start fast and to never wedge
 or break its harness:
@@ -9,6 +9,10 @@ or break its harness:
    ``gate`` submodule) decides, with the standard library only, whether there can be anything
    to do; "no" exits 0 silently before pluggy, attrs or json are imported (docs/hooks.md,
    "The quick gate").
+   A user-level hook (``--project DIR``: one entry per project in a file the harness reads
+   for every project) first checks that the session runs in that project (the plugin's
+   optional ``session_dirs(payload, env)``, else the current directory); any other session
+   exits 0 at once, and the home is found from DIR.
 3. Otherwise the payload is decoded leniently (empty, garbage, truncated or not an object →
    None), only this harness's plugin is loaded and ``firstmate_hook`` answers with the exit code
    and output. No answer (None) → exit 0, silently.
@@ -51,6 +55,9 @@ def parser() -> Parser:
                         help="the hook event in kebab case (session-start, stop, stop-failure)")
     parser.add_argument("--home", metavar="DIR",
                         help="the Firstmate home (becomes FM_HOME for this call and its children)")
+    parser.add_argument("--project", metavar="DIR",
+                        help="answer only for a session in this project (a user-level hook); "
+                             "the home is found from it")
     return parser
 
 
@@ -58,23 +65,25 @@ def _refuse(argv: Sequence[str], message: str) -> NoReturn:
     parser().refuse(argv, message)
 
 
-def _args(argv: Sequence[str]) -> tuple[str, str, str | None]:
+def _args(argv: Sequence[str]) -> tuple[str, str, str | None, str | None]:
     words = list(argv)
-    home: str | None = None
+    options: dict[str, str | None] = {"--home": None, "--project": None}
     positional: list[str] = []
     i = 0
     while i < len(words):
         word = words[i]
-        if word == "--home" or word.startswith("--home="):
+        name = word.split("=", 1)[0]
+        if name in options:
             if "=" in word:
-                home = word.split("=", 1)[1]
+                value = word.split("=", 1)[1]
             elif i + 1 < len(words):
                 i += 1
-                home = words[i]
+                value = words[i]
             else:
-                _refuse(argv, "--home needs a directory")
-            if not home:
-                _refuse(argv, "--home needs a directory")
+                _refuse(argv, f"{name} needs a directory")
+            if not value:
+                _refuse(argv, f"{name} needs a directory")
+            options[name] = value
         elif word.startswith("-") and word != "-":
             _refuse(argv, f"unrecognized arguments: {word}")
         else:
@@ -82,7 +91,7 @@ def _args(argv: Sequence[str]) -> tuple[str, str, str | None]:
         i += 1
     if len(positional) != 2:
         _refuse(argv, "expected HARNESS and EVENT")
-    return positional[0], positional[1], home
+    return positional[0], positional[1], options["--home"], options["--project"]
 
 
 def _timeout(env: Mapping[str, str]) -> float:
@@ -156,31 +165,62 @@ def _disabled(harness: str, env: Mapping[str, str]) -> bool:
     return harness in {n.strip() for n in env.get("FIRSTMATE_DISABLE_PLUGINS", "").split(",")}
 
 
-def _gate_says_idle(harness: str, event: str, data: bytes | None, env: Mapping[str, str],
-                    home: str) -> bool:
-    """True when the plugin's quick gate is sure there is nothing to do."""
+def _gate(harness: str) -> Any:
+    """The plugin's quick-gate module (its package, or its ``gate`` submodule), or None."""
     try:
         # __import__, not importlib.import_module: the importlib package is not loaded yet.
         from firstmate.base.names import GATE_SUBMODULE, plugin_module
 
         package = plugin_module(harness)
-        gate = getattr(__import__(package), "quick_gate", None)
-        if gate is None:
+        module = __import__(package)
+        if getattr(module, "quick_gate", None) is None:
             # A plugin whose package __init__ is empty keeps its gate in the gate submodule.
             __import__(f"{package}.{GATE_SUBMODULE}")
-            gate = getattr(sys.modules[f"{package}.{GATE_SUBMODULE}"], "quick_gate", None)
+            module = sys.modules[f"{package}.{GATE_SUBMODULE}"]
     except Exception:
-        return False  # not installed, broken or without a gate: the full path decides
-    if not callable(gate):
+        return None  # not installed or broken: the full path decides
+    return module
+
+
+def _gate_says_idle(gate: Any, event: str, data: bytes | None, env: Mapping[str, str],
+                    home: str) -> bool:
+    """True when the plugin's quick gate is sure there is nothing to do."""
+    check = getattr(gate, "quick_gate", None)
+    if not callable(check):
         return False
     try:
-        return gate(event, data if data is not None else b"", env, home) is False
+        return check(event, data if data is not None else b"", env, home) is False
     except Exception:
         return False  # a broken gate never decides alone
 
 
+def _inside(path: str, project: str) -> bool:
+    here = os.path.realpath(path)
+    return here == project or here.startswith(project.rstrip(os.sep) + os.sep)
+
+
+def _in_project(gate: Any, project: str, data: bytes | None, env: Mapping[str, str]) -> bool:
+    """Whether the session calling a user-level hook runs in *project* (its directories from
+    the gate's ``session_dirs``, else the hook's current directory)."""
+    dirs: list[str] = []
+    reader = getattr(gate, "session_dirs", None)
+    if callable(reader):
+        try:
+            dirs = [d for d in reader(data if data is not None else b"", env)
+                    if isinstance(d, str) and d]
+        except Exception:
+            dirs = []
+    if not dirs:
+        try:
+            dirs = [os.getcwd()]
+        except OSError:
+            return False
+    real = os.path.realpath(project)
+    return any(_inside(d, real) for d in dirs)
+
+
 def main(argv: Sequence[str]) -> int:
-    harness, event, home_arg = _args(argv)
+    harness, event, home_arg, project_arg = _args(argv)
     env = os.environ
     if home_arg is not None:
         # Pinned by the installed command; children (an arm) inherit it too.
@@ -194,11 +234,17 @@ def main(argv: Sequence[str]) -> int:
             "words (fm plugins lists the installed ones)",
             exit_code=ExitCode.PLUGIN,
         )
+    data = read_payload(0, timeout=_timeout(env))
+    gate = None if _disabled(harness, env) else _gate(harness)
+    project = None
+    if project_arg is not None:
+        project = os.path.abspath(os.path.expanduser(project_arg))
+        if not _in_project(gate, project, data, env):
+            return 0  # another project's session: this entry is not for it
     from firstmate.base.homeroot import find_root
 
-    home_root = find_root(env)
-    data = read_payload(0, timeout=_timeout(env))
-    if not _disabled(harness, env) and _gate_says_idle(harness, event, data, env, home_root):
+    home_root = find_root(env, project, adopt=False)  # (a hook never makes a home)
+    if gate is not None and _gate_says_idle(gate, event, data, env, home_root):
         return 0
     return _dispatch(harness, event, parse_payload(data), env, home_root)
 

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     from firstmate.plugin.filestage import Transaction
     from firstmate.plugin.manager import PluginHost
 
-_DONE = {"created": "created", "merged": "merged", "removed": "removed", "unchanged": "unchanged"}
-_WOULD = {"created": "would create", "merged": "would merge", "removed": "would remove",
-          "unchanged": "unchanged"}
+_DONE = {"created": "created", "merged": "merged", "restored": "restored",
+         "removed": "removed", "unchanged": "unchanged"}
+_WOULD = {"created": "would create", "merged": "would merge", "restored": "would restore",
+          "removed": "would remove", "unchanged": "unchanged"}
 _SUMMARY = {
     "install": "Write or merge a harness's own config files under the project directory, so the "
                "harness runs fm's hooks (or loads its shim). Idempotent; the user's own entries "
@@ -223,21 +224,24 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
     if harness is None:
         parser(verb).parse(argv)  # the usage error for a command line without a harness
         raise parser(verb).usage_error("a HARNESS is required")
-    from firstmate.plugin import filestage
+    from firstmate.plugin import filestage, installhome
     from firstmate.plugin.configfiles import require_project
     from firstmate.plugin.manager import load_harness
-    from firstmate.store.home import resolve_root
 
     host = load_harness(harness)
     request = parse(argv, verb, host.harness(harness))
     options = request.options
     require_project(options)
-    home = Home(options.home if options.home is not None else resolve_root())
+    choice = installhome.choose(options, os.environ, host)
+    home = choice.home
     made: list[Home] = []
     ignored: list[str] = []
-    # The harness's files and the install records change together, or nothing changes: a
-    # full disk or any failure halfway leaves every file (and no new home) behind.
+    # The harness's files, the install records and a new home change together, or nothing
+    # changes: a full disk or any failure halfway leaves every file (and no new home) behind.
     with filestage.transaction() as tx:
+        if not remove and not options.dry_run:
+            _make_home(home, tx, made)
+            installhome.exclude_home(home, dry_run=False)
         result = host.uninstall(home, options) if remove else host.install(home, options)
         if result is None:
             raise FirstmateError(
@@ -246,21 +250,25 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
                 exit_code=ExitCode.PLUGIN,
             )
         if not options.dry_run:
-            # Kept in the home the hooks use, and in the one fm resolves from the project
+            from firstmate.base.homeroot import locate
+
+            # Kept in the home the hooks use, and in the one fm finds from the project
             # directory (where a plain fm doctor run there looks).
-            homes = {home.root, resolve_root(cwd=options.project)}
+            found = Path(locate(os.environ, str(options.project))[0])
+            homes = {home.root, found}
             if remove:
-                homes |= _recorded_homes(Home(resolve_root(cwd=options.project)), options)
+                homes |= _recorded_homes(Home(found), options)
             for where in homes:
                 ignored += _record(host, Home(where), request, remove, tx, made)
     for new in made:
-        _announce(new, options)
-    for line in ignored:
+        _announce(new, options, choice.source)
+    for line in (*choice.notes, *ignored):
         sys.stderr.write(f"fm: {verb} {options.harness}: {line}\n")
     if request.as_json:
         from firstmate.cli import jsonout
 
-        jsonout.write(to_json(result, options, verb))
+        jsonout.write({**to_json(result, options, verb), "home_used": str(home.root),
+                       "home_source": choice.source})
     else:
         report(result, options, verb)
     return ExitCode.OK
@@ -276,6 +284,18 @@ def _recorded_homes(home: Home, options: InstallOptions) -> set[Path]:
     return {record.home for record in records if record.home is not None}
 
 
+def _make_home(home: Home, tx: Transaction, made: list[Home]) -> None:
+    """Set up *home* for an install (removed again if the install fails)."""
+    if home.state.is_dir():
+        return
+    tx.note_dirs(_missing_dirs(home))
+    from firstmate.base.homemark import mark_path
+
+    tx.note_files([mark_path(str(home.root))])
+    home.ensure()  # (and refused unless it is yours alone)
+    made.append(home)
+
+
 def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Transaction,
             made: list[Home]) -> list[str]:
     """Stage *home*'s install record of *request* (doctor checks an install with the options it
@@ -284,18 +304,16 @@ def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Tr
 
     options = request.options
     if remove:
+        if not home.state.is_dir():
+            return []
+
         def installed(record: installrecord.InstallRecord) -> bool:
             probe = host.uninstall(home, record.options(dry_run=True))
             return probe is not None and probe.changed
 
         installrecord.prune(home, options.harness, options.project, installed)
         return []
-    fresh = not home.state.is_dir()
-    if fresh:
-        tx.note_dirs(_missing_dirs(home))  # (removed again if the install fails)
-    home.ensure()  # (and refused unless it is yours alone)
-    if fresh:
-        made.append(home)
+    _make_home(home, tx, made)
     before = installrecord.remember(home, options, fm_command_given=request.fm_command_given)
     dropped = before.dropped()
     return [dropped] if dropped else []
@@ -303,14 +321,9 @@ def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Tr
 
 def _missing_dirs(home: Home) -> list[str]:
     """The directories making *home* would create, outermost first."""
-    missing: list[str] = []
-    here = str(home.root)
-    while not os.path.lexists(here):
-        missing.insert(0, here)
-        parent = os.path.dirname(here)
-        if parent == here:
-            break
-        here = parent
+    from firstmate.plugin.installkeep import missing_dirs
+
+    missing = missing_dirs(str(home.root))
     for sub in ("state", "state/logs", "state/crew", "config"):
         path = os.path.join(str(home.root), sub)
         if not os.path.lexists(path):
@@ -318,11 +331,15 @@ def _missing_dirs(home: Home) -> list[str]:
     return missing
 
 
-def _announce(home: Home, options: InstallOptions) -> None:
+def _announce(home: Home, options: InstallOptions, source: str) -> None:
     """Say a new home was made (a mistyped --home or FM_HOME must not go unnoticed)."""
     if options.home is not None and home.root == options.home:
         sys.stderr.write(f"fm: created a new home at {home.root} (--home); if you meant an "
                          "existing home, correct --home\n")
+        return
+    if source == "new":
+        sys.stderr.write(f"fm: created a new home at {home.root}, this project's own fleet "
+                         "(kept out of git in .git/info/exclude; fm status says which home)\n")
         return
     from firstmate.base.homeroot import announce_created
 

@@ -10,10 +10,14 @@ The rules every installer follows through these helpers:
   user's formatting intact). A changed file is replaced atomically, keeping its mode; inside a
   :func:`firstmate.plugin.filestage.transaction` (every install and uninstall) all the files
   change together or none does.
-- The first time we change a file that holds anything of the user's, the original is kept as
-  ``<file>.fm-backup`` (never overwritten afterwards).
-- Uninstall removes only our entries; a file left holding nothing but the empty skeleton we
-  would have created is deleted, unless a backup says the user had a file there first.
+- What an install changes is kept in the home, never beside the file in the project
+  (:mod:`firstmate.plugin.installkeep`): whether the file existed, its original bytes, the
+  directories made for it, and, in a git project, the ``info/exclude`` line that keeps fm's
+  file out of git. A file whose entries name this machine's paths (*personal*) is never merged
+  into a file git tracks.
+- Uninstall puts a file fm left untouched back byte for byte (or removes it, and the directories
+  made for it, when fm created it); otherwise it removes only our entries, and a file left
+  holding nothing but the empty skeleton is deleted unless the user had a file there first.
 """
 
 from __future__ import annotations
@@ -31,12 +35,19 @@ from typing import Any
 
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
-from firstmate.plugin import filestage
+from firstmate.plugin import filestage, installkeep
 from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult
+from firstmate.plugin.textblocks import (
+    BLOCK_NAME,
+    ShapeError,
+    block_markers,
+    remove_block,
+    upsert_block,
+)
 
-BACKUP_SUFFIX = ".fm-backup"
-#: Default name in text-block markers: ``<!-- firstmate:begin -->`` … ``<!-- firstmate:end -->``.
-BLOCK_NAME = "firstmate"
+#: Where older fm versions kept an original beside the file (now kept in the home; an install
+#: moves such a file there).
+BACKUP_SUFFIX = installkeep.LEGACY_BACKUP_SUFFIX
 
 JsonDoc = dict[str, Any]
 Handler = Mapping[str, Any]
@@ -48,18 +59,17 @@ class ConfigFileError(FirstmateError):
     exit_code = ExitCode.FAILED
 
 
-class ShapeError(ValueError):
-    """A config document does not have the shape a merge expects (reported with its path)."""
-
-
 # --- which entries are ours ------------------------------------------------------------------
 
 
-def hook_command(options: InstallOptions, event: str) -> str:
-    """The shell command a harness runs for *event*: ``fm hook <harness> <event> [--home DIR]``."""
+def hook_command(options: InstallOptions, event: str, *, project: Path | None = None) -> str:
+    """The shell command a harness runs for *event*: ``fm hook <harness> <event> [--home DIR]
+    [--project DIR]`` (*project*: a user-level hook that answers only for that project)."""
     words = [*shlex.split(options.fm_command), "hook", options.harness, event]
     if options.home is not None:
         words += ["--home", str(options.home)]
+    if project is not None:
+        words += ["--project", str(project)]
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -70,22 +80,19 @@ _EVENT = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _OPERATOR = re.compile(r"[();<>|&]+")
 
 
-def is_ours(command: object, harness: str) -> bool:
-    """Whether the shell command *command* is exactly an entry fm writes: ``fm hook <harness>
-    <event> [--home DIR]`` (``fm`` by any path, or ``python [-P] -m firstmate``), possibly after
-    ``VAR=value`` assignments or ``exec``. A compound command (``fm hook claude stop;
-    notify-send done``) or one with words of the user's is the user's: never replaced or
-    removed."""
+def _hook_words(command: object, harness: str) -> list[str] | None:
+    """The options after ``fm hook <harness> <event>`` when *command* is exactly an entry fm
+    writes (see :func:`is_ours`), else None."""
     if not isinstance(command, str) or "hook" not in command:
-        return False
+        return None
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         words = list(lexer)
     except ValueError:
-        return False
+        return None
     if any(_OPERATOR.fullmatch(word) for word in words):
-        return False
+        return None
     while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0] in ("exec", "env", "command")):
         words = words[1:]
     if words and os.path.basename(words[0]) == "fm":
@@ -93,14 +100,33 @@ def is_ours(command: object, harness: str) -> bool:
     elif words and os.path.basename(words[0]).startswith("python"):
         words = words[2:] if words[1:2] == ["-P"] else words[1:]
         if words[:2] != ["-m", "firstmate"]:
-            return False
+            return None
         words = words[2:]
     else:
-        return False
+        return None
     if words[:2] != ["hook", harness] or len(words) < 3 or not _EVENT.fullmatch(words[2]):
-        return False
+        return None
     extra = words[3:]
-    return not extra or (len(extra) == 2 and extra[0] == "--home")
+    if len(extra) % 2 or len(extra) > 4:
+        return None
+    names = extra[0::2]
+    if not set(names) <= {"--home", "--project"} or len(set(names)) != len(names):
+        return None
+    return extra
+
+
+def is_ours(command: object, harness: str, project: Path | None = None) -> bool:
+    """Whether the shell command *command* is exactly an entry fm writes: ``fm hook <harness>
+    <event> [--home DIR] [--project DIR]`` (``fm`` by any path, or ``python [-P] -m
+    firstmate``), possibly after ``VAR=value`` assignments or ``exec``. A compound command
+    (``fm hook claude stop; notify-send done``) or one with words of the user's is the user's:
+    never replaced or removed. With *project*, only an entry for that project (a user-level
+    hook's ``--project``) is ours; without, only one that names no project."""
+    extra = _hook_words(command, harness)
+    if extra is None:
+        return False
+    named = dict(zip(extra[0::2], extra[1::2], strict=True)).get("--project")
+    return named == (None if project is None else str(project))
 
 
 def command_words(command: str) -> tuple[dict[str, str], list[str]]:
@@ -117,9 +143,11 @@ def command_words(command: str) -> tuple[dict[str, str], list[str]]:
     return assigned, words
 
 
-def command_owner(harness: str) -> Callable[[Any], bool]:
-    """A predicate for handler objects whose ``command`` is ours for *harness*."""
-    return lambda handler: isinstance(handler, Mapping) and is_ours(handler.get("command"), harness)
+def command_owner(harness: str, project: Path | None = None) -> Callable[[Any], bool]:
+    """A predicate for handler objects whose ``command`` is ours for *harness* (and, with
+    *project*, for that project: see :func:`is_ours`)."""
+    return lambda handler: isinstance(handler, Mapping) and \
+        is_ours(handler.get("command"), harness, project)
 
 
 # --- JSON documents --------------------------------------------------------------------------
@@ -285,58 +313,6 @@ def vacant(doc: Any, skeleton: Mapping[str, Any]) -> bool:
     return False
 
 
-# --- text blocks -----------------------------------------------------------------------------
-
-
-def block_markers(name: str = BLOCK_NAME) -> tuple[str, str]:
-    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-
-
-def _find_block(text: str, name: str) -> tuple[int, int] | None:
-    """Character span of the marked block, end line included; None when absent."""
-    begin, end = block_markers(name)
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
-    ends = [i for i, line in enumerate(lines) if line.strip() == end]
-    if not starts and not ends:
-        return None
-    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise ShapeError(
-            f"the {begin} … {end} block is damaged ({len(starts)} begin and {len(ends)} end "
-            "markers); delete the stray marker lines"
-        )
-    offset = [0]
-    for line in lines:
-        offset.append(offset[-1] + len(line))
-    return offset[starts[0]], offset[ends[0] + 1]
-
-
-def upsert_block(text: str, body: str, name: str = BLOCK_NAME) -> str:
-    """*text* with our marked block holding *body*: replaced in place, or appended after a blank
-    line. Idempotent."""
-    begin, end = block_markers(name)
-    block = f"{begin}\n{body.strip(chr(10))}\n{end}\n"
-    span = _find_block(text, name)
-    if span is not None:
-        return text[:span[0]] + block + text[span[1]:]
-    if not text.strip():
-        return block
-    return text.rstrip("\n") + "\n\n" + block
-
-
-def remove_block(text: str, name: str = BLOCK_NAME) -> str:
-    """*text* without our marked block (and the blank line that separated it)."""
-    span = _find_block(text, name)
-    if span is None:
-        return text
-    before, after = text[:span[0]], text[span[1]:]
-    if before.endswith("\n\n") and (not after or after.startswith("\n")):
-        before = before[:-1]  # the blank line that separated our block
-    elif not before and after.startswith("\n"):
-        after = after[1:]
-    return before + after
-
-
 # --- reading and writing files ---------------------------------------------------------------
 
 
@@ -403,32 +379,57 @@ def _target(path: Path) -> Path:
 
 
 def backup_path(path: Path) -> Path:
+    """Where an older fm kept *path*'s original (``<file>.fm-backup``)."""
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
-def _keep_backup(path: Path, data: bytes, mode: int) -> Path | None:
-    """Copy the original to ``<file>.fm-backup`` unless one exists; the backup's path or None."""
-    backup = backup_path(path)
-    return backup if filestage.write(backup, data, mode=mode, exclusive=True) else None
+def _refuse_read_only(path: Path, mode: int) -> None:
+    if not mode & stat.S_IWUSR:
+        raise ConfigFileError(f"{path} is read-only (mode {mode:04o}), so fm leaves it alone; "
+                              f"make it writable (chmod u+w {path}) and rerun, or edit it by "
+                              "hand")
+
+
+def _keep(path: Path, old: bytes | None, personal: bool) -> Path | None:
+    """Tell the install's keeper (if any) that *path* changes now; where its original is kept."""
+    keeper = installkeep.current()
+    if keeper is None:
+        return None
+    try:
+        return keeper.changing(path, old, personal=personal)
+    except installkeep.TrackedPersonalFile:
+        raise ConfigFileError(
+            f"{path} is tracked by git, and Firstmate's entries in it would name this "
+            "machine's paths for everyone who clones the project; untrack it (git rm --cached "
+            f"{path}) or keep your own copy elsewhere, then rerun") from None
 
 
 def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bool,
-           dry_run: bool, prune_upto: Path | None = None) -> FileChange:
+           dry_run: bool, prune_upto: Path | None = None, personal: bool = False,
+           prune_dirs: Sequence[str] | None = None) -> FileChange:
     """Bring *path* from *old* to *new* (None = absent) and say what happened.
 
-    *user_content*: the old file holds something that is not ours, so it gets a backup before
-    the first change. *prune_upto*: after removing the file, remove the directories that held
-    it while they are empty, up to (not including) this one.
+    *user_content*: the old file holds something that is not ours. *personal*: the new bytes
+    name this machine's paths (never written into a file git tracks). After removing the file,
+    *prune_dirs* (the directories the install made for it) are removed while empty, else the
+    directories that held it up to (not including) *prune_upto*.
     """
+    del user_content  # (the original is kept whatever it holds: installkeep)
+    keeper = installkeep.current()
     if new == old:
+        if keeper is not None and old is not None:
+            keeper.adopt_legacy(path, old)  # an older fm's backup beside it moves to the home
         return FileChange(path, "unchanged")
     if new is None:
         if not dry_run:
             try:
-                filestage.remove(path, prune_upto=prune_upto)
+                filestage.remove(path, prune_upto=None if prune_dirs is not None else prune_upto,
+                                 prune_dirs=prune_dirs or ())
             except OSError as exc:
                 raise ConfigFileError(f"cannot remove {path}: {exc.strerror}; remove it by hand; "
                                       "nothing was changed") from exc
+        if keeper is not None:
+            keeper.forget(path)
         return FileChange(path, "removed")
     action = "created" if old is None else "merged"
     if dry_run:
@@ -436,22 +437,16 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
             if old is not None and not os.stat(path).st_mode & stat.S_IWUSR:
                 raise ConfigFileError(f"{path} is read-only, so fm would leave it alone; make it "
                                       f"writable (chmod u+w {path}) and rerun")
-        backup = backup_path(path) if old is not None and user_content else None
-        if backup is not None and filestage.exists(backup):
-            backup = None
-        return FileChange(path, action, backup)
+        return FileChange(path, action, _keep(path, old, personal))
     try:
         mode = None
-        backup = None
         if old is not None:
             mode = os.stat(path).st_mode & 0o7777
-            if not mode & stat.S_IWUSR:
-                raise ConfigFileError(f"{path} is read-only (mode {mode:04o}), so fm leaves it "
-                                      f"alone; make it writable (chmod u+w {path}) and rerun, or "
-                                      "edit it by hand")
-            if user_content:
-                backup = _keep_backup(path, old, mode)
+            _refuse_read_only(path, mode)
+        backup = _keep(path, old, personal)
         filestage.write(path, new, mode=mode)
+        if keeper is not None:
+            keeper.wrote(path, new)
     except OSError as exc:
         raise ConfigFileError(
             f"cannot write {path}: {exc.strerror}; free space on its filesystem or check that "
@@ -460,17 +455,85 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
     return FileChange(path, action, backup)
 
 
+def _restore(path: Path, original: bytes, dry_run: bool) -> FileChange:
+    """Put *path* back to the bytes fm found there (its mode kept)."""
+    if not dry_run:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+            _refuse_read_only(path, mode)
+            filestage.write(path, original, mode=mode)
+        except OSError as exc:
+            raise ConfigFileError(f"cannot write {path}: {exc.strerror}; free space on its "
+                                  "filesystem or check that its directory is writable, then "
+                                  "rerun (nothing was changed)") from exc
+    keeper = installkeep.current()
+    if keeper is not None:
+        keeper.forget(path)
+    return FileChange(path, "restored")
+
+
+def _take_out(path: Path, old: bytes, rendered: Callable[[], bytes], *, same: bool,
+              vacant_after: bool, dry_run: bool, prune_upto: Path | None,
+              same_meaning: Callable[[bytes], bool]) -> FileChange:
+    """An uninstall's change of *path* (which holds *old*): put back what fm found when the
+    file is as fm left it; else take only our entries out (*rendered*), deleting a file fm
+    created that now holds nothing (*vacant_after*)."""
+    keeper = installkeep.current()
+    if same:  # nothing of ours in it
+        if keeper is not None and not keeper.shared(path):
+            keeper.forget(path)
+        return FileChange(path, "unchanged")
+    # A user-level file may hold other projects' entries too: it is put back only once it means
+    # what it did before fm (below), never just because it is as fm last wrote it.
+    shared = keeper is not None and keeper.shared(path)
+    kept = keeper.untouched(path, old) if keeper is not None and not shared else None
+    if kept is not None and keeper is not None:
+        original = keeper.original(path) if kept.existed else None
+        if not kept.existed:
+            return commit(path, old, None, user_content=False, dry_run=dry_run,
+                          prune_dirs=kept.dirs)
+        if original is not None:
+            return _restore(path, original, dry_run)
+    record = keeper.load(path) if keeper is not None else None
+    if record is not None and keeper is not None:
+        original = keeper.original(path) if record.existed else None
+        if original is not None and same_meaning(original):
+            return _restore(path, original, dry_run)
+        if vacant_after and not record.existed:
+            return commit(path, old, None, user_content=False, dry_run=dry_run,
+                          prune_dirs=record.dirs)
+        change = commit(path, old, rendered(), user_content=True, dry_run=dry_run)
+        if keeper is not None and not keeper.shared(path):
+            keeper.forget(path)  # (a user-level file may still hold other projects' entries)
+        return change
+    legacy = backup_path(path)
+    if filestage.exists(legacy):
+        # An older fm kept the original beside the file: put it back when it means the same.
+        original = read_config(legacy)
+        if original is not None and same_meaning(original):
+            change = _restore(path, original, dry_run)
+            if not dry_run:
+                filestage.remove(legacy)
+            return change
+        return commit(path, old, rendered(), user_content=True, dry_run=dry_run)
+    if vacant_after:
+        return commit(path, old, None, user_content=False, dry_run=dry_run,
+                      prune_upto=prune_upto)
+    return commit(path, old, rendered(), user_content=True, dry_run=dry_run)
+
+
 def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
                 remove_ours: Callable[[JsonDoc], JsonDoc], skeleton: Mapping[str, Any] | None = None,
                 dry_run: bool = False, delete_if_vacant: bool = False,
-                prune_upto: Path | None = None) -> FileChange:
+                prune_upto: Path | None = None, personal: bool = False) -> FileChange:
     """Apply *transform* to the JSON object in *path* (or to a copy of *skeleton* when absent).
 
     *remove_ours* strips our entries from a document: it tells the user's content apart from
-    ours (for the backup rule and for deleting a file that would hold nothing of the user's).
-    With *delete_if_vacant* (uninstall), a result holding nothing but the skeleton deletes the
-    file, unless a backup shows the user had a file there first; then the directories that held
-    it are removed while empty, up to *prune_upto*.
+    ours. With *delete_if_vacant* (uninstall), the file is put back as fm found it when fm left
+    it untouched (:mod:`firstmate.plugin.installkeep`); otherwise our entries are taken out, and
+    a result holding nothing but the skeleton deletes a file fm created, then the directories
+    made for it (or, for an install no record covers, those up to *prune_upto*) while empty.
+    *personal*: our entries name this machine's paths.
     """
     path = _target(path)
     skeleton = dict(skeleton or {})
@@ -483,21 +546,25 @@ def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
         raise ConfigFileError(f"cannot merge into {path}: {exc}; fix it or move it aside, then rerun") from exc
     if old is None and (delete_if_vacant or vacant(result, skeleton)):
         return FileChange(path, "unchanged")
-    new: bytes | None
-    if old is not None and result == doc:
-        new = old  # same meaning: leave the user's bytes exactly as they are
-    elif delete_if_vacant and vacant(result, skeleton) and not filestage.exists(backup_path(path)):
-        new = None
-    else:
-        new = render_json(result, _indent_of(old))
+    if delete_if_vacant and old is not None:
+        def same_meaning(original: bytes) -> bool:
+            try:
+                return parse_json(original, path) == result
+            except ConfigFileError:
+                return False
+
+        return _take_out(path, old, lambda: render_json(result, _indent_of(old)),
+                         same=result == doc, vacant_after=vacant(result, skeleton),
+                         dry_run=dry_run, prune_upto=prune_upto, same_meaning=same_meaning)
+    new = old if old is not None and result == doc else render_json(result, _indent_of(old))
     return commit(path, old, new, user_content=user_content, dry_run=dry_run,
-                  prune_upto=prune_upto)
+                  prune_upto=prune_upto, personal=personal)
 
 
 def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Callable[[str], str],
                 dry_run: bool = False, delete_if_vacant: bool = False,
-                prune_upto: Path | None = None) -> FileChange:
-    """The text-file twin of :func:`update_json` (Markdown, rules files)."""
+                prune_upto: Path | None = None, personal: bool = False) -> FileChange:
+    """The text-file twin of :func:`update_json` (Markdown, rules files, shims)."""
     path = _target(path)
     old = read_config(path)
     try:
@@ -511,11 +578,12 @@ def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Cal
         raise ConfigFileError(f"cannot update {path}: {exc}") from exc
     if old is None and not result.strip():
         return FileChange(path, "unchanged")
-    new: bytes | None = result.encode()
-    if delete_if_vacant and not result.strip() and not filestage.exists(backup_path(path)):
-        new = None
-    return commit(path, old, new, user_content=user_content, dry_run=dry_run,
-                  prune_upto=prune_upto)
+    if delete_if_vacant and old is not None:
+        return _take_out(path, old, result.encode, same=result == text,
+                         vacant_after=not result.strip(), dry_run=dry_run, prune_upto=prune_upto,
+                         same_meaning=lambda original: original == result.encode())
+    return commit(path, old, result.encode(), user_content=user_content, dry_run=dry_run,
+                  prune_upto=prune_upto, personal=personal)
 
 
 def require_project(options: InstallOptions) -> Path:
@@ -536,3 +604,13 @@ def install_result(harness: str, changes: Sequence[FileChange], notes: Sequence[
     stayed absent is not worth a line)."""
     shown = tuple(c for c in changes if c.action != "unchanged" or c.path.exists())
     return InstallResult(harness, shown, tuple(notes), dry_run)
+
+
+__all__ = [
+    "BACKUP_SUFFIX", "BLOCK_NAME", "READ_LIMIT", "ConfigFileError", "JsonDoc", "ShapeError",
+    "backup_path", "block_markers", "command_owner", "command_words", "commit", "hook_command",
+    "install_result", "is_ours", "parse_json", "read_config", "remove_block",
+    "remove_flat_hooks", "remove_grouped_hooks", "render_json", "require_project",
+    "update_json", "update_text", "upsert_block", "upsert_flat_hook", "upsert_grouped_hook",
+    "vacant",
+]

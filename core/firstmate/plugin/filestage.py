@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -35,6 +35,8 @@ class _Change:
     #: Create only when absent (a backup is never overwritten).
     exclusive: bool = False
     prune_upto: str | None = None
+    #: Directories to remove while empty after the file is removed (deepest last in the list).
+    prune_dirs: tuple[str, ...] = ()
     staged: str | None = None
     kept: str | None = None
     done: bool = False
@@ -47,6 +49,7 @@ class Transaction:
     changes: list[_Change] = attrs.Factory(list)
     #: Directories this transaction created, in creation order (removed again on a failure).
     made_dirs: list[str] = attrs.Factory(list)
+    made_files: list[str] = attrs.Factory(list)
     _count: int = 0
 
     def _name(self, path: str, tag: str) -> str:
@@ -64,6 +67,11 @@ class Transaction:
     def note_dirs(self, paths: list[str]) -> None:
         """Directories made for this transaction elsewhere (a new home): removed on failure."""
         self.made_dirs.extend(paths)
+
+    def note_files(self, paths: list[str]) -> None:
+        """Files made for this transaction elsewhere (a new home's mark): removed on failure,
+        before the directories noted."""
+        self.made_files.extend(paths)
 
     # --- staging ----------------------------------------------------------------------------
 
@@ -143,6 +151,11 @@ class Transaction:
         for change in self.changes:
             if change.data is None and change.prune_upto is not None:
                 prune(Path(change.path).parent, Path(change.prune_upto))
+        # Deepest first over every removed file's directories: two files may share them.
+        dirs = {d for change in self.changes if change.data is None for d in change.prune_dirs}
+        for directory in sorted(dirs, key=lambda d: d.count(os.sep), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # (only while empty)
 
     def roll_back(self) -> None:
         """Undo every change made and remove everything staged; best effort, never raises."""
@@ -158,6 +171,9 @@ class Transaction:
                 if leftover is not None:
                     with contextlib.suppress(OSError):
                         os.unlink(leftover)
+        for made in self.made_files:
+            with contextlib.suppress(OSError):
+                os.unlink(made)
         for directory in reversed(self.made_dirs):
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
@@ -258,10 +274,12 @@ def write(path: Path, data: bytes, *, mode: int | None = None, exclusive: bool =
     return any(change.done for change in single.changes)
 
 
-def remove(path: Path, *, prune_upto: Path | None = None) -> None:
-    """Remove *path* (then the directories that held it while empty, up to *prune_upto*)."""
+def remove(path: Path, *, prune_upto: Path | None = None, prune_dirs: Sequence[str] = ()) -> None:
+    """Remove *path* (then the directories that held it while empty, up to *prune_upto*; and
+    *prune_dirs*, outermost first, deepest removed first, while empty)."""
     key = os.path.abspath(path)
-    change = _Change(key, None, prune_upto=None if prune_upto is None else str(prune_upto))
+    change = _Change(key, None, prune_upto=None if prune_upto is None else str(prune_upto),
+                     prune_dirs=tuple(prune_dirs))
     tx = _ACTIVE.get()
     if tx is not None:
         tx.stage(change, None)
@@ -285,6 +303,23 @@ def pending(path: Path) -> tuple[bool, bytes | None]:
     return True, change.data
 
 
+def read(path: Path, limit: int) -> bytes | None:
+    """*path*'s bytes as this transaction leaves it (None: absent or unreadable), at most
+    *limit* of them; a symlink there is not followed."""
+    staged, data = pending(path)
+    if staged:
+        return data
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read(limit)
+        except OSError:
+            return None
+
+
 def exists(path: Path) -> bool:
     """Whether *path* exists, as this transaction will leave it."""
     staged, data = pending(path)
@@ -292,4 +327,4 @@ def exists(path: Path) -> bool:
 
 
 __all__ = ["KEEP_TAG", "STAGE_TAG", "Transaction", "active", "exists", "pending", "prune",
-           "remove", "transaction", "write"]
+           "read", "remove", "transaction", "write"]

@@ -286,7 +286,7 @@ class InstallOptions:
 
 
 #: What happened to one file (``FileChange.action``).
-FILE_ACTIONS = ("created", "merged", "removed", "unchanged")
+FILE_ACTIONS = ("created", "merged", "restored", "removed", "unchanged")
 
 
 @attrs.frozen
@@ -295,7 +295,8 @@ class FileChange:
 
     path: Path
     action: str
-    #: The copy of the user's original, made the first time Firstmate changed the file.
+    #: Where the user's original is kept (in the home: firstmate.plugin.installkeep), from the
+    #: first time Firstmate changed the file; an uninstall puts it back.
     backup: Path | None = None
 
     def __attrs_post_init__(self) -> None:

@@ -143,11 +143,22 @@ class PluginHost:
     # --- install and hook entry ---------------------------------------------------------------
 
     def install(self, home: Home, options: InstallOptions) -> InstallResult | None:
-        result: InstallResult | None = self.pm.hook.firstmate_install(home=home, options=options)
+        """The harness's install, what it changes kept in *home* (firstmate.plugin.installkeep:
+        originals, the directories made, the project's git kept clean)."""
+        from firstmate.plugin import installkeep
+
+        with installkeep.session(home, options.project, dry_run=options.dry_run):
+            result: InstallResult | None = self.pm.hook.firstmate_install(home=home,
+                                                                          options=options)
         return result
 
     def uninstall(self, home: Home, options: InstallOptions) -> InstallResult | None:
-        result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home, options=options)
+        """The harness's uninstall: what an install changed put back from *home*."""
+        from firstmate.plugin import installkeep
+
+        with installkeep.session(home, options.project, dry_run=options.dry_run):
+            result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home,
+                                                                            options=options)
         return result
 
     def install_problems(self, home: Home, options: InstallOptions) -> list[InstallProblem]:

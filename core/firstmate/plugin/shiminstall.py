@@ -150,6 +150,9 @@ class Planned:
 
     path: Path
     text: Callable[[], str]
+    #: The file names this machine's paths (``launch.json``): never written into a file git
+    #: tracks (firstmate.plugin.installkeep).
+    personal: bool = False
 
 
 def _shim_text(spec: ShimSpec) -> Callable[[], str]:
@@ -167,7 +170,8 @@ def project_plan(spec: ShimSpec, options: InstallOptions) -> list[Planned]:
         Planned(root / spec.shim, _shim_text(spec)),
         Planned(support / "bridge-client.mjs", _client_text(spec)),
         Planned(support / "launch.json",
-                lambda: json.dumps({"argv": launch_argv(spec, options)}, indent=2) + "\n"),
+                lambda: json.dumps({"argv": launch_argv(spec, options)}, indent=2) + "\n",
+                personal=True),
     ]
 
 
@@ -241,7 +245,7 @@ def _write(planned: Sequence[Planned], dry_run: bool) -> list[FileChange]:
     # The shim imports the client: both (and launch.json) are in place, or none is.
     with filestage.transaction():
         return [update_text(item.path, _replace_with(item.text()), remove_ours=_nothing,
-                            dry_run=dry_run)
+                            dry_run=dry_run, personal=item.personal)
                 for item in planned]
 
 

@@ -39,7 +39,7 @@ def claude_config(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
     return [f for f in json.loads(done.stdout)["findings"] if f["check"] == "harness-config"]
 
 
-def stop_command(project: Path, name: str = "settings.json") -> str:
+def stop_command(project: Path, name: str = "settings.local.json") -> str:
     doc = json.loads((project / ".claude" / name).read_text())
     command: str = doc["hooks"]["Stop"][0]["hooks"][0]["command"]
     return command
@@ -94,15 +94,24 @@ def test_doctor_checks_with_the_recorded_options_and_offers_only_that_command(
     assert all(f["status"] == "ok" for f in claude_config(env, project))
 
 
-def test_doctor_finds_the_hooks_registered_twice(rig: tuple[dict[str, str], Path, Path]) -> None:
+def test_doctor_finds_hooks_an_older_fm_left_in_the_committed_settings(
+        rig: tuple[dict[str, str], Path, Path]) -> None:
     env, project, _ = rig
-    assert fm(env, project, "install", "claude", "--project", str(project), "--local").returncode == 0
     assert fm(env, project, "install", "claude", "--project", str(project)).returncode == 0
-    twice = [f for f in claude_config(env, project) if f["status"] == "warn"]
-    assert len(twice) == 1 and "registered in both" in twice[0]["detail"], twice
-    assert twice[0]["fix"] == f"fm uninstall claude --project {project} --local"
-    assert fm(env, project, "uninstall", "claude", "--project", str(project),
-              "--local").returncode == 0
+    # An older fm wrote them into the settings the project commits, with this machine's path.
+    shared = project / ".claude" / "settings.json"
+    shared.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": f"{stop_command(project).split()[0]} hook claude stop",
+         "asyncRewake": True, "timeout": 28800}]}]}}, indent=2))
+    warned = [f for f in claude_config(env, project) if f["status"] == "warn"]
+    moved = [f for f in warned if "the settings file the project commits" in f["detail"]]
+    assert len(moved) == 1, warned
+    assert moved[0]["fix"] == f"fm install claude --project {project}"
+    done = subprocess.run(["/bin/sh", "-c", moved[0]["fix"].replace("fm ", " ".join(
+        fm_command()) + " ", 1)], capture_output=True, text=True, env=env, cwd=project,
+        timeout=DEADLINE * 4, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not shared.exists()  # it held nothing of the user's
     assert all(f["status"] == "ok" for f in claude_config(env, project))
 
 

@@ -16,14 +16,16 @@ STOP = json.dumps({"session_id": "s", "transcript_path": "/t", "cwd": "/", "hook
                    "stop_hook_active": True, "last_assistant_message": "ok"}).encode()
 
 
-def _settings(project: Path, name: str = "settings.json") -> dict[str, object]:
+def _settings(project: Path, name: str = "settings.local.json") -> dict[str, object]:
     value: dict[str, object] = json.loads((project / ".claude" / name).read_text())
     return value
 
 
 def test_install_registers_stop_stopfailure_async_and_session_start(tmp_path: Path) -> None:
     result = plugin.firstmate_install(options=InstallOptions("claude", tmp_path))
-    assert result is not None and result.written == (tmp_path / ".claude" / "settings.json",)
+    # Claude Code's personal settings: the hooks name this machine's fm, never committed.
+    assert result is not None and result.written == (tmp_path / ".claude" / "settings.local.json",)
+    assert not (tmp_path / ".claude" / "settings.json").exists()
     assert _settings(tmp_path) == {"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": "fm hook claude session-start",
                                      "timeout": 30}]}],
@@ -108,35 +110,60 @@ def test_away_stands_down_turn_end_hooks_only(tmp_path: Path) -> None:
     assert quick_gate("session-start", STOP, {}, root) is True
 
 
-def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) -> None:
+def _fm(tmp_path: Path, *args: str) -> str:
     import sys
 
-    settings = tmp_path / ".claude" / "settings.json"
+    done = subprocess.run([sys.executable, "-m", "firstmate", *args, "--project",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "FM_HOME": str(tmp_path / "home")}, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.local.json"
     settings.parent.mkdir()
     mine = {"permissions": {"allow": ["Bash(ls:*)"]},
             "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
                       "PreToolUse": [{"matcher": "Bash",
                                       "hooks": [{"type": "command", "command": "audit.sh"}]}]}}
     settings.write_text(json.dumps(mine, indent=2) + "\n")
+    original = settings.read_bytes()
 
-    def fm(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "firstmate", *args, "--project",
-                               str(tmp_path)], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "FM_HOME": str(tmp_path / "home")}, check=False)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    fm("install", "claude")
+    _fm(tmp_path, "install", "claude")
     once = settings.read_bytes()
-    assert "unchanged" in fm("install", "claude") and settings.read_bytes() == once
+    assert "unchanged" in _fm(tmp_path, "install", "claude") and settings.read_bytes() == once
     doc = json.loads(once)
     assert doc["permissions"] == mine["permissions"]
     assert doc["hooks"]["PreToolUse"] == mine["hooks"]["PreToolUse"]
     stop_commands = [h["command"] for g in doc["hooks"]["Stop"] for h in g["hooks"]]
     assert stop_commands[0] == "notify-send done" and len(stop_commands) == 2
     assert stop_commands[1].endswith("fm hook claude stop")  # ours, by absolute path
-    fm("uninstall", "claude")
-    assert json.loads(settings.read_text()) == mine
+    _fm(tmp_path, "uninstall", "claude")
+    assert settings.read_bytes() == original
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.local.json"]
+
+
+def test_hooks_an_older_fm_put_in_the_committed_settings_are_moved(tmp_path: Path) -> None:
+    """An older fm wrote the hooks (with this machine's paths) into .claude/settings.json and
+    kept a .fm-backup beside it: the next install puts that file back as the user had it and
+    moves the hooks into the personal settings."""
+    shared = tmp_path / ".claude" / "settings.json"
+    shared.parent.mkdir()
+    theirs = b'{\n    "model": "opus"\n}\n'
+    shared.with_name("settings.json.fm-backup").write_bytes(theirs)
+    older = {"model": "opus", "hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": "/old/venv/bin/fm hook claude stop",
+         "asyncRewake": True, "timeout": 28800}]}]}}
+    shared.write_text(json.dumps(older, indent=4) + "\n")
+    said = _fm(tmp_path, "install", "claude")
+    assert "restored .claude/settings.json" in said and "moved Firstmate's hooks out of" in said
+    assert shared.read_bytes() == theirs
+    assert not shared.with_name("settings.json.fm-backup").exists()
+    assert "fm hook claude stop" in (tmp_path / ".claude" / "settings.local.json").read_text()
+    _fm(tmp_path, "uninstall", "claude")
+    assert shared.read_bytes() == theirs
+    assert sorted(p.name for p in shared.parent.iterdir()) == ["settings.json"]
 
 
 def test_claude_declares_the_supervision_host_engine_and_its_project_dir() -> None:

@@ -39,9 +39,14 @@ HOST_ENGINE = ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools",
 #: The interrupt hint the TUI shows only while a turn runs.
 BUSY_MARKERS = ("esc to interrupt",)
 
-#: A user's own ``.claude/settings.json``: a model, permissions and hooks of their own.
+#: Claude Code's personal settings file (never committed): fm's hooks name this machine's paths.
+LOCAL_SETTINGS = ".claude/settings.local.json"
+#: The settings file a project commits, where older fm versions put the hooks.
+SHARED_SETTINGS = ".claude/settings.json"
+
+#: A user's own ``.claude/settings.local.json``: a model, permissions and hooks of their own.
 SAMPLE_USER_FILES: dict[str, Any] = {
-    ".claude/settings.json": {
+    LOCAL_SETTINGS: {
         "model": "opus",
         "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
         "hooks": {
@@ -58,7 +63,7 @@ INFO = HarnessInfo(
     family="hook",
     rearm_owner="hook",
     wake_channel="Stop/StopFailure asyncRewake hook: exit 2 with the wake on stderr",
-    config_files=(".claude/settings.json",),
+    config_files=(LOCAL_SETTINGS,),
     hook_events=EVENTS,
     rearm_event="stop",
     process_names=("claude",),
@@ -75,8 +80,9 @@ INFO = HarnessInfo(
     host_engine=HOST_ENGINE,
     busy_markers=BUSY_MARKERS,
     sample_user_files=SAMPLE_USER_FILES,
-    install_flags=(InstallFlag("local", "write the hooks into .claude/settings.local.json (your "
-                               "own, uncommitted settings) instead of .claude/settings.json"),),
+    install_flags=(InstallFlag("local", "the hooks go into .claude/settings.local.json (your own "
+                               "settings, kept out of git); this is the default, and the flag "
+                               "is kept so older command lines still work"),),
 )
 
 #: The async Stop hook parks on the watcher for a whole cycle; Claude SIGTERMs it at the timeout.
@@ -86,7 +92,8 @@ SESSION_START_TIMEOUT = 30
 #: the turn ends and wake Claude on exit 2.
 HOOKS = HookInstallSpec(
     harness=NAME,
-    path=".claude/settings.json",
+    path=LOCAL_SETTINGS,
+    legacy=(SHARED_SETTINGS,),
     shape=GROUPED,
     events=(
         HookEvent("SessionStart", "session-start", {"timeout": SESSION_START_TIMEOUT}),
@@ -97,8 +104,9 @@ HOOKS = HookInstallSpec(
     notes=("Claude Code reads hooks at session start: restart it, or review the change in "
            "/hooks. StopFailure and asyncRewake need a recent Claude Code.",),
 )
-#: ``fm install claude --local``: the same hooks in the user's own uncommitted settings.
-LOCAL_HOOKS = attrs.evolve(HOOKS, path=".claude/settings.local.json")
+#: The hooks where older fm versions wrote them, in the settings the project commits: what
+#: ``fm doctor`` looks for there (an install moves them out: ``HookInstallSpec.legacy``).
+SHARED_HOOKS = attrs.evolve(HOOKS, path=SHARED_SETTINGS, legacy=())
 
 
 def plugin_dir() -> Path:
@@ -117,9 +125,6 @@ class ClaudePlugin(HookWakePlugin):
     # the idle session with it.
     WAKE_RECEIPT = "rewake: the Stop hook exits 2 with the wake on stderr"
 
-    def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
-        return LOCAL_HOOKS if options.flag("local") else HOOKS
-
     foreign = staticmethod(gate.foreign)
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
@@ -133,7 +138,7 @@ class ClaudePlugin(HookWakePlugin):
             return None
         from firstmate_plugin_claude import installcheck
 
-        return installcheck.problems(options, (HOOKS, LOCAL_HOOKS))
+        return installcheck.problems(options, HOOKS, SHARED_HOOKS)
 
     @hookimpl
     def firstmate_rearm_ledger(self, harness: str) -> RearmLedger | None:

@@ -1,8 +1,9 @@
 """What ``fm doctor`` must know about a Claude Code install beyond a dry run: Claude runs every
 registration of a hook, so ours registered twice means every turn end parks two hook processes.
 
-Two ways that happens: the hooks in both ``.claude/settings.json`` and
-``.claude/settings.local.json`` (an install with ``--local`` and one without), or the Firstmate
+Two ways that happens: the hooks in both ``.claude/settings.local.json`` and the project's
+``.claude/settings.json`` (where older fm versions wrote them, with this machine's paths, into
+the file the project commits: the next ``fm install claude`` moves them), or the Firstmate
 plugin for Claude Code (``claude_plugin/``, installed from the marketplace) enabled while the
 hooks are also in the settings.
 """
@@ -24,12 +25,10 @@ from firstmate.plugin.harness import InstallOptions, InstallProblem
 PLUGIN_NAME = "firstmate"
 
 
-def _command(verb: str, options: InstallOptions, *, local: bool) -> str:
+def _command(verb: str, options: InstallOptions) -> str:
     words = ["fm", verb, options.harness, "--project", str(options.project)]
     if options.home is not None:
         words += ["--home", str(options.home)]
-    if local:
-        words.append("--local")
     return shlex.join(words)
 
 
@@ -55,26 +54,27 @@ def enabled_plugin(project: Path, env: Mapping[str, str]) -> tuple[str, Path] | 
     return None
 
 
-def problems(options: InstallOptions, specs: tuple[hookinstall.HookInstallSpec, ...],
+def problems(options: InstallOptions, spec: hookinstall.HookInstallSpec,
+             shared: hookinstall.HookInstallSpec,
              env: Mapping[str, str] | None = None) -> list[InstallProblem]:
-    """*specs* is (shared settings, local settings); *options* are the recorded install's."""
+    """*spec* is the install's, *shared* the same hooks in the project's committed settings;
+    *options* are the recorded install's."""
     env = os.environ if env is None else env
-    local = options.flag("local")
-    mine, other = (specs[1], specs[0]) if local else specs
     found: list[InstallProblem] = []
-    probe = hookinstall.uninstall(other, attrs.evolve(options, dry_run=True))
+    probe = hookinstall.uninstall(shared, attrs.evolve(options, dry_run=True))
     if probe.changed:
         found.append(InstallProblem(
-            f"its hooks are registered in both {specs[0].path} and {specs[1].path}: Claude Code "
-            "runs both, so every turn end would park two hook processes",
-            _command("uninstall", options, local=not local)))
+            f"its hooks are in {shared.path}, the settings file the project commits (an older "
+            f"fm put them there, with this machine's paths): fm install {options.harness} moves "
+            f"them to {spec.path}",
+            _command("install", options)))
     plugin = enabled_plugin(options.project, env)
     if plugin is not None:
         key, file = plugin
         found.append(InstallProblem(
             f"the Firstmate plugin for Claude Code is enabled ({key} in {file}) and the hooks are "
-            f"also in {mine.path}: each hook would run twice",
-            _command("uninstall", options, local=local) + f"   # or disable {key} with /plugin"))
+            f"also in {spec.path}: each hook would run twice",
+            _command("uninstall", options) + f"   # or disable {key} with /plugin"))
     return found
 
 

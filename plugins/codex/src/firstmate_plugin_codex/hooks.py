@@ -20,7 +20,7 @@ from firstmate.plugin.harness import (
     InstallFlag,
     InstallOptions,
 )
-from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
+from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock, UserFile
 from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
@@ -120,6 +120,9 @@ TRUST_NOTE = "Codex runs a new or changed hook only after you trust it in /hooks
 HOOKS = HookInstallSpec(
     harness=NAME,
     path=".codex/hooks.json",
+    # In a git project the project's .codex/hooks.json is the team's: the hook (which names
+    # this machine's fm) goes into $CODEX_HOME/hooks.json, keyed to the project.
+    user_file=UserFile(".codex", "hooks.json", env="CODEX_HOME"),
     shape=GROUPED,
     events=(HookEvent("Stop", "stop", {"timeout": STOP_TIMEOUT}),),
     blocks=(TextBlock("AGENTS.md", PROTOCOL, BLOCK_NAME),),

@@ -47,3 +47,21 @@ def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) ->
     if not os.path.isdir(os.path.join(home, "state")):
         return False  # no home has been set up: nothing is supervised
     return event != "stop" or not nothing_to_supervise(home)
+
+
+def session_dirs(payload: bytes, env: Mapping[str, str]) -> list[str]:
+    """The directories the calling Cursor session works in: ``CURSOR_PROJECT_DIR``, else the
+    payload's ``workspace_roots`` (Cursor does not promise a hook's current directory), for a
+    user-level hook that answers only for one project (``fm hook cursor … --project DIR``)."""
+    named = env.get("CURSOR_PROJECT_DIR", "").strip()
+    if named:
+        return [named]
+    if b"workspace_roots" not in payload:
+        return []
+    import json
+
+    try:
+        roots = json.loads(payload).get("workspace_roots")
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    return [r for r in roots if isinstance(r, str)] if isinstance(roots, list) else []

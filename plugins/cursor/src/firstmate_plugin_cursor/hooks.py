@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
-from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec
+from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec, UserFile
 from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
@@ -60,6 +60,9 @@ SESSION_START_TIMEOUT = 30
 HOOKS = HookInstallSpec(
     harness=NAME,
     path=".cursor/hooks.json",
+    # In a git project the project's .cursor/hooks.json is the team's: the hooks (which name
+    # this machine's fm) go into ~/.cursor/hooks.json, keyed to the project.
+    user_file=UserFile(".cursor", "hooks.json"),
     shape=FLAT,
     events=(
         HookEvent("sessionStart", "session-start", {"timeout": SESSION_START_TIMEOUT}),
@@ -71,7 +74,8 @@ HOOKS = HookInstallSpec(
     required={"version": 1},
     required_note=('added "version": 1 to .cursor/hooks.json; Cursor ignored the hooks already '
                    "in it until now"),
-    notes=("Cursor runs project hooks only in a trusted workspace (cursor-agent needs --trust).",),
+    notes=("Cursor reads hooks when it starts: restart it. A project's .cursor/hooks.json runs "
+           "only in a trusted workspace (cursor-agent needs --trust).",),
 )
 
 
