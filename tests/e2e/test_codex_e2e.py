@@ -105,14 +105,24 @@ def _attached(fm_home: Path, watcher: object) -> bool:
         db.close()
 
 
-def test_parked_stop_wakes_real_codex_and_rearms(tmp_path: Path, mock: MockModel) -> None:
+@pytest.mark.parametrize("git", [False, True], ids=["plain", "git-project"])
+def test_parked_stop_wakes_real_codex_and_rearms(tmp_path: Path, mock: MockModel,
+                                                 git: bool) -> None:
     binary = codex_bin()
     project, fm_home = tmp_path / "proj", tmp_path / "fmhome"
     project.mkdir()
     (tmp_path / "user" / ".codex").mkdir(parents=True)
     env = _env(tmp_path, mock, fm_home)
+    if git:
+        # The project's .codex/hooks.json is the team's: the hook goes into the user's
+        # ~/.codex/hooks.json, keyed to this project, and Codex runs it from there.
+        subprocess.run(["git", "init", "-q", str(project)], check=True, env=env)
     installed = _fm(env, "install", "codex", "--project", str(project), "--parked")
     assert installed.returncode == 0, installed.stderr
+    user_hooks = tmp_path / "user" / ".codex" / "hooks.json"
+    assert user_hooks.exists() == git and (project / ".codex" / "hooks.json").exists() != git
+    if git:
+        assert f"--project {project}" in user_hooks.read_text()
     added = _fm(env, "crew", "add", "alpha", "--pane", "%0")
     assert added.returncode == 0, added.stderr
     (tmp_path / "user" / ".codex" / "config.toml").write_text(f'''\
