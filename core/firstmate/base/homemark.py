@@ -26,6 +26,11 @@ PURPOSE = b"firstmate-home-mark-v1\0"
 _BLOCK = 64
 
 
+#: XOR with HMAC's inner and outer pads, as ``bytes.translate`` tables.
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
+
+
 def hmac_sha256(key: bytes, message: bytes) -> str:
     """``hmac.new(key, message, hashlib.sha256).hexdigest()``, without importing either."""
     from firstmate.base.fasthash import sha256
@@ -33,13 +38,14 @@ def hmac_sha256(key: bytes, message: bytes) -> str:
     if len(key) > _BLOCK:
         key = sha256(key).digest()
     key = key.ljust(_BLOCK, b"\0")
-    inner = sha256(bytes(b ^ 0x36 for b in key) + message).digest()
-    return str(sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest())
+    inner = sha256(key.translate(_IPAD) + message).digest()
+    return str(sha256(key.translate(_OPAD) + inner).hexdigest())
 
 
-def expected(root: str, key: bytes) -> str:
-    """The mark of the home at *root* (by its real path) under *key*."""
-    return hmac_sha256(key, PURPOSE + os.path.realpath(root).encode("utf-8", "surrogateescape"))
+def expected(root: str, key: bytes, *, real: str | None = None) -> str:
+    """The mark of the home at *root* (by its real path; *real* when known) under *key*."""
+    path = real or os.path.realpath(root)
+    return hmac_sha256(key, PURPOSE + path.encode("utf-8", "surrogateescape"))
 
 
 def mark_path(root: str) -> str:
@@ -63,20 +69,18 @@ def verdict(root: str, env: Mapping[str, str]) -> str:
     """``"ok"`` (the mark verifies), ``"missing"`` (no mark) or ``"foreign"`` (a mark this
     user's secret for this path does not make). Raises
     :class:`~firstmate.base.errors.StateError` when the keys directory is not safe to read."""
+    from _operator import _compare_digest  # (hmac.compare_digest, without importing hmac)
+
     from firstmate.base.keyring import read_key
 
     claimed = _read_mark(root)
     if claimed is None:
         return "missing"
-    key = read_key(root, env)
+    real = os.path.realpath(root)
+    key = read_key(root, env, real=real)
     if key is None:
         return "foreign"
-    want = expected(root, key)
-    # (A constant-time compare: the mark is a secret's MAC.)
-    diff = len(claimed) ^ len(want)
-    for a, b in zip(claimed, want, strict=False):
-        diff |= ord(a) ^ ord(b)
-    return "ok" if diff == 0 else "foreign"
+    return "ok" if _compare_digest(claimed, expected(root, key, real=real)) else "foreign"
 
 
 def write(root: str, env: Mapping[str, str]) -> None:

@@ -41,11 +41,12 @@ def keys_dir(env: Mapping[str, str]) -> str:
     return os.path.join(config, "firstmate", "keys")
 
 
-def key_file(root: str, env: Mapping[str, str]) -> str:
-    """The secret's file for the home at *root* (by its real path)."""
+def key_file(root: str, env: Mapping[str, str], *, real: str | None = None) -> str:
+    """The secret's file for the home at *root* (by its real path; *real* when the caller has
+    it already)."""
     from firstmate.base.fasthash import sha256_hex
 
-    digest = sha256_hex(os.path.realpath(root).encode("utf-8", "surrogateescape"))
+    digest = sha256_hex((real or os.path.realpath(root)).encode("utf-8", "surrogateescape"))
     return os.path.join(keys_dir(env), digest[:32] + ".key")
 
 
@@ -59,13 +60,13 @@ def _parse(text: str) -> bytes | None:
         return None
 
 
-def read_key(root: str, env: Mapping[str, str]) -> bytes | None:
+def read_key(root: str, env: Mapping[str, str], *, real: str | None = None) -> bytes | None:
     """The home's secret, or None when it has none yet. Raises :class:`StateError` when the
     keys directory or the file is not yours alone, or the file is not a secret."""
     directory = keys_dir(env)
     if not verify_dir(directory, "keys directory"):
         return None
-    path = key_file(root, env)
+    path = key_file(root, env, real=real)
     if not verify_file(path, "home secret"):
         return None
     try:
