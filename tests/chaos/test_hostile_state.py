@@ -221,7 +221,7 @@ def test_a_symlinked_crew_status_file_is_refused_and_the_queue_still_drains(rig:
     rig.append(1)
     drained = rig.fm("wake", "drain")
     assert drained.returncode == 0, drained.stderr
-    assert drained.stdout.decode().splitlines()[0] == "1\tsignal\tk0\tsignal: durable 0"
+    assert drained.stdout.decode().splitlines()[1] == "  #1 [k0] signal: durable 0"
     assert b"Traceback" not in drained.stderr
     assert target.read_bytes() == b"1\tdone: not yours\n" and status.is_symlink()
 

@@ -249,7 +249,7 @@ def _drain_and_ack_truthfully(rig: Rig, fault: str) -> None:
         if found is None:
             assert not before, (before, done.stdout, done.stderr)
             return
-        shown = {int(seq) for seq in re.findall(r"^(\d+)\t", done.stdout, re.M)}
+        shown = {int(seq) for seq in re.findall(r"^  #(\d+) ", done.stdout, re.M)}
         claimed = {seq for seq, _key, claim in rig.rows() if claim == "main"}
         assert shown <= claimed, (shown, claimed)  # what it printed, it claimed
         through, generation = found.group(1), found.group(2)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 import pytest
+from firstmate.base import drainview
 from firstmate.cli import wake as wake_cli
 from firstmate.store.drain import DrainResult
 from firstmate.store.home import Home
@@ -52,21 +53,34 @@ def test_drain_prints_rows_on_stdout_and_exactly_the_ack_line_on_stderr(fm_home:
     gen = current_generation(fm_home)
     out = fm(fm_home, "wake", "drain")
     assert out.returncode == 0
-    assert out.stdout == "3\tsignal\tt1.status\tsecond\n2\tstale\tw1\tstale: w1\n"
+    # A section per kind, a header saying what such a row means, one line per row.
+    assert out.stdout == (
+        "SIGNALS (1 row): a crew reported a status line, ended a turn or closed its pane (or a "
+        "script signalled): read each one and act on it.\n"
+        "  #3 [t1.status] second\n"
+        "STALE PANES (1 row): a crew's screen stopped changing while it did not look busy, so it "
+        "may be stuck or waiting for input: look at its pane, then steer it (fm crew steer NAME "
+        '"...") or stop it (fm crew stop NAME).\n'
+        "  #2 stale: w1\n")
     assert out.stderr == ACK_RE.format(3, gen)
     acked = fm(fm_home, "wake", "drain", "--ack-through", "3", "--recovery-generation", gen)
-    assert (acked.returncode, acked.stdout, acked.stderr) == (0, "", "")
+    assert (acked.returncode, acked.stdout, acked.stderr) == (
+        0, f"WAKE ACKNOWLEDGED through row 3: 3 rows consumed; recovery episode {gen} closed; "
+           "nothing else is queued.\n", "")
     assert rows(fm_home) == []
     empty = fm(fm_home, "wake", "drain")
-    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "")
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, drainview.NOTHING + "\n", "")
 
 
 def test_episode_only_drain_asks_for_ack_through_zero(fm_home: Home) -> None:
     set_episode(fm_home, "pending", "downtime", "seed.1.aaa")  # a watcher went down; no rows
     out = fm(fm_home, "wake", "drain")
-    assert out.stdout == "" and out.stderr == ACK_RE.format(0, "seed.1.aaa")
+    assert out.stdout.startswith("NOTHING QUEUED: the watcher stopped since your last acknowledgement")
+    assert out.stdout.count("\n") == 1 and out.stderr == ACK_RE.format(0, "seed.1.aaa")
     acked = fm(fm_home, "wake", "drain", "--ack-through", "0", "--recovery-generation", "seed.1.aaa")
-    assert (acked.returncode, acked.stdout, acked.stderr) == (0, "", "")
+    assert (acked.returncode, acked.stdout, acked.stderr) == (
+        0, "WAKE ACKNOWLEDGED: no rows to consume; recovery episode seed.1.aaa closed; nothing "
+           "else is queued.\n", "")
     assert current_generation(fm_home) == "seed.1.aaa"
     assert fm(fm_home, "wake", "query", "--json").stdout.count("acked:handling:seed.1.aaa") == 1
 
@@ -106,7 +120,7 @@ def test_ack_with_a_made_up_generation_consumes_the_rows_and_names_the_remedy(fm
     assert claims(fm_home) == {}
     assert current_generation(fm_home) == gen
     again = fm(fm_home, "wake", "drain")
-    assert again.returncode == 0 and again.stdout == ""
+    assert again.returncode == 0 and again.stdout.startswith("NOTHING NEW: ")
     assert again.stderr.endswith(f"--ack-through 0 --recovery-generation {gen}\n")
     done = fm(fm_home, "wake", "drain", "--ack-through", "0", "--recovery-generation", gen)
     assert (done.returncode, done.stderr) == (0, "")
@@ -180,13 +194,13 @@ def test_grant_verbs_and_the_held_line(fm_home: Home) -> None:
         )
         assert held.stderr == ""
         branch = fm(fm_home, "wake", "drain", FM_SUPERVISION_ACTOR="branch")
-        assert branch.stdout == "1\tsignal\ta\ta\n2\tsignal\tb\tb\n"
+        assert branch.stdout == drainview.header("signal", 2) + "\n  #1 a\n  #2 b\n"
         assert branch.stderr.startswith("WAKE_ACK_REQUIRED: after handling completes run fm wake drain --ack-through 2 ")
         rel = fm(fm_home, "wake", "grant", "release", "br.1.g")
         assert rel.returncode == 0
         assert claims(fm_home) == {1: "returned", 2: "returned"}
         main = fm(fm_home, "wake", "drain")
-        assert main.stdout.startswith("1\tsignal")
+        assert main.stdout.startswith(drainview.header("signal", 2) + "\n  #1 a\n")
         conflict = fm(fm_home, "wake", "grant", "publish", "br.1.g", "1")
         assert conflict.returncode == 3 and "main already claimed" in conflict.stderr
         missing = fm(fm_home, "wake", "grant", "publish", "br.1.g", "99")
@@ -241,9 +255,10 @@ def test_drain_context_hooks_print_after_the_rows(fm_home: Home, capsys: pytest.
         capsys.readouterr()
         assert wake_cli.main(["drain"]) == 0
         out, err = capsys.readouterr()
-        assert out == "1\tsignal\ta\tx\nUNREAD STATUS (test):\nt1 done: ok\n"
-        assert err.splitlines()[0].startswith("WAKE_ACK_REQUIRED:")
-        assert "wake drain: context unavailable (RuntimeError: status log unreadable)" in err
+        assert out == drainview.header("signal", 1) + "\n  #1 [a] x\nUNREAD STATUS (test):\nt1 done: ok\n"
+        assert err.splitlines()[0].startswith(
+            "wake drain: context unavailable (RuntimeError: status log unreadable)")
+        assert err.splitlines()[-1].startswith("WAKE_ACK_REQUIRED:")
         assert [r.ack_through for r in seen] == [1]
         assert wake_cli.main(["drain", "--json"]) == 0
         data = json.loads(capsys.readouterr().out)

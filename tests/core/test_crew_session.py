@@ -127,7 +127,7 @@ def test_both_drain_paths_refuse_a_crew_in_process(home: Home) -> None:
     env = {"FM_HOME": str(home.root), "FM_CREW": "cA"}
     out, err = io.StringIO(), io.StringIO()
     for call in (lambda: drainpath.drain(env, out, err),
-                 lambda: drainpath.acknowledge(env, 2, "g", err)):
+                 lambda: drainpath.acknowledge(env, 2, "g", out, err)):
         with pytest.raises(FirstmateError) as caught:
             call()
         assert caught.value.exit_code == ExitCode.FAILED

@@ -12,6 +12,7 @@ import pytest
 from firstmate.app.drain_context import DECISIONS_FOOTER, DECISIONS_HEADER, UNREAD_HEADER, present
 from firstmate.store import crew
 from firstmate.store.home import Home
+from wakeq_support import NO_TMUX
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 T0 = 1_700_000_000.0
@@ -29,7 +30,7 @@ def home(tmp_path: Path) -> Home:
 
 def shown(home: Home, rows: list[tuple[str, str, str]] | None = None, **env: str) -> list[str]:
     out = io.StringIO()
-    present(home, rows or [], out, env=env)
+    present(home, rows or [], out, env={"FM_TMUX_SOCKET": NO_TMUX, **env})
     return out.getvalue().splitlines()
 
 
@@ -80,9 +81,12 @@ def test_turn_end_rows_are_marked_historical_and_skipped_beside_a_status_row(hom
     lines = shown(home, [("signal", "w1.turn-ended", "signal: w1.turn-ended")])
     assert lines[0] == f"{LATEST}w1.status: working: a{historical}"
     lines = shown(home, [("signal", "w2.turn-ended", "signal: w2.turn-ended")])
-    assert lines == [f"{LATEST}w2.turn-ended: (no status line reported){historical}"]
+    # (then the crew's screen: no tmux server runs here, so one line says so)
+    assert lines[0] == f"{LATEST}w2.turn-ended: (no status line reported){historical}"
+    assert len(lines) == 2 and lines[1].startswith(f"SCREEN w2 (pane p2): not read: error connecting to {NO_TMUX}")
     lines = shown(home, [("signal", "w1.turn-ended", "x"), ("signal", "w1.status", "y")])
-    assert lines == [f"{LATEST}w1.status: working: a"]
+    assert lines[0] == f"{LATEST}w1.status: working: a"
+    assert len(lines) == 2 and lines[1].startswith("SCREEN w1 (pane p1): not read: ")
 
 
 def test_rows_of_unknown_crews_and_other_kinds_are_not_annotated(home: Home) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base import wakedrain
+from firstmate.base import drainview
 from firstmate.base.crewview import (
     DECISIONS_FOOTER,
     EARLIER,
@@ -357,7 +357,26 @@ def _grant(home: Home) -> None:
 
 
 SCENARIOS = [
-    Scenario("empty queue, no episode", nothing, (drain, drain), (True, True)),
+    Scenario("empty queue, no episode", nothing, (drain, drain), (True, True),
+             shows=(drainview.NOTHING,)),
+    # What the episode behind a drain means, in plain words, on both paths.
+    Scenario("rows a watcher start resurfaced", raw_rows(3, ("announced", "downtime", "gen-a")),
+             (drain, drain, ack()), (True, True, True),
+             shows=("RECOVERY: what is below waited while no watcher was running (or after a "
+                    "wake that was not acknowledged), so nothing woke you for it; the oldest row "
+                    "was queued at " + str(drainview.stamp(1)),)),
+    Scenario("a resurface with nothing queued", both(TEAM, lambda h: set_episode(
+        h, "announced", "handling", "gen-a")), (drain, ack()), (True, True),
+             shows=("RECOVERY: no watcher was running for a while; nothing was queued meanwhile",
+                    DECISIONS_FOOTER)),
+    Scenario("a delivered wake whose rows an earlier drain took",
+             lambda h: set_episode(h, "pending", "handling", "gen-a"), (drain, ack()), (True, True),
+             shows=("NOTHING NEW: the wake that brought you here was already drained",
+                    "WAKE ACKNOWLEDGED: no rows to consume; recovery episode gen-a closed; "
+                    "nothing else is queued.\n")),
+    Scenario("a watcher that stopped with nothing queued",
+             lambda h: set_episode(h, "pending", "downtime", "gen-a"), (drain, ack()), (True, True),
+             shows=("NOTHING QUEUED: the watcher stopped since your last acknowledgement",)),
     Scenario("empty queue, ack of a made-up generation", nothing,
              (drain, lambda _: ["wake", "drain", "--ack-through", "0", "--recovery-generation",
                                 "made-up"]), (True, True),
@@ -460,11 +479,13 @@ SCENARIOS = [
                     "alpha [key=b] needs-decision: second, reworded\n"
                     "alpha [key=a] needs-decision: asked again\n"
                     "alpha [key=line9] needs-decision:\n",)),
+    # A registered crew's turn end is shown with its screen, read by the full path (here: no
+    # tmux server, so one line says so).
     Scenario("turn-end rows with and without a status row of the same crew",
              both(TEAM, crews(gamma=[]), crews(delta=["working: d"]),
                   signals("alpha.turn-ended", "alpha.status", "beta.turn-ended", "gamma.turn-ended",
                           "delta.turn-ended", "ghost.status", "ghost.turn-ended", "alpha.status")),
-             (drain,), (True,),
+             (drain,), (False,),
              shows=(LATEST + "beta.status: working: docs meanwhile" + HISTORICAL,
                     LATEST + "gamma.turn-ended: (no status line reported)" + HISTORICAL)),
     Scenario("captain-relevant earlier lines", both(CAPTAIN, signals("alpha.status", "beta.status")),
@@ -477,7 +498,7 @@ SCENARIOS = [
              env=(("FM_CAPTAIN_RE", "(unclosed"),), shows=(EARLIER + "alpha.status: done: step one",)),
     Scenario("byte caps: many long lines", both(LONG, signals("alpha.status", "beta.status",
                                                                 "gamma.turn-ended")),
-             (drain, drain), (True, True),
+             (drain, drain), (False, False),
              shows=("wake annotation: 112 more omitted (byte cap)", "more omitted (byte cap)\n"
                     "OPEN DECISIONS (", "OPEN DECISIONS: 22 more omitted (byte cap)")),
     Scenario("hostile text", both(HOSTILE, signals("alpha.status")), (drain, drain), (True, True),
@@ -485,7 +506,13 @@ SCENARIOS = [
                     "merged: caf\u00e9 \U0001f680", "alpha bell and nul")),
     Scenario("a crew with no status file", both(TEAM, crews(gamma=[]),
                                                 signals("gamma.status", "gamma.turn-ended")),
-             (drain,), (True,), shows=(LATEST + "gamma.turn-ended: (no status line reported)\n",)),
+             (drain,), (False,), shows=(LATEST + "gamma.turn-ended: (no status line reported)\n",
+                                        "SCREEN gamma (pane %5): not read: ")),
+    Scenario("a turn end of a crew not registered stays on the fast path",
+             both(TEAM, signals("ghost.turn-ended", "alpha.status")), (drain, ack()), (True, True),
+             shows=("  #1 signal: ghost.turn-ended\n",)),
+    Scenario("a turn-end key on a row of another kind stays on the fast path",
+             both(TEAM, rows(("stale", "alpha.turn-ended", "stale: alpha"))), (drain,), (True,)),
     Scenario("a dotted crew name", both(crews(**{"a.b": ["done: dotted"], "a": ["working: a"]}),
                                         signals("a.b.status", "a.status")), (drain,), (True,),
              shows=(LATEST + "a.b.status: done: dotted", LATEST + "a.status: working: a")),
@@ -578,7 +605,7 @@ def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None
     assert "firstmate.base.drainpath" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
     assert "re" not in names and "firstmate.base.crewview" not in names  # no crews: not needed
-    assert len(drained.stdout.splitlines()) == 41  # 40 keys and the heartbeat
+    assert len(drained.stdout.splitlines()) == 43  # 40 keys and the heartbeat, two headers
     found = ACK.search(drained.stderr)
     assert found is not None and found.group(1).startswith("--ack-through 1201 ")
     acked, names = imported(fm_home, "wake", "drain", *found.group(1).split())
@@ -608,11 +635,11 @@ def test_a_drain_presenting_crews_imports_no_attrs_and_no_re(fm_home: Home) -> N
     assert all((fm_home.crew_dir / f"crew{i}.drain-cursor").exists() for i in range(5))
 
 
-def test_rows_ack_line_and_presentation_keep_their_order_across_the_streams(
+def test_rows_presentation_and_ack_line_keep_their_order_across_the_streams(
         fm_home: Home, tmp_path: Path) -> None:
-    # As a terminal shows them (one stream): the rows, the acknowledgement line, then the
-    # presentation, on both paths.
-    both(TEAM, signals("alpha.status", "beta.turn-ended"))(fm_home)
+    # As a terminal shows them (one stream): the rows' section, the presentation, then the
+    # acknowledgement line last, on both paths.
+    both(TEAM, signals("alpha.status", "beta.status"))(fm_home)
     merged = {}
     for mode in ("fast", "full"):
         home = Home(tmp_path / mode / "home")
@@ -624,28 +651,51 @@ def test_rows_ack_line_and_presentation_keep_their_order_across_the_streams(
         merged[mode] = normalised(proc.stdout).splitlines()
     assert (tmp_path / "fast.flag").read_text() == "drain=True\n"
     assert merged["fast"] == merged["full"]
-    assert [line.split(":")[0].split("\t")[0] for line in merged["fast"]][:4] == [
-        "1", "2", "WAKE_ACK_REQUIRED", "wake annotation"]
+    assert [line.split(" (")[0].split(":")[0] for line in merged["fast"]][:4] == [
+        "SIGNALS", "  #1 signal", "  #2 signal", "wake annotation"]
+    assert merged["fast"][-1] == ("WAKE_ACK_REQUIRED: after handling completes run fm wake drain "
+                                  "--ack-through 2 --recovery-generation <gen1>")
 
 
 FIELD = st.text(st.sampled_from("ab \t\n\r\x1b[\x00\x7f\u00e9\u2028\x85"), max_size=8)
+KIND = st.sampled_from(["signal", "stale", "check", "heartbeat"])
 
 
-@given(st.lists(st.tuples(st.integers(1, 2**63 - 1), FIELD, FIELD, FIELD), max_size=6))
-def test_rows_text_is_each_rows_line(rows: list[tuple[int, str, str, str]]) -> None:
-    assert "".join(wakedrain.pieces(rows)) == "".join(wakedrain.line(*row) + "\n" for row in rows)
+@given(st.lists(st.tuples(st.integers(1, 2**63 - 1), KIND, FIELD, FIELD), max_size=6))
+def test_rows_text_is_each_sections_header_and_its_rows_lines(
+        rows: list[tuple[int, str, str, str]]) -> None:
+    expected = "".join(drainview.header(kind, len(group)) + "\n"
+                       + "".join(drainview.line(*row) + "\n" for row in group)
+                       for kind, group in drainview.sections(rows))
+    assert "".join(drainview.pieces(rows)) == expected
+    # Every row is shown once, in its kind's section, in the order given; sections in order.
+    shown = [row for _kind, group in drainview.sections(rows) for row in group]
+    assert sorted(shown) == sorted(rows)
+    order = [drainview.ORDER.index(kind) for kind, _group in drainview.sections(rows)]
+    assert order == sorted(set(order))
+    text = "".join(drainview.pieces(rows))
+    assert "\t" not in text and "\x1b" not in text and "\r" not in text
+    assert text.count("\n") == len(rows) + len(drainview.sections(rows))
+
+
+def test_a_row_names_its_key_only_when_its_payload_does_not() -> None:
+    assert drainview.line(3, "signal", "alpha.status", "signal: alpha.status: done: x") == (
+        "  #3 signal: alpha.status: done: x")
+    assert drainview.line(4, "signal", "t1.status", "first") == "  #4 [t1.status] first"
+    assert drainview.line(5, "stale", "a\tb", "x\ny \x1b[31mred") == "  #5 [a b] x y red"
 
 
 def test_pieces_split_at_row_boundaries_and_clean_only_the_piece_that_needs_it() -> None:
-    per = wakedrain.PIECE_ROWS
+    per = drainview.PIECE_ROWS
     rows = [(seq, "signal", f"k{seq}.status", f"signal: row {seq}") for seq in range(1, 2 * per + 6)]
     rows[per + 3] = (per + 4, "signal", "hostile\tkey", "line\nbreak \x1b[31m")
-    pieces = list(wakedrain.pieces(rows))
-    assert [piece.count("\n") for piece in pieces] == [per, per, 5]
-    assert "".join(pieces) == "".join(wakedrain.line(*row) + "\n" for row in rows)
-    assert pieces[1].splitlines()[3] == wakedrain.line(*rows[per + 3])
-    assert "\x1b" not in pieces[1] and pieces[0] == "".join(f"{s}\t{k}\t{y}\t{p}\n"
-                                                           for s, k, y, p in rows[:per])
+    pieces = list(drainview.pieces(rows))
+    assert [piece.count("\n") for piece in pieces] == [1, per, per, 5]
+    assert pieces[0] == drainview.header("signal", len(rows)) + "\n"
+    assert "".join(pieces[1:]) == "".join(drainview.line(*row) + "\n" for row in rows)
+    assert pieces[2].splitlines()[3] == "  #1004 [hostile key] line break "
+    assert "\x1b" not in pieces[2] and pieces[1] == "".join(f"  #{s} [{y}] {p}\n"
+                                                           for s, _k, y, p in rows[:per])
 
 
 def test_fast_path_locks_name_their_holder_and_refuse_a_second_taker(fm_home: Home) -> None:
@@ -685,7 +735,7 @@ def test_a_held_presentation_lock_hands_the_drain_to_the_full_path(fm_home: Home
     assert proc.returncode == 0, proc.stderr
     assert flag.read_text() == "drain=False\n"
     assert proc.stdout.splitlines() == [
-        "1\tsignal\tt1.status\tsignal: t1 done",
+        drainview.header("signal", 1), "  #1 [t1.status] signal: t1 done",
         f"STATUS PRESENTATION SKIPPED: lock remains held by live pid {os.getpid()} after 1s; "
         "retry on the next drain."]
     assert "WAKE_ACK_REQUIRED" in proc.stderr
@@ -709,13 +759,17 @@ def test_drain_and_ack_as_commands_print_everything_and_leave_the_database_file_
         assert fm(fm_home, "wake", "append", "signal", key, f"signal: {key}").returncode == 0
     drained = fm(fm_home, "wake", "drain")
     assert drained.returncode == 0, drained.stderr
-    assert drained.stdout.splitlines() == ["3\tsignal\ta\tsignal: a", "2\tsignal\tb\tsignal: b"]
+    assert drained.stdout.splitlines() == [drainview.header("signal", 2), "  #3 signal: a",
+                                           "  #2 signal: b"]
     found = ACK.search(drained.stderr)
     assert found is not None, drained.stderr
     wal = Path(f"{fm_home.db}-wal")
     assert not wal.exists()
     acked = fm(fm_home, "wake", "drain", *found.group(1).split())
-    assert (acked.returncode, acked.stdout, acked.stderr) == (0, "", "")
+    generation = found.group(1).split()[3]
+    assert (acked.returncode, acked.stdout, acked.stderr) == (
+        0, f"WAKE ACKNOWLEDGED through row 3: 3 rows consumed; recovery episode {generation} "
+           "closed; nothing else is queued.\n", "")
     assert not wal.exists()
     copy = tmp_path / "copy.db"
     copy.write_bytes(fm_home.db.read_bytes())

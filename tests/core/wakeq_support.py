@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +19,15 @@ from firstmate.testing.procs import eventually
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 30.0
+#: A tmux server no one runs (a drain reads a crew's screen after its turn end): a child never
+#: reaches the default server, or the one $TMUX names, unless a test gives it one.
+NO_TMUX = os.path.join(tempfile.gettempdir(), f"fm-test-no-tmux-{os.getpid()}")
 
 
 def child_env(home: Home, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
-    env.update(PYTHONPATH=CORE, FM_HOME=str(home.root), **extra)
+    env.update(PYTHONPATH=CORE, FM_HOME=str(home.root), FM_TMUX_SOCKET=NO_TMUX)
+    env.update(extra)
     return env
 
 

@@ -52,6 +52,13 @@ SCENARIO_BOUND_S = 240.0
 #: How long a crew lingers after its script (the demo itself ends well before).
 CREW_LIFETIME_S = 180
 ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-generation (\S+)")
+#: A drained row's line (firstmate.base.drainview.line): ``  #<seq> …``.
+ROW_RE = re.compile(r"  #(\d+) ")
+
+
+def _seq(row: str) -> int:
+    found = ROW_RE.match(row)
+    return int(found.group(1)) if found else 0
 
 
 def fm(*args: str) -> list[str]:
@@ -231,14 +238,14 @@ class Demo:
         drained = self.run("wake", "drain")
         if handling:
             self.presented.append(drained.stdout)
-        rows = tuple(line for line in drained.stdout.splitlines() if re.match(r"^\d+\t", line))
+        rows = tuple(line for line in drained.stdout.splitlines() if ROW_RE.match(line))
         return rows, ACK_RE.search(drained.stderr)
 
     def acknowledge(self, rows: Sequence[str], match: re.Match[str]) -> tuple[int, str]:
         """Run the acknowledgement a drain printed; (through, generation)."""
         through, generation = int(match.group(1)), match.group(2)
         self.run("wake", "drain", "--ack-through", str(through), "--recovery-generation", generation)
-        self.acked_rows.extend(int(row.split("\t")[0]) for row in rows)
+        self.acked_rows.extend(_seq(row) for row in rows)
         return through, generation
 
     def final_drain(self) -> None:
@@ -280,7 +287,7 @@ class Demo:
         figures += [f"append → reason {append_ms:.0f} ms"] if append_ms is not None else []
         self.view.say(f"wake: {reason}" + (f"   ({', '.join(figures)})" if figures else ""))
         for row in rows:
-            self.view.say(f"  drained row {row.split(chr(9))[0]}: {row.split(chr(9))[-1]}")
+            self.view.say(f"  drained row {_seq(row)}: {row.split(' ', 3)[-1]}")
         generation = None
         if match:
             through, generation = self.acknowledge(rows, match)
@@ -293,7 +300,7 @@ class Demo:
 
     def append_stamps(self, rows: Sequence[str]) -> dict[str, float]:
         """When each drained row was appended, by its payload (the reason line it carries)."""
-        seqs = {int(row.split("\t")[0]): row.split("\t")[-1] for row in rows}
+        seqs = [_seq(row) for row in rows]
         if not seqs:
             return {}
         import sqlite3
@@ -304,10 +311,10 @@ class Demo:
         with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
             conn = sqlite3.connect(f"file:{Home(self.home).db}?mode=ro", uri=True, timeout=5)
             try:
-                for seq, at in conn.execute(
-                        f"SELECT seq, at FROM wakes WHERE seq IN ({','.join('?' * len(seqs))})",
+                for payload, at in conn.execute(
+                        f"SELECT payload, at FROM wakes WHERE seq IN ({','.join('?' * len(seqs))})",
                         tuple(seqs)):
-                    stamps[seqs[int(seq)]] = float(at)
+                    stamps[str(payload)] = float(at)
             finally:
                 conn.close()
         return stamps

@@ -1,6 +1,6 @@
 """The crew status a handler needs, printed by ``fm wake drain`` after the drained rows.
 
-Three parts, each only when it has something to say:
+Four parts, each only when it has something to say:
 
 1. One annotation per drained signal row, from the crew's status log *at drain time* (so it is
    explicitly not the current state)::
@@ -11,10 +11,19 @@ Three parts, each only when it has something to say:
    The first form lists earlier unread captain-relevant lines of that crew; a ``.turn-ended`` row
    adds ``; historical / not necessarily the triggering event`` and is skipped when a
    ``.status`` row of the same crew is annotated.
-2. ``UNREAD STATUS (new since last drain, not re-printed after this presentation):`` with
+2. For each registered crew with a drained ``<crew>.turn-ended`` row (at most four), the last
+   eight non-blank lines of its screen, read now through the crew backend's capture of its
+   pane, sanitised and each cut to 200 characters::
+
+       SCREEN <crew> (pane <pane>), its last <n> non-blank lines now (the turn ended before):
+         | <line>
+
+   or one line saying why it could not be read (``SCREEN <crew> (pane <pane>): not read:
+   <reason>``); the drain never fails for it.
+3. ``UNREAD STATUS (new since last drain, not re-printed after this presentation):`` with
    ``<crew> <line>`` for every status line reported since the previous presentation that is
    not already annotated above (newest kept when over the byte cap).
-3. ``OPEN DECISIONS (still open, folded from the durable status logs - not just the latest
+4. ``OPEN DECISIONS (still open, folded from the durable status logs - not just the latest
    line):`` with ``<crew> [key=<k>] needs-decision: <note>``, then the command that closes one.
 
 Items are cut to 220 bytes and each part to 4000 bytes (``<PART>: <n> more omitted (byte cap)``).
@@ -24,19 +33,21 @@ The whole presentation runs under ``state/status-presentation.lock`` with a boun
 and leaves every cursor. Cursors (``state/crew/NAME.drain-cursor``) advance only after the
 output was written and flushed.
 
-The rules are plain functions in :mod:`firstmate.base.crewview` (shared with the ``fm wake
-drain`` fast path); this module holds them under the store's bounded lock for the full path.
+The rules are plain functions in :mod:`firstmate.base.crewview` and
+:mod:`firstmate.base.drainview` (shared with the ``fm wake drain`` fast path, which hands a
+drain with a registered crew's turn end over to this one: the screens are read here); this
+module holds them under the store's bounded lock for the full path.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import attrs
 
-from firstmate.base import crewview
+from firstmate.base import crewview, drainview
 from firstmate.base.crewview import (
     DECISIONS_FOOTER,
     DECISIONS_HEADER,
@@ -58,6 +69,14 @@ if TYPE_CHECKING:
     from firstmate.store.locks import FileLock
 
 DEFAULT_LOCK_TIMEOUT = 10
+#: Longest any one tmux call for a turn-end screen may take (seconds), whatever
+#: ``FM_TMUX_TIMEOUT`` allows: the presentation lock is held meanwhile.
+SCREEN_TIMEOUT = 2.0
+
+#: One crew's screen as read: ``(crew, pane, text or None, why it could not be read)``.
+Screen = tuple[str, str, "str | None", "str | None"]
+#: Reads the screens of the named crews (the default: :func:`read_screens`).
+ScreenReader = Callable[[Home, Mapping[str, str], Sequence[str]], list[Screen]]
 
 
 class RowLike(Protocol):
@@ -95,6 +114,12 @@ class Presentation:
     lines: list[str]
     _snaps: list[Snapshot] = attrs.field(factory=list)
     _lock: FileLock | None = None
+    #: What ``--json`` shows: the annotations and unread status as lines (``context``), the
+    #: open decisions as fields (:func:`firstmate.base.drainview.decisions`) and the turn-end
+    #: screens as fields.
+    context: list[str] = attrs.field(factory=list)
+    decisions: list[dict[str, object]] = attrs.field(factory=list)
+    screens: list[dict[str, object]] = attrs.field(factory=list)
 
     def commit(self) -> None:
         """The lines were written and flushed: advance the cursors, then release the lock."""
@@ -111,8 +136,58 @@ class Presentation:
             lock.release()
 
 
-def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = None) -> Presentation:
-    """Take the lock (bounded) and compute the lines for *rows*; nothing is advanced yet.
+def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> list[Screen]:
+    """The screens of the registered crews *names*, each read with the crew backend's capture
+    of its registered pane (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
+    :data:`SCREEN_TIMEOUT`). Never raises: a crew whose pane cannot be read gets the reason,
+    and once tmux cannot be asked at all the rest get the same reason unasked."""
+    from firstmate.store import crew as crewmod
+    from firstmate.watch.backends.tmux import TmuxBackend
+
+    backend = TmuxBackend.from_env(env)
+    backend.timeout = min(backend.timeout, SCREEN_TIMEOUT)
+    found: list[Screen] = []
+    unasked: str | None = None
+    for name in names:
+        try:
+            pane = crewmod.get(home, name).pane
+        except (FirstmateError, OSError) as exc:
+            found.append((name, "?", None, f"its registration cannot be read ({exc})"))
+            continue
+        if unasked is not None:
+            found.append((name, pane, None, unasked))
+            continue
+        text = backend.capture(pane)
+        if text is None and backend.last_exit is None:  # tmux could not be asked at all
+            unasked = backend.last_error
+        found.append((name, pane, text, None if text is not None else backend.last_error))
+    return found
+
+
+def _screens(home: Home, env: Mapping[str, str], names: Sequence[str],
+             reader: ScreenReader) -> tuple[list[str], list[dict[str, object]]]:
+    """The screens' lines and ``--json`` fields for the crews *names* (at most
+    :data:`~firstmate.base.drainview.SCREENS_MAX` are read)."""
+    lines: list[str] = []
+    fields: list[dict[str, object]] = []
+    try:
+        read = reader(home, env, names[: drainview.SCREENS_MAX])
+    except Exception as exc:  # a screen must never fail the drain
+        read = [(name, "?", None, f"{type(exc).__name__}: {exc}") for name in names[: drainview.SCREENS_MAX]]
+    for name, pane, text, error in read:
+        lines += drainview.screen_lines(name, pane, text, error)
+        fields.append({"crew": name, "pane": pane,
+                       "lines": None if text is None else drainview.tail(text),
+                       "error": None if text is not None else drainview.unread(error)})
+    if len(names) > drainview.SCREENS_MAX:
+        lines.append(drainview.screens_omitted(len(names) - drainview.SCREENS_MAX))
+    return lines, fields
+
+
+def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = None,
+            reader: ScreenReader | None = None) -> Presentation:
+    """Take the lock (bounded) and compute the lines for *rows*, the turn-end screens read
+    (by *reader*, default :func:`read_screens`); nothing is advanced yet.
 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit
     changes nothing; when the logs cannot be read it is ``STATUS PRESENTATION INCOMPLETE``.
@@ -138,12 +213,21 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
     except BaseException:
         lock.release()
         raise
-    lines = crewview.render(snaps, triples, relevance(env.get("FM_CAPTAIN_RE")))
-    return Presentation(home, lines, snaps, lock)
+    try:
+        captain = relevance(env.get("FM_CAPTAIN_RE"))
+        screens, fields = _screens(home, env, crewview.ended(snaps, triples), reader or read_screens)
+        annotations, unread, _listed = crewview.parts(snaps, triples, captain)
+        lines = crewview.render(snaps, triples, captain, screens)
+        decisions = drainview.decisions(found for snap in snaps for found in snap[3])
+    except BaseException:
+        lock.release()
+        raise
+    return Presentation(home, lines, snaps, lock, [*annotations, *unread], decisions, fields)
 
-def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, str] | None = None) -> None:
+def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, str] | None = None,
+            reader: ScreenReader | None = None) -> None:
     """Print the status presentation for the drained *rows* ((kind, key, payload) each) to *out*."""
-    presentation = prepare(home, rows, env=env)
+    presentation = prepare(home, rows, env=env, reader=reader)
     try:
         if presentation.lines:
             out.write("\n".join(presentation.lines) + "\n")
@@ -156,5 +240,6 @@ def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, s
 
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
-           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "Presentation",
-           "Row", "RowLike", "lock_timeout", "prepare", "present"]
+           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SCREEN_TIMEOUT", "SECTION_BYTES", "UNREAD_HEADER",
+           "Presentation", "Row", "RowLike", "Screen", "ScreenReader", "lock_timeout", "prepare",
+           "present", "read_screens"]

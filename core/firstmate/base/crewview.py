@@ -4,8 +4,9 @@ The attrs-free core of :mod:`firstmate.app.drain_context` (which documents what 
 wraps these in its value classes) and of the ``fm wake drain`` fast path
 (:mod:`firstmate.base.drainpath`): :func:`snapshot` reads every registered crew's status log
 and drain cursor, :func:`render` makes the lines (pure), and :func:`advance` moves the cursors
-once the lines were written and flushed. Both callers hold ``state/status-presentation.lock``
-throughout.
+once the lines were written and flushed; :func:`ended` names the crews whose turn-end screens
+a drain shows (read by the full path through the crew backend). Both callers hold
+``state/status-presentation.lock`` throughout.
 
 A snapshot is ``(name, unread, latest, decisions, turn)``: the span of lines since the crew's
 drain cursor (None: no status log), its newest line not from the captain, its open decisions
@@ -104,10 +105,20 @@ def _capped(items: Sequence[str], label: str, *, newest: bool = False) -> list[s
 
 
 def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
-           captain: Callable[[str], object]) -> list[str]:
+           captain: Callable[[str], object], screens: Sequence[str] = ()) -> list[str]:
     """The presentation's lines for the drained *rows* (``(kind, key, payload)`` each);
     *captain* tells the lines that concern the captain
-    (:func:`firstmate.base.captain.relevance`). Pure: reads nothing, writes nothing."""
+    (:func:`firstmate.base.captain.relevance`); *screens* (the turn-end screens,
+    :func:`firstmate.base.drainview.screen_lines`) go after the annotations. Pure: reads
+    nothing, writes nothing."""
+    annotations, unread, decisions = parts(snaps, rows, captain)
+    return [*annotations, *screens, *unread, *decisions]
+
+
+def parts(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
+          captain: Callable[[str], object]) -> tuple[list[str], list[str], list[str]]:
+    """:func:`render`'s three parts: the annotations, the unread status and the open
+    decisions (each with its header and omission line)."""
     by_name = {snap[0]: snap for snap in snaps}
     triples = list(rows)
     status_crews = {key[: -len(STATUS)] for kind, key, _ in triples
@@ -143,8 +154,9 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
             shown.add((name, latest[2]))
         else:
             annotations.append(f"{LATEST}{name}{TURN_ENDED}: (no status line reported){suffix}")
-    out = _capped(annotations, "wake annotation") if annotations else []
+    annotated = _capped(annotations, "wake annotation") if annotations else []
 
+    out: list[str] = []
     unread_items: list[tuple[float, str, int, str]] = []
     for name, unread, _latest, _decisions, _turn in snaps:
         for line in unread[3] if unread else ():
@@ -160,11 +172,25 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
         f"{crew} [key={key}] needs-decision: {status_text(note)}".rstrip()
         for snap in snaps for crew, key, note, _at, _keyed in snap[3]
     ]
+    listed: list[str] = []
     if decisions:
-        out.append(DECISIONS_HEADER)
-        out.extend(_capped(decisions, "OPEN DECISIONS"))
-        out.append(DECISIONS_FOOTER)
-    return out
+        listed.append(DECISIONS_HEADER)
+        listed.extend(_capped(decisions, "OPEN DECISIONS"))
+        listed.append(DECISIONS_FOOTER)
+    return annotated, out, listed
+
+
+def ended(snaps: Iterable[Snapshot], rows: Iterable[tuple[str, str, str]]) -> list[str]:
+    """The registered crews whose turn end is among the drained *rows* (signal rows keyed
+    ``<crew>.turn-ended``), in the rows' order: the crews whose screens a drain shows."""
+    names = {snap[0] for snap in snaps}
+    found: list[str] = []
+    for kind, key, _payload in rows:
+        if kind == "signal" and key.endswith(TURN_ENDED):
+            name = key[: -len(TURN_ENDED)]
+            if name in names and name not in found:
+                found.append(name)
+    return found
 
 
 def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
@@ -186,4 +212,4 @@ def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
            "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "advance",
-           "render", "row_keys", "snapshot"]
+           "ended", "parts", "render", "row_keys", "snapshot"]

@@ -8,17 +8,18 @@ for a drain, :mod:`firstmate.app.drain_context`'s crew-status presentation (the 
 :mod:`firstmate.base.wakedrain`, :mod:`firstmate.base.wakeack` and
 :mod:`firstmate.base.crewview`) under the same locks (the queue lock ``state/queue.lock`` with
 its owner record, and, for a drain, the presentation's ``state/status-presentation.lock``) and
-prints the same bytes in the same order: the rows, the acknowledgement line, then the
-presentation. The crews' status logs and drain cursors are read after the commit, with the
-queue lock already released, as the full path reads them; the cursors advance only once every
-line was written and flushed.
+prints the same bytes in the same order, through the one presentation both paths use
+(:mod:`firstmate.base.drainview`). The crews' status logs and drain cursors are read after the
+commit, with the queue lock already released, as the full path reads them; the cursors advance
+only once every line was written and flushed.
 
 Each entry returns False, having changed and printed nothing, whenever it is not sure: a new
 home or no database, another schema, a grant, a branch-claimed, unusable or undecodable row, an
 invalid episode, a lock held by someone else (the drain; the full path then waits its bounded
 wait and says so), a refused acknowledgement (the full path words the refusal), any SQLite
-error, or a crew directory that cannot be listed. The caller then runs the full path, which
-handles every state. Crew files that cannot be read (a symlink, not a regular file, no
+error, a crew directory that cannot be listed, or a turn-end row of a registered crew (its
+screen is read through the crew backend, the full path's: no tmux here). The caller then runs
+the full path, which handles every state. Crew files that cannot be read (a symlink, not a regular file, no
 permission) do not hand over: both paths print ``STATUS PRESENTATION INCOMPLETE`` after the
 rows and advance no cursor.
 """
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 PRESENTATION_LOCK = "status-presentation"
 #: A registered crew's pane file (:data:`firstmate.store.crew.PANE`).
 CREW_PANE = ".pane"
+#: A crew's turn-end marker, and the key of its signal row (:data:`firstmate.store.crew.TURN_ENDED`).
+TURN_ENDED = ".turn-ended"
 
 
 class _Fallback(Exception):
@@ -86,16 +89,16 @@ def _connect(db: str) -> sqlite3.Connection | None:
     return None
 
 
-def _crews(state: str) -> bool | None:
-    """Whether crews may be registered (their status is presented); None when the crew
-    directory cannot be listed (the full path's job)."""
+def _crews(state: str) -> frozenset[str] | None:
+    """The names crews may be registered under (their status is presented); None when the
+    crew directory cannot be listed (the full path's job)."""
     try:
         names = os.listdir(os.path.join(state, "crew"))
     except FileNotFoundError:
-        return False
+        return frozenset()
     except OSError:
         return None
-    return any(name.endswith(CREW_PANE) for name in names)
+    return frozenset([name[: -len(CREW_PANE)] for name in names if name.endswith(CREW_PANE)])
 
 
 def _presentation(state: str, env: Mapping[str, str],
@@ -146,7 +149,7 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     """``fm wake drain`` as main, printed to *out* / *err*; False: nothing done, run the full
     path."""
     from firstmate.base import ownerlock
-    from firstmate.base.wakeactor import ack_required, lock_timeout, refuse_crew, skip_line
+    from firstmate.base.wakeactor import lock_timeout, refuse_crew, skip_line
 
     refuse_crew(env)
     found = _home(env)
@@ -180,24 +183,18 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                         out.flush()
                         return True
                     raise
-                command, shown = _transact(conn, db, _drain_locked)
+                # A registered crew's turn end is shown with its screen: the full path's.
+                ended = frozenset([name + TURN_ENDED for name in crews])
+                command, note, shown = _transact(conn, db, lambda c: _drain_locked(c, ended))
             except _Fallback:
                 return False
             finally:
                 ownerlock.release(queue)
             # Read once the queue lock is free again (appends never wait on crews' logs).
             lines, snaps = _presentation(state, env, shown) if crews else ([], [])
-            from firstmate.base import wakedrain
+            from firstmate.base import drainview
 
-            # Built as they are written, one piece at a time (wakedrain.pieces says why).
-            for piece in wakedrain.pieces(shown):
-                out.write(piece)
-            if command is not None:
-                out.flush()
-                err.write(f"{ack_required(command)}\n")
-            if lines:
-                out.write("".join([line + "\n" for line in lines]))
-            out.flush()
+            drainview.emit(out, err, shown, note=note, held=None, command=command, context=lines)
             if snaps:
                 from firstmate.base import crewview
 
@@ -234,9 +231,11 @@ _HANDED_OVER = frozenset((-1, 2))
 _KEPT: list[object] = []
 
 
-def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, list[tuple[Any, ...]]]:
-    """Claim and present main's rows: the acknowledgement command, if one is owed, and the
-    rows shown (deduped)."""
+def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
+                  ) -> tuple[str | None, str | None, list[tuple[Any, ...]]]:
+    """Claim and present main's rows: the acknowledgement command, if one is owed, the
+    episode's plain note and the rows shown (deduped). A signal row keyed by one of *ended*
+    (a registered crew's turn end) is the full path's."""
     import gc
 
     from firstmate.base import wakedrain
@@ -258,8 +257,8 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, list[tuple[Any,
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if not rows:
             presented = wakedrain.episode_only(conn, "main", "")
-            return None if presented is None else presented[2], []
-        flags, shown = _lines(rows)
+            return (None, None, []) if presented is None else (presented[2], presented[3], [])
+        flags, shown = _lines(rows, ended)
         # Kept, not freed: ``fm wake drain`` leaves without its teardown once it printed
         # (cli.main.leave_at_once), and freeing the rows' objects one by one would cost it
         # as much as deduping them. A caller in the same process frees them on its next drain.
@@ -269,14 +268,19 @@ def _drain_locked(conn: sqlite3.Connection) -> tuple[str | None, list[tuple[Any,
             gc.enable()
     if flags != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    return wakedrain.present(conn, "main", rows[-1][0], "")[2], shown
+    presented = wakedrain.present(conn, "main", rows[-1][0], "", len(shown))
+    return presented[2], presented[3], shown
 
 
-def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[int], list[tuple[Any, ...]]]:
+def _lines(rows: list[tuple[Any, ...]], ended: frozenset[str] = frozenset()
+           ) -> tuple[set[int], list[tuple[Any, ...]]]:
     """The flags found on *rows* (``seq, kind, key, payload, flag``, the flag as
-    :data:`_FLAG_SQL` makes it) and the rows the drain shows (deduped). Whole columns at a time
-    (C loops, not a Python one per row)."""
+    :data:`_FLAG_SQL` makes it) and the rows the drain shows (deduped); a signal row keyed by
+    one of *ended* hands over. Whole columns at a time (C loops, not a Python one per row)."""
     seqs, kinds, keys, payloads, flags = zip(*rows, strict=True)
+    if ended and not ended.isdisjoint(keys) and any(
+            kind == "signal" and key in ended for kind, key in zip(kinds, keys, strict=True)):
+        raise _Fallback
     flag_set = set(flags)
     kind_set = set(kinds)
     # The full path's test of a usable row (firstmate.store.queue's scan), column by column:
@@ -295,9 +299,11 @@ def _lines(rows: list[tuple[Any, ...]]) -> tuple[set[int], list[tuple[Any, ...]]
     return flag_set, shown
 
 
-def acknowledge(env: Mapping[str, str], through: int, generation: str, err: TextIO) -> bool:
+def acknowledge(env: Mapping[str, str], through: int, generation: str, out: TextIO,
+                err: TextIO) -> bool:
     """``fm wake drain --ack-through THROUGH --recovery-generation GENERATION`` as main (both
-    already validated); notices to *err*. False: nothing done, run the full path."""
+    already validated): its one-line confirmation to *out*, or its notices to *err*. False:
+    nothing done, run the full path."""
     from firstmate.base import ownerlock, wakeack
     from firstmate.base.errors import UsageError
     from firstmate.base.wakeactor import refuse_crew
@@ -311,6 +317,7 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
     if conn is None:
         return False
     notices: list[str] = []
+    said: list[str] = []
 
     def body(conn: sqlite3.Connection) -> None:
         _no_grant(conn)
@@ -318,7 +325,9 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
             wakeack.check(conn, "main", through, "")
         except UsageError as exc:
             raise _Fallback from exc
-        notices.extend(wakeack.consume(conn, "main", through, generation, "")[3])
+        consumed = wakeack.consume(conn, "main", through, generation, "")
+        notices.extend(consumed[3])
+        said.extend([consumed[4]] if consumed[4] else [])
         # An unusable row is retired, with its report, before anything else: the full path's
         # job. Checked last, over the rows left (usually none), and rolled back whole.
         if conn.execute(f"SELECT count(*) FROM wakes WHERE NOT {VALID_SQL}").fetchone()[0]:
@@ -337,6 +346,8 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, err: Text
         _close(conn)
     if notices:
         err.write("".join(line + "\n" for line in notices))
+    if said:
+        out.write(said[0] + "\n")
     return True
 
 

@@ -5,7 +5,9 @@ drain --ack-through`` fast path (:mod:`firstmate.base.drainpath`). Both run insi
 lock and one write transaction: :func:`check` refuses, before anything is consumed, an
 acknowledgement through rows nobody was shown; :func:`consume` deletes the actor's presented
 rows up to the cutoff, retires the episode when no rows remain, and says what the caller must
-know.
+know: a notice when something went otherwise than asked, else the one-line confirmation
+(:func:`firstmate.base.drainview.ack_line`: what was consumed, the episode, what is still
+queued).
 
 The generation binds only the episode part. Rows the actor was shown and handled are consumed
 whatever generation the command names: a generation no drain printed (mistyped, made up) or an
@@ -23,8 +25,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from firstmate.base.dbconn import sqlite3
 
-#: What :func:`consume` did: rows deleted, episode retired, episode moved on, notices (stderr).
-Consumed = tuple[int, bool, bool, list[str]]
+#: What :func:`consume` did: rows deleted, episode retired, episode moved on, notices (stderr),
+#: and the one-line confirmation (stdout; None when a notice says what happened instead).
+Consumed = tuple[int, bool, bool, list[str], "str | None"]
 
 
 def _open(state: episoderow.State) -> bool:
@@ -123,7 +126,19 @@ def consume(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str,
             f"newer recovery episode is pending; re-run fm wake drain{suffix} and use the new "
             "WAKE_ACK_REQUIRED command"
         )
-    return consumed, retired, moved, notices
+    said = None
+    if not notices:
+        from firstmate.base.drainview import ack_line
+
+        said = ack_line(cutoff, consumed, retired, remaining, state, suffix)
+    return consumed, retired, moved, notices, said
 
 
-__all__ = ["Consumed", "check", "consume", "remedy"]
+def after(conn: sqlite3.Connection) -> tuple[int, str]:
+    """The rows still queued and the episode's token (``status:kind:generation``, ``invalid``
+    or ``none``), as an acknowledgement leaves them."""
+    remaining = int(conn.execute("SELECT count(*) FROM wakes").fetchone()[0])
+    return remaining, episoderow.token(episoderow.read(conn))
+
+
+__all__ = ["Consumed", "after", "check", "consume", "remedy"]

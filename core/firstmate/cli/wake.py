@@ -254,7 +254,7 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
     result = drain.drain(db, actor, env=env)
     if result.skipped:
         if as_json:
-            _json({**result.to_json(), "context": []})
+            _json({**result.to_json(), "context": [], "decisions": [], "screens": []})
         else:
             _out(result.skipped)
         return 0
@@ -265,19 +265,10 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
     presentation = drain_context.prepare(db.home, result.rows, env=env)
     try:
         if as_json:
-            _json({**result.to_json(), "context": [*presentation.lines, *_context(db.home, result)]})
+            _json({**result.to_json(), "context": [*presentation.context, *_context(db.home, result)],
+                   "decisions": presentation.decisions, "screens": presentation.screens})
         else:
-            for line in result.notices:
-                _err(line)
-            for row in result.rows:
-                _out(row.line())
-            if result.held:
-                _out(result.held)
-            if result.ack_required:
-                sys.stdout.flush()
-                _err(result.ack_required)
-            for line in [*presentation.lines, *_context(db.home, result)]:
-                _out(line)
+            result.emit(sys.stdout, sys.stderr, [*presentation.lines, *_context(db.home, result)])
         sys.stdout.flush()
     except BaseException:
         presentation.abandon()
@@ -319,7 +310,7 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
             if actor == "main" and not as_json:
                 from firstmate.base import drainpath
 
-                if drainpath.acknowledge(env, through, generation, sys.stderr):
+                if drainpath.acknowledge(env, through, generation, sys.stdout, sys.stderr):
                     return _done()
             from firstmate.store import drain
 
@@ -339,6 +330,8 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
         return 0
     for line in result.notices:
         _err(line)
+    if result.confirmation:
+        _out(result.confirmation)
     return 0
 
 

@@ -23,11 +23,12 @@ and the value classes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 import attrs
 
-from firstmate.base import wakeack, wakedrain
+from firstmate.base import drainview, wakeack, wakedrain
 from firstmate.base.envnum import decimal
 from firstmate.base.errors import FirstmateError, LockTimeout, UsageError
 from firstmate.base.wakeactor import (
@@ -60,10 +61,19 @@ class DrainResult:
     held: str | None = None
     #: The one-line WAKE DRAIN SKIPPED advisory (stdout); nothing was changed.
     skipped: str | None = None
+    #: What the recovery episode behind this drain means, in plain words (stdout, first;
+    #: :func:`firstmate.base.drainview.episode_note`).
+    note: str | None = None
 
     @property
     def ack_required(self) -> str | None:
         return ack_required(self.ack_command)
+
+    def explain(self) -> list[str]:
+        """The plain lines that say what this drain's rows mean: the episode's note, then one
+        per kind shown."""
+        return [*([self.note] if self.note else []),
+                *drainview.explanations(row.kind for row in self.rows)]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -71,7 +81,17 @@ class DrainResult:
             "ack_through": self.ack_through, "generation": self.generation,
             "ack_command": self.ack_command, "ack_required": self.ack_required,
             "notices": list(self.notices), "held": self.held, "skipped": self.skipped,
+            "explain": self.explain(),
         }
+
+    def emit(self, out: TextIO, err: TextIO, context: Sequence[str]) -> None:
+        """Print this drain as lines (:func:`firstmate.base.drainview.emit`), *context* after
+        the rows; the notices go first, to *err*."""
+        if self.notices:
+            err.write("".join(line + "\n" for line in self.notices))
+            err.flush()
+        drainview.emit(out, err, [(r.seq, r.kind, r.key, r.payload) for r in self.rows],
+                       note=self.note, held=self.held, command=self.ack_command, context=context)
 
 
 @attrs.frozen
@@ -86,11 +106,18 @@ class AckResult:
     #: The episode moved on to another generation; the notices name the remedy.
     moved: bool
     notices: tuple[str, ...] = ()
+    #: The one-line confirmation (stdout) when there is no notice to give instead.
+    confirmation: str | None = None
+    #: Rows still queued after it.
+    remaining: int = 0
+    #: The episode after it: ``status:kind:generation``, ``invalid`` or ``none``.
+    episode: str = "none"
 
     def to_json(self) -> dict[str, object]:
         return {"actor": self.actor, "through": self.through, "generation": self.generation,
                 "consumed": self.consumed, "retired": self.retired, "moved": self.moved,
-                "notices": list(self.notices)}
+                "notices": list(self.notices), "confirmation": self.confirmation,
+                "remaining": self.remaining, "episode": self.episode}
 
 
 # --- drain -----------------------------------------------------------------------------------
@@ -162,14 +189,17 @@ def drain_locked(
     if not mine:
         held = [r.seq for r, c in usable if c == "branch"]
         return DrainResult(actor=actor, notices=tuple(notices), held=grants.held_line(held))
-    through, generation, command = wakedrain.present(conn, actor, max(r.seq for r in mine), suffix)
+    shown = tuple(dedupe(mine))
+    through, generation, command, note = wakedrain.present(
+        conn, actor, max(r.seq for r in mine), suffix, len(shown))
     return DrainResult(
         actor=actor,
-        rows=tuple(dedupe(mine)),
+        rows=shown,
         ack_through=through,
         generation=generation,
         ack_command=command,
         notices=tuple(notices),
+        note=note,
     )
 
 
@@ -180,9 +210,9 @@ def _drain_episode_only(
     presented = wakedrain.episode_only(conn, actor, suffix)
     if presented is None:
         return DrainResult(actor=actor, notices=tuple(notices))
-    through, generation, command = presented
+    through, generation, command, note = presented
     return DrainResult(actor=actor, ack_through=through, generation=generation,
-                       ack_command=command, notices=tuple(notices))
+                       ack_command=command, notices=tuple(notices), note=note)
 
 
 def _require_branch_grant(conn: sqlite3.Connection) -> None:
@@ -270,10 +300,12 @@ def acknowledge_locked(
         )
     suffix = command_suffix(actor, env)
     wakeack.check(conn, actor, cutoff, suffix)
-    consumed, retired, moved, more = wakeack.consume(conn, actor, cutoff, generation, suffix)
+    consumed, retired, moved, more, said = wakeack.consume(conn, actor, cutoff, generation, suffix)
     notices += more
+    remaining, episode = wakeack.after(conn)
     return AckResult(actor=actor, through=cutoff, generation=generation, consumed=consumed,
-                     retired=retired, moved=moved, notices=tuple(notices))
+                     retired=retired, moved=moved, notices=tuple(notices),
+                     confirmation=said, remaining=remaining, episode=episode)
 
 
 __all__ = [
