@@ -81,9 +81,10 @@ def test_turn_end_rows_are_marked_historical_and_skipped_beside_a_status_row(hom
     lines = shown(home, [("signal", "w1.turn-ended", "signal: w1.turn-ended")])
     assert lines[0] == f"{LATEST}w1.status: working: a{historical}"
     lines = shown(home, [("signal", "w2.turn-ended", "signal: w2.turn-ended")])
-    # (then the crew's screen: no tmux server runs here, so one line says so)
-    assert lines[0] == f"{LATEST}w2.turn-ended: (no status line reported){historical}"
-    assert len(lines) == 2 and lines[1].startswith(f"SCREEN w2 (pane p2): not read: error connecting to {NO_TMUX}")
+    # (then the crew's screen: registered by a position never bound, so one line says so)
+    assert lines == [f"{LATEST}w2.turn-ended: (no status line reported){historical}",
+                     "SCREEN w2 (pane p2): not read: registered by a position not bound to a pane "
+                     "yet (the watcher binds it)"]
     lines = shown(home, [("signal", "w1.turn-ended", "x"), ("signal", "w1.status", "y")])
     assert lines[0] == f"{LATEST}w1.status: working: a"
     assert len(lines) == 2 and lines[1].startswith("SCREEN w1 (pane p1): not read: ")
@@ -187,3 +188,34 @@ def test_prepare_then_commit_or_abandon(home: Home) -> None:
     after = prepare(home, [], env={})
     assert after.lines == []
     after.commit()
+
+
+def test_a_screen_reader_that_fails_never_fails_the_presentation(home: Home) -> None:
+    def broken(_home: Home, _env: object, names: object) -> list[tuple[str, str, str | None, str | None]]:
+        raise RuntimeError("tmux exploded")
+
+    out = io.StringIO()
+    present(home, [("signal", "w1.turn-ended", "signal: w1.turn-ended")], out, env={},
+            reader=broken)
+    assert out.getvalue().splitlines()[-1] == "SCREEN w1 (pane ?): not read: RuntimeError: tmux exploded"
+    assert (home.crew_dir / "w1.drain-cursor").exists() is False  # nothing unread to mark
+
+
+def test_the_screens_read_are_the_registered_crews_turn_ends_in_row_order(home: Home) -> None:
+    asked: list[list[str]] = []
+
+    def reader(_home: Home, _env: object, names: list[str]) -> list[tuple[str, str, str | None, str | None]]:
+        asked.append(list(names))
+        return [(name, "%9", f"{name} screen\n\n", None) for name in names]
+
+    out = io.StringIO()
+    present(home, [("signal", "w2.turn-ended", "x"), ("signal", "ghost.turn-ended", "x"),
+                   ("stale", "w1.turn-ended", "x"), ("signal", "w1.turn-ended", "x"),
+                   ("signal", "w2.turn-ended", "again")], out, env={}, reader=reader)
+    assert asked == [["w2", "w1"]]
+    screens = [line for line in out.getvalue().splitlines() if "screen" in line or "SCREEN" in line]
+    assert screens == [
+        "SCREEN w2 (pane %9), its last non-blank line now (the turn ended before):",
+        "  | w2 screen",
+        "SCREEN w1 (pane %9), its last non-blank line now (the turn ended before):",
+        "  | w1 screen"]

@@ -75,7 +75,9 @@ def pane(tmux: list[str], command: str) -> str:
 def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fm_home: Home, tmux: list[str]) -> None:
     socket = {"FM_TMUX_SOCKET": tmux[2]}
     target = pane(tmux, SCREEN)
-    crew.add(fm_home, "w1", target)
+    added = fm(fm_home, "crew", "add", "w1", "--pane", target, **socket)
+    assert added.returncode == 0, added.stderr
+    assert crew.get(fm_home, "w1").pid is not None  # bound to the pane's program
     crew.append_status(fm_home, "w1", "working: the parser")
     assert fm(fm_home, "wake", "append", "signal", "w1.turn-ended", "signal: w1.turn-ended").returncode == 0
     drained = fm(fm_home, "wake", "drain", **socket)
@@ -93,6 +95,18 @@ def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fm_home: Home, tmux
     data = json.loads(fm(fm_home, "wake", "drain", "--json", **socket).stdout)
     assert data["screens"] == [{"crew": "w1", "pane": target, "error": None,
                                 "lines": [line[4:] for line in lines[start + 1:start + 9]]}]
+    # Another program in the crew's pane (same id): it is not the crew's screen, so it is not
+    # read, and one line says why.
+    subprocess.run([*tmux, "respawn-pane", "-k", "-t", target, "sh", "-c",
+                    "echo SECRET of another program; exec sleep 100000"], check=True, timeout=30)
+    eventually("the other program to print", lambda: "SECRET" in subprocess.run(
+        [*tmux, "capture-pane", "-p", "-t", target], capture_output=True, text=True, timeout=30,
+        check=False).stdout)
+    other = fm(fm_home, "wake", "drain", **socket)
+    assert other.returncode == 0 and "SECRET" not in other.stdout
+    assert [line for line in other.stdout.splitlines() if line.startswith("SCREEN ")] == [
+        f"SCREEN w1 (pane {target}): not read: pane {target} no longer runs the program it was "
+        "registered with"]
     # The pane closed: one line says so, and the drain still completes.
     subprocess.run([*tmux, "kill-pane", "-t", target], check=True, timeout=30)
     again = fm(fm_home, "wake", "drain", **socket)
@@ -116,6 +130,17 @@ def test_a_turn_end_whose_screen_cannot_be_read_is_one_line_and_at_most_four_are
     assert screens == [f"SCREEN c{i} (pane %{i + 1}): not read: {why}" for i in range(4)] + [
         "SCREENS: 2 more crews ended a turn; their screens are not shown (at most 4 a drain)"]
     assert acknowledge(fm_home, drained).returncode == 0
+
+
+def test_a_crew_registered_by_a_position_not_bound_yet_is_not_read(fm_home: Home) -> None:
+    # The position may name another crew's pane by now: nothing is read from it.
+    crew.add(fm_home, "pos", "fleet:3.0")
+    assert not crew.get(fm_home, "pos").bound
+    assert fm(fm_home, "wake", "append", "signal", "pos.turn-ended", "signal: pos.turn-ended").returncode == 0
+    drained = fm(fm_home, "wake", "drain")
+    assert [line for line in drained.stdout.splitlines() if line.startswith("SCREEN")] == [
+        "SCREEN pos (pane fleet:3.0): not read: registered by a position not bound to a pane yet "
+        "(the watcher binds it)"]
 
 
 def test_screen_text_is_sanitised_and_bounded() -> None:

@@ -12,8 +12,8 @@ Four parts, each only when it has something to say:
    adds ``; historical / not necessarily the triggering event`` and is skipped when a
    ``.status`` row of the same crew is annotated.
 2. For each registered crew with a drained ``<crew>.turn-ended`` row (at most four), the last
-   eight non-blank lines of its screen, read now through the crew backend's capture of its
-   pane, sanitised and each cut to 200 characters::
+   eight non-blank lines of its screen, read now through the crew backend from the crew's own
+   pane only (:func:`read_screens`), sanitised and each cut to 200 characters::
 
        SCREEN <crew> (pane <pane>), its last <n> non-blank lines now (the turn ended before):
          | <line>
@@ -137,11 +137,15 @@ class Presentation:
 
 
 def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> list[Screen]:
-    """The screens of the registered crews *names*, each read with the crew backend's capture
-    of its registered pane (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
-    :data:`SCREEN_TIMEOUT`). Never raises: a crew whose pane cannot be read gets the reason,
-    and once tmux cannot be asked at all the rest get the same reason unasked."""
+    """The screens of the registered crews *names*, each read from the crew's own pane through
+    the crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
+    :data:`SCREEN_TIMEOUT`), verified as the watcher's reads are
+    (:func:`firstmate.watch.backends.panes.screen`: a pane that no longer runs the crew's
+    program, or a position not bound to a pane yet, is not read). Never raises: a crew whose
+    pane cannot be read gets the reason, and once tmux cannot be asked at all the rest get the
+    same reason unasked."""
     from firstmate.store import crew as crewmod
+    from firstmate.watch.backends.panes import screen
     from firstmate.watch.backends.tmux import TmuxBackend
 
     backend = TmuxBackend.from_env(env)
@@ -150,17 +154,21 @@ def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> li
     unasked: str | None = None
     for name in names:
         try:
-            pane = crewmod.get(home, name).pane
+            member = crewmod.get(home, name)
         except (FirstmateError, OSError) as exc:
             found.append((name, "?", None, f"its registration cannot be read ({exc})"))
             continue
         if unasked is not None:
-            found.append((name, pane, None, unasked))
+            found.append((name, member.shown, None, unasked))
             continue
-        text = backend.capture(pane)
+        if not member.bound:
+            found.append((name, member.shown, None, "registered by a position not bound to a "
+                                                    "pane yet (the watcher binds it)"))
+            continue
+        text = screen(backend, member)
         if text is None and backend.last_exit is None:  # tmux could not be asked at all
             unasked = backend.last_error
-        found.append((name, pane, text, None if text is not None else backend.last_error))
+        found.append((name, member.shown, text, None if text is not None else backend.last_error))
     return found
 
 

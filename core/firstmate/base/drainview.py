@@ -213,8 +213,8 @@ def screen_lines(name: str, pane: str, text: str | None, error: str | None) -> l
     kept = tail(text)
     if not kept:
         return [f"SCREEN {where}: blank"]
-    return [f"SCREEN {where}, its last {len(kept)} non-blank line{'' if len(kept) == 1 else 's'} "
-            "now (the turn ended before):", *[f"  | {one}" for one in kept]]
+    last = "its last non-blank line" if len(kept) == 1 else f"its last {len(kept)} non-blank lines"
+    return [f"SCREEN {where}, {last} now (the turn ended before):", *[f"  | {one}" for one in kept]]
 
 
 def unread(error: str | None) -> str:
