@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from firstmate.base import drainview
 from firstmate.store import crew
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually
+from fleet_support import Fleet
 from wakeq_support import fm, set_episode
 from watch_support import Rig, rig, started_pid
 
@@ -37,22 +35,6 @@ def acknowledge(home: Home, drained: subprocess.CompletedProcess[str],
 # --- a turn end shows the crew's screen (a real tmux server on a private socket) ---------------
 
 
-@pytest.fixture
-def tmux() -> Iterator[list[str]]:
-    """``tmux -L <private socket>``, a server with one session running a shell."""
-    if shutil.which("tmux") is None:
-        pytest.skip("the tmux binary is not installed")
-    base = ["tmux", "-L", f"fmtest-drain-{os.getpid()}-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
-    started = subprocess.run([*base, "new-session", "-d", "-s", "fleet", "-x", "400", "-y", "40",
-                              "sh", "-c", "exec sleep 100000"],
-                             capture_output=True, text=True, timeout=30, check=False)
-    assert started.returncode == 0, started.stderr
-    try:
-        yield base
-    finally:
-        subprocess.run([*base, "kill-server"], capture_output=True, timeout=30, check=False)
-
-
 #: What the crew's pane shows: twelve lines, blanks between some, a colour, a bidi override, a
 #: line longer than the drain keeps.
 SCREEN = ("printf 'line %s\\n\\n' 1 2 3 4 5 6; printf 'colour \\033[31mred\\033[0m\\n'; "
@@ -60,27 +42,26 @@ SCREEN = ("printf 'line %s\\n\\n' 1 2 3 4 5 6; printf 'colour \\033[31mred\\033[
           "exec sleep 100000")
 
 
-def pane(tmux: list[str], command: str) -> str:
-    made = subprocess.run([*tmux, "new-window", "-d", "-t", "fleet:", "-P", "-F", "#{pane_id}",
-                           "sh", "-c", command], capture_output=True, text=True, timeout=30,
-                          check=True)
-    pane_id = made.stdout.strip()
-    eventually("the pane to print its screen", lambda: "END" in subprocess.run(
-        [*tmux, "capture-pane", "-p", "-t", pane_id], capture_output=True, text=True, timeout=30,
-        check=False).stdout)
-    return pane_id
+def shows(fleet: Fleet, target: str, text: str) -> None:
+    eventually(f"pane {target} to show {text!r}",
+               lambda: text in fleet.tmux("capture-pane", "-p", "-t", target).stdout)
 
 
 @pytest.mark.tmux
-def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fm_home: Home, tmux: list[str]) -> None:
-    socket = {"FM_TMUX_SOCKET": tmux[2]}
-    target = pane(tmux, SCREEN)
-    added = fm(fm_home, "crew", "add", "w1", "--pane", target, **socket)
+def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fleet: Fleet) -> None:
+    made = fleet.tmux("new-session", "-d", "-s", "crews", "-x", "400", "-y", "40", "-P", "-F",
+                      "#{pane_id}", "sh", "-c", SCREEN)
+    assert made.returncode == 0, made.stderr
+    target = made.stdout.strip()
+    # (a second pane keeps the server up once the crew's pane is closed)
+    assert fleet.tmux("new-window", "-d", "-t", "crews:", "sh", "-c", "exec sleep 100000").returncode == 0
+    shows(fleet, target, "END")
+    added = fleet.fm("crew", "add", "w1", "--pane", target)
     assert added.returncode == 0, added.stderr
-    assert crew.get(fm_home, "w1").pid is not None  # bound to the pane's program
-    crew.append_status(fm_home, "w1", "working: the parser")
-    assert fm(fm_home, "wake", "append", "signal", "w1.turn-ended", "signal: w1.turn-ended").returncode == 0
-    drained = fm(fm_home, "wake", "drain", **socket)
+    assert crew.get(fleet.home, "w1").pid is not None  # bound to the pane's program
+    crew.append_status(fleet.home, "w1", "working: the parser")
+    assert fleet.fm("wake", "append", "signal", "w1.turn-ended", "signal: w1.turn-ended").returncode == 0
+    drained = fleet.fm("wake", "drain")
     assert drained.returncode == 0, drained.stderr
     lines = drained.stdout.splitlines()
     start = lines.index(f"SCREEN w1 (pane {target}), its last 8 non-blank lines now (the turn "
@@ -92,28 +73,28 @@ def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fm_home: Home, tmux
                                      "necessarily the triggering event")
     assert drained.stderr.startswith("WAKE_ACK_REQUIRED: ")
     # --json: the screen as fields.
-    data = json.loads(fm(fm_home, "wake", "drain", "--json", **socket).stdout)
+    data = json.loads(fleet.fm("wake", "drain", "--json").stdout)
     assert data["screens"] == [{"crew": "w1", "pane": target, "error": None,
                                 "lines": [line[4:] for line in lines[start + 1:start + 9]]}]
     # Another program in the crew's pane (same id): it is not the crew's screen, so it is not
     # read, and one line says why.
-    subprocess.run([*tmux, "respawn-pane", "-k", "-t", target, "sh", "-c",
-                    "echo SECRET of another program; exec sleep 100000"], check=True, timeout=30)
-    eventually("the other program to print", lambda: "SECRET" in subprocess.run(
-        [*tmux, "capture-pane", "-p", "-t", target], capture_output=True, text=True, timeout=30,
-        check=False).stdout)
-    other = fm(fm_home, "wake", "drain", **socket)
+    assert fleet.tmux("respawn-pane", "-k", "-t", target, "sh", "-c",
+                      "echo SECRET of another program; exec sleep 100000").returncode == 0
+    shows(fleet, target, "SECRET")
+    other = fleet.fm("wake", "drain")
     assert other.returncode == 0 and "SECRET" not in other.stdout
     assert [line for line in other.stdout.splitlines() if line.startswith("SCREEN ")] == [
         f"SCREEN w1 (pane {target}): not read: pane {target} no longer runs the program it was "
         "registered with"]
     # The pane closed: one line says so, and the drain still completes.
-    subprocess.run([*tmux, "kill-pane", "-t", target], check=True, timeout=30)
-    again = fm(fm_home, "wake", "drain", **socket)
+    assert fleet.tmux("kill-pane", "-t", target).returncode == 0
+    again = fleet.fm("wake", "drain")
     assert again.returncode == 0, again.stderr
     gone = [line for line in again.stdout.splitlines() if line.startswith("SCREEN ")]
     assert gone == [f"SCREEN w1 (pane {target}): not read: can't find pane: {target}"]
-    assert acknowledge(fm_home, again, **socket).returncode == 0
+    found = ACK.search(again.stderr)
+    assert found is not None
+    assert fleet.fm("wake", "drain", *found.group(1).split()).returncode == 0
 
 
 def test_a_turn_end_whose_screen_cannot_be_read_is_one_line_and_at_most_four_are_read(
