@@ -185,7 +185,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                     raise
                 # A registered crew's turn end is shown with its screen: the full path's.
                 ended = frozenset([name + TURN_ENDED for name in crews])
-                command, note, shown = _transact(conn, db, lambda c: _drain_locked(c, ended))
+                command, note, shown, kinds = _transact(conn, db,
+                                                        lambda c: _drain_locked(c, ended))
             except _Fallback:
                 return False
             finally:
@@ -194,7 +195,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
             lines, snaps = _presentation(state, env, shown) if crews else ([], [])
             from firstmate.base import drainview
 
-            drainview.emit(out, err, shown, note=note, held=None, command=command, context=lines)
+            drainview.emit(out, err, shown, note=note, held=None, command=command, context=lines,
+                           kinds=kinds)
             if snaps:
                 from firstmate.base import crewview
 
@@ -232,10 +234,10 @@ _KEPT: list[object] = []
 
 
 def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
-                  ) -> tuple[str | None, str | None, list[tuple[Any, ...]]]:
+                  ) -> tuple[str | None, str | None, list[tuple[Any, ...]], set[str]]:
     """Claim and present main's rows: the acknowledgement command, if one is owed, the
-    episode's plain note and the rows shown (deduped). A signal row keyed by one of *ended*
-    (a registered crew's turn end) is the full path's."""
+    episode's plain note, the rows shown (deduped) and their kinds. A signal row keyed by one
+    of *ended* (a registered crew's turn end) is the full path's."""
     import gc
 
     from firstmate.base import wakedrain
@@ -257,8 +259,9 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if not rows:
             presented = wakedrain.episode_only(conn, "main", "")
-            return (None, None, []) if presented is None else (presented[2], presented[3], [])
-        flags, shown = _lines(rows, ended)
+            return (None, None, [], set()) if presented is None else (
+                presented[2], presented[3], [], set())
+        flags, shown, kinds = _lines(rows, ended)
         # Kept, not freed: ``fm wake drain`` leaves without its teardown once it printed
         # (cli.main.leave_at_once), and freeing the rows' objects one by one would cost it
         # as much as deduping them. A caller in the same process frees them on its next drain.
@@ -269,14 +272,15 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
     if flags != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
     presented = wakedrain.present(conn, "main", rows[-1][0], "", len(shown))
-    return presented[2], presented[3], shown
+    return presented[2], presented[3], shown, kinds
 
 
 def _lines(rows: list[tuple[Any, ...]], ended: frozenset[str] = frozenset()
-           ) -> tuple[set[int], list[tuple[Any, ...]]]:
+           ) -> tuple[set[int], list[tuple[Any, ...]], set[str]]:
     """The flags found on *rows* (``seq, kind, key, payload, flag``, the flag as
-    :data:`_FLAG_SQL` makes it) and the rows the drain shows (deduped); a signal row keyed by
-    one of *ended* hands over. Whole columns at a time (C loops, not a Python one per row)."""
+    :data:`_FLAG_SQL` makes it), the rows the drain shows (deduped) and their kinds; a signal
+    row keyed by one of *ended* hands over. Whole columns at a time (C loops, not a Python one
+    per row)."""
     seqs, kinds, keys, payloads, flags = zip(*rows, strict=True)
     if ended and not ended.isdisjoint(keys) and any(
             kind == "signal" and key in ended for kind, key in zip(kinds, keys, strict=True)):
@@ -296,7 +300,7 @@ def _lines(rows: list[tuple[Any, ...]], ended: frozenset[str] = frozenset()
     # one kind (the usual case) are told apart by their keys alone: no pair made per row.
     index = by if len(kind_set) == 1 else zip(kinds, by, strict=True)
     shown = list(dict(zip(index, rows, strict=True)).values())
-    return flag_set, shown
+    return flag_set, shown, kind_set
 
 
 def acknowledge(env: Mapping[str, str], through: int, generation: str, out: TextIO,

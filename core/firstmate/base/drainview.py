@@ -31,7 +31,7 @@ from firstmate.base.wakeinput import clean
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Collection, Iterable, Iterator, Sequence
     from typing import Any, TextIO
 
     from firstmate.base.episoderow import State
@@ -84,17 +84,21 @@ def line(seq: int, kind: str, key: str, payload: str) -> str:
     return f"  #{seq} [{key}] {payload}"
 
 
-def sections(rows: Sequence[tuple[Any, ...]]) -> list[tuple[str, Sequence[tuple[Any, ...]]]]:
+def sections(rows: Sequence[tuple[Any, ...]], kinds: Collection[str] | None = None
+             ) -> list[tuple[str, Sequence[tuple[Any, ...]]]]:
     """*rows* (``(seq, kind, key, payload, ...)``) grouped by kind, in section order (a kind
-    the queue would refuse last), each group in the order given."""
-    kinds = list(dict.fromkeys([row[1] for row in rows]))
+    the queue would refuse last), each group in the order given; *kinds*, when the caller
+    knows them, are the rows' kinds."""
+    kinds = {row[1] for row in rows} if kinds is None else set(kinds)
     if len(kinds) < 2:  # the usual case: no copy of the rows
-        return [(kinds[0], rows)] if kinds else []
-    kinds.sort(key=lambda kind: ORDER.index(kind) if kind in ORDER else len(ORDER))
-    return [(kind, [row for row in rows if row[1] == kind]) for kind in kinds]
+        return [(kinds.pop(), rows)] if kinds else []
+    order = [kind for kind in ORDER if kind in kinds]
+    if len(order) < len(kinds):  # a kind the queue would refuse: last, in first-seen order
+        order += dict.fromkeys([row[1] for row in rows if row[1] not in ORDER])
+    return [(kind, [row for row in rows if row[1] == kind]) for kind in order]
 
 
-def pieces(rows: Sequence[tuple[Any, ...]]) -> Iterator[str]:
+def pieces(rows: Sequence[tuple[Any, ...]], kinds: Collection[str] | None = None) -> Iterator[str]:
     """The row sections of *rows* (``(seq, kind, key, payload, ...)``, deduped), each line
     ending in a newline, in pieces of :data:`PIECE_ROWS` rows. A piece of printable ASCII
     (which :func:`~firstmate.base.wakeinput.clean` leaves as it is) is built at once. Each
@@ -102,12 +106,18 @@ def pieces(rows: Sequence[tuple[Any, ...]]) -> Iterator[str]:
     process: a piece written and dropped before the next is built lends that one its memory
     (its strings, its bytes, the stream's encoding of it) instead of the process faulting in
     new pages for the whole text."""
-    for kind, group in sections(rows):
+    for kind, group in sections(rows, kinds):
         yield header(kind, len(group)) + "\n"
         for start in range(0, len(group), PIECE_ROWS):
             part = group[start:start + PIECE_ROWS]
-            joined = "".join([f"  #{r[0]} {r[3]}\n" if r[2] in r[3] else f"  #{r[0]} [{r[2]}] {r[3]}\n"
-                              for r in part])
+            # Unpacked by their exact width (the fast path's rows carry a fifth field): a loop
+            # that unpacks costs less than one that indexes, at thousands of rows.
+            if len(part[0]) == 5:
+                joined = "".join([f"  #{s} {p}\n" if k in p else f"  #{s} [{k}] {p}\n"
+                                  for s, _kind, k, p, _flag in part])
+            else:
+                joined = "".join([f"  #{r[0]} {r[3]}\n" if r[2] in r[3]
+                                  else f"  #{r[0]} [{r[2]}] {r[3]}\n" for r in part])
             if not plain(joined, len(part)):
                 joined = "".join([line(r[0], r[1], r[2], r[3]) + "\n" for r in part])
             yield joined
@@ -161,15 +171,17 @@ def episode_note(state: State, rows: int, oldest: float | None) -> str | None:
 
 
 def emit(out: TextIO, err: TextIO, rows: Sequence[tuple[Any, ...]], *, note: str | None,
-         held: str | None, command: str | None, context: Sequence[str]) -> None:
+         held: str | None, command: str | None, context: Sequence[str],
+         kinds: Collection[str] | None = None) -> None:
     """Print a drain (see the module docstring): *rows* are the deduped
-    ``(seq, kind, key, payload, ...)``, *note* the episode's line, *held* the supervision
-    branch's, *command* the acknowledgement owed (None: none), *context* the lines after the
-    rows. Everything is written and flushed when it returns."""
+    ``(seq, kind, key, payload, ...)`` (*kinds* their kinds, when the caller knows them),
+    *note* the episode's line, *held* the supervision branch's, *command* the acknowledgement
+    owed (None: none), *context* the lines after the rows. Everything is written and flushed
+    when it returns."""
     if note:
         out.write(note + "\n")
     # Built as they are written, one piece at a time (pieces says why).
-    for piece in pieces(rows):
+    for piece in pieces(rows, kinds):
         out.write(piece)
     if held:
         out.write(held + "\n")
