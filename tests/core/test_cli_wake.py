@@ -59,8 +59,8 @@ def test_drain_prints_rows_on_stdout_and_exactly_the_ack_line_on_stderr(fm_home:
         "script signalled): read each one and act on it.\n"
         "  #3 [t1.status] second\n"
         "STALE PANES (1 row): a crew's screen stopped changing while it did not look busy, so it "
-        "may be stuck or waiting for input: look at its pane, then steer it (fm crew steer NAME "
-        '"...") or stop it (fm crew stop NAME).\n'
+        "may be stuck or waiting for input: look at its screen (fm crew peek NAME), then steer "
+        'it (fm crew steer NAME "...") or stop it (fm crew stop NAME).\n'
         "  #2 stale: w1\n")
     assert out.stderr == ACK_RE.format(3, gen)
     acked = fm(fm_home, "wake", "drain", "--ack-through", "3", "--recovery-generation", gen)

@@ -83,8 +83,8 @@ def test_turn_end_rows_are_marked_historical_and_skipped_beside_a_status_row(hom
     lines = shown(home, [("signal", "w2.turn-ended", "signal: w2.turn-ended")])
     # (then the crew's screen: registered by a position never bound, so one line says so)
     assert lines == [f"{LATEST}w2.turn-ended: (no status line reported){historical}",
-                     "SCREEN w2 (pane p2): not read: registered by a position not bound to a pane "
-                     "yet (the watcher binds it)"]
+                     "SCREEN w2 (pane p2): not read: pane p2 is a position no pane is bound to "
+                     "yet (fm crew list binds it)"]
     lines = shown(home, [("signal", "w1.turn-ended", "x"), ("signal", "w1.status", "y")])
     assert lines[0] == f"{LATEST}w1.status: working: a"
     assert len(lines) == 2 and lines[1].startswith("SCREEN w1 (pane p1): not read: ")

@@ -42,6 +42,11 @@ SCREEN = ("printf 'line %s\\n\\n' 1 2 3 4 5 6; printf 'colour \\033[31mred\\033[
           "exec sleep 100000")
 
 
+def subprocess_pid(fleet: Fleet, target: str) -> int:
+    """The pid of the program in pane *target* now."""
+    return int(fleet.tmux("display-message", "-p", "-t", target, "#{pane_pid}").stdout)
+
+
 def shows(fleet: Fleet, target: str, text: str) -> None:
     eventually(f"pane {target} to show {text!r}",
                lambda: text in fleet.tmux("capture-pane", "-p", "-t", target).stdout)
@@ -68,7 +73,7 @@ def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fleet: Fleet) -> No
                         "ended before):")
     assert lines[start + 1:start + 9] == [
         "  | line 4", "  | line 5", "  | line 6", "  | colour red", "  | bidi evil",
-        "  | " + "0" * 200, "  | line 7", "  | END"]
+        "  | " + "0" * 199 + "\u2026", "  | line 7", "  | END"]
     assert lines[start - 1].endswith("w1.status: working: the parser; historical / not "
                                      "necessarily the triggering event")
     assert drained.stderr.startswith("WAKE_ACK_REQUIRED: ")
@@ -84,14 +89,14 @@ def test_a_turn_end_shows_the_last_lines_of_the_crews_screen(fleet: Fleet) -> No
     other = fleet.fm("wake", "drain")
     assert other.returncode == 0 and "SECRET" not in other.stdout
     assert [line for line in other.stdout.splitlines() if line.startswith("SCREEN ")] == [
-        f"SCREEN w1 (pane {target}): not read: pane {target} no longer runs the program it was "
-        "registered with"]
+        f"SCREEN w1 (pane {target}): not read: pane {target} now runs another program (pid "
+        f"{subprocess_pid(fleet, target)}, not the registered {crew.get(fleet.home, 'w1').pid})"]
     # The pane closed: one line says so, and the drain still completes.
     assert fleet.tmux("kill-pane", "-t", target).returncode == 0
     again = fleet.fm("wake", "drain")
     assert again.returncode == 0, again.stderr
     gone = [line for line in again.stdout.splitlines() if line.startswith("SCREEN ")]
-    assert gone == [f"SCREEN w1 (pane {target}): not read: can't find pane: {target}"]
+    assert gone == [f"SCREEN w1 (pane {target}): not read: pane {target} is gone"]
     found = ACK.search(again.stderr)
     assert found is not None
     assert fleet.fm("wake", "drain", *found.group(1).split()).returncode == 0
@@ -107,7 +112,7 @@ def test_a_turn_end_whose_screen_cannot_be_read_is_one_line_and_at_most_four_are
     drained = fm(fm_home, "wake", "drain", **no_tmux)
     assert drained.returncode == 0, drained.stderr
     screens = [line for line in drained.stdout.splitlines() if line.startswith("SCREEN")]
-    why = f"tmux binary '{tmp_path / 'no-tmux'}' not found (set FM_TMUX)"
+    why = f"tmux could not be asked: tmux binary '{tmp_path / 'no-tmux'}' not found (set FM_TMUX)"
     assert screens == [f"SCREEN c{i} (pane %{i + 1}): not read: {why}" for i in range(4)] + [
         "SCREENS: 2 more crews ended a turn; their screens are not shown (at most 4 a drain)"]
     assert acknowledge(fm_home, drained).returncode == 0
@@ -120,8 +125,18 @@ def test_a_crew_registered_by_a_position_not_bound_yet_is_not_read(fm_home: Home
     assert fm(fm_home, "wake", "append", "signal", "pos.turn-ended", "signal: pos.turn-ended").returncode == 0
     drained = fm(fm_home, "wake", "drain")
     assert [line for line in drained.stdout.splitlines() if line.startswith("SCREEN")] == [
-        "SCREEN pos (pane fleet:3.0): not read: registered by a position not bound to a pane yet "
-        "(the watcher binds it)"]
+        "SCREEN pos (pane fleet:3.0): not read: pane fleet:3.0 is a position no pane is bound to "
+        "yet (fm crew list binds it)"]
+
+
+def test_a_crew_of_another_host_is_not_read_here(fm_home: Home) -> None:
+    from firstmate.app.drain_context import read_screens
+    from firstmate.fleet.names import remote_pane
+
+    crew.add(fm_home, "far", remote_pane("hostb", "%3"))
+    assert read_screens(fm_home, {"FM_TMUX": "/nonexistent/tmux"}, ["far"]) == [
+        ("far", crew.get(fm_home, "far").shown, None,
+         "the crew works on host hostb, whose panes are not reachable from here")]
 
 
 def test_screen_text_is_sanitised_and_bounded() -> None:

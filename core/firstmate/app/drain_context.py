@@ -12,8 +12,8 @@ Four parts, each only when it has something to say:
    adds ``; historical / not necessarily the triggering event`` and is skipped when a
    ``.status`` row of the same crew is annotated.
 2. For each registered crew with a drained ``<crew>.turn-ended`` row (at most four), the last
-   eight non-blank lines of its screen, read now through the crew backend from the crew's own
-   pane only (:func:`read_screens`), sanitised and each cut to 200 characters::
+   eight non-blank lines of its screen, read now as ``fm crew peek`` reads it, from the crew's
+   own pane only (:func:`read_screens`), sanitised and each cut to 200 characters::
 
        SCREEN <crew> (pane <pane>), its last <n> non-blank lines now (the turn ended before):
          | <line>
@@ -72,6 +72,9 @@ DEFAULT_LOCK_TIMEOUT = 10
 #: Longest any one tmux call for a turn-end screen may take (seconds), whatever
 #: ``FM_TMUX_TIMEOUT`` allows: the presentation lock is held meanwhile.
 SCREEN_TIMEOUT = 2.0
+#: Lines of a turn-end screen read (scrollback included), of which the drain shows the last
+#: non-blank ones (:data:`firstmate.base.drainview.SCREEN_LINES`).
+SCREEN_READ = 50
 
 #: One crew's screen as read: ``(crew, pane, text or None, why it could not be read)``.
 Screen = tuple[str, str, "str | None", "str | None"]
@@ -137,16 +140,17 @@ class Presentation:
 
 
 def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> list[Screen]:
-    """The screens of the registered crews *names*, each read from the crew's own pane through
-    the crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
-    :data:`SCREEN_TIMEOUT`), verified as the watcher's reads are
-    (:func:`firstmate.watch.backends.panes.screen`: a pane that no longer runs the crew's
-    program, or a position not bound to a pane yet, is not read). Never raises: a crew whose
-    pane cannot be read gets the reason, and once tmux cannot be asked at all the rest get the
-    same reason unasked."""
+    """The screens of the registered crews *names*, each read as ``fm crew peek`` reads it
+    (:func:`firstmate.watch.backends.screen.tail`: from the pane the crew is bound to only, not
+    a pane that is gone or runs another program now, nor a position not bound yet), through the
+    crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
+    :data:`SCREEN_TIMEOUT`). Never raises: a crew whose pane cannot be read gets the reason (a
+    crew of another host: its panes are not reachable from here), and once tmux cannot be asked
+    at all the rest get the same reason unasked."""
+    from firstmate.fleet.names import remote_host
     from firstmate.store import crew as crewmod
-    from firstmate.watch.backends.panes import screen
-    from firstmate.watch.backends.tmux import TmuxBackend
+    from firstmate.watch.backends import screen
+    from firstmate.watch.backends.tmux import UNKNOWN, TmuxBackend
 
     backend = TmuxBackend.from_env(env)
     backend.timeout = min(backend.timeout, SCREEN_TIMEOUT)
@@ -158,17 +162,22 @@ def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> li
         except (FirstmateError, OSError) as exc:
             found.append((name, "?", None, f"its registration cannot be read ({exc})"))
             continue
+        host = remote_host(member.pane)
+        if host is not None:
+            found.append((name, member.shown, None, f"the crew works on host {host}, whose panes "
+                                                    "are not reachable from here"))
+            continue
         if unasked is not None:
             found.append((name, member.shown, None, unasked))
             continue
-        if not member.bound:
-            found.append((name, member.shown, None, "registered by a position not bound to a "
-                                                    "pane yet (the watcher binds it)"))
-            continue
-        text = screen(backend, member)
-        if text is None and backend.last_exit is None:  # tmux could not be asked at all
-            unasked = backend.last_error
-        found.append((name, member.shown, text, None if text is not None else backend.last_error))
+        shown = screen.tail(backend, member, SCREEN_READ, drainview.SCREEN_CHARS)
+        if shown.read:
+            found.append((name, member.shown, "\n".join(shown.lines), None))
+        elif shown.state == UNKNOWN:
+            unasked = f"tmux could not be asked: {shown.why}"
+            found.append((name, member.shown, None, unasked))
+        else:
+            found.append((name, member.shown, None, f"pane {member.shown} {shown.why}"))
     return found
 
 
@@ -248,6 +257,6 @@ def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, s
 
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
-           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SCREEN_TIMEOUT", "SECTION_BYTES", "UNREAD_HEADER",
-           "Presentation", "Row", "RowLike", "Screen", "ScreenReader", "lock_timeout", "prepare",
+           "ITEM_BYTES", "LATEST", "LOCK_NAME", "SCREEN_READ", "SCREEN_TIMEOUT", "SECTION_BYTES",
+           "UNREAD_HEADER", "Presentation", "Row", "RowLike", "Screen", "ScreenReader", "lock_timeout", "prepare",
            "present", "read_screens"]

@@ -44,8 +44,8 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("check", "CHECKS", "a registered state check reported (fm check list shows them): fix what "
      "its reason names"),
     ("stale", "STALE PANES", "a crew's screen stopped changing while it did not look busy, so it "
-     "may be stuck or waiting for input: look at its pane, then steer it (fm crew steer NAME "
-     '"...") or stop it (fm crew stop NAME)'),
+     "may be stuck or waiting for input: look at its screen (fm crew peek NAME), then steer it "
+     '(fm crew steer NAME "...") or stop it (fm crew stop NAME)'),
     ("heartbeat", "HEARTBEAT", "nothing woke you for a long while: look over the fleet "
      "(fm status, fm crew list) and check on crews that went quiet"),
 )

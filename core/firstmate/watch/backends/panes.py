@@ -31,8 +31,7 @@ from firstmate.store.home import Home
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, PaneFact, PaneListing
 
-__all__ = ["Verdict", "bind_position", "busy", "fact_of", "holder", "judge", "screen",
-           "start_ticks"]
+__all__ = ["Verdict", "bind_position", "busy", "fact_of", "holder", "judge", "start_ticks"]
 
 
 def start_ticks(pid: int) -> int | None:
@@ -81,34 +80,21 @@ def fact_of(listing: PaneListing, member: crewmod.Crew) -> PaneFact | None:
     return None if pane is None else listing.facts.get(pane)
 
 
-def screen(backend: CrewBackend, member: crewmod.Crew) -> str | None:
-    """What *member*'s pane shows now, read from its own pane only: with a program recorded,
-    in the same tmux call that checks the pane still runs that pid (a pane that does not is not
-    read); a registration by a position not bound yet (the watcher binds it at its next look at
-    the panes) is not read from a pane that may be another crew's. None when it is not read
-    (the backend's ``last_error`` says why, except for an unbound position). Never raises."""
+def busy(backend: CrewBackend, member: crewmod.Crew) -> bool:
+    """Positive evidence that *member*'s agent is working, read from its own pane only: with a
+    program recorded, the pane is read in the same tmux call that checks it still runs that pid
+    (a pane that does not is never busy); a registration by a position not bound yet (the
+    watcher binds it at its next look at the panes) is not read from a pane that may be another
+    crew's. Never raises (a broken backend is no evidence)."""
     try:
         bound = getattr(backend, "capture_bound", None)
-        if callable(bound):
+        judge_text = getattr(backend, "busy_in", None)
+        if callable(bound) and callable(judge_text):
             if not member.bound:
-                return None
+                return False
             if member.pid is not None:
                 content = bound(member.pane, member.pid)
-                return content if isinstance(content, str) else None
-        return backend.capture(member.pane)
-    except Exception:
-        return None
-
-
-def busy(backend: CrewBackend, member: crewmod.Crew) -> bool:
-    """Positive evidence that *member*'s agent is working, read from its own pane only
-    (:func:`screen`: a pane that no longer runs the crew's program is never busy). Never
-    raises (a broken backend is no evidence)."""
-    try:
-        judge_text = getattr(backend, "busy_in", None)
-        if callable(getattr(backend, "capture_bound", None)) and callable(judge_text):
-            content = screen(backend, member)
-            return content is not None and bool(judge_text(content))
+                return content is not None and bool(judge_text(content))
         return bool(backend.busy(member.pane))
     except Exception:
         return False
