@@ -14,7 +14,8 @@ always the same, whoever calls them:
    (:func:`firstmate.base.episoderow.publish_downtime`), allocates the sequence numbers and
    inserts its row and the ones that rode with it; ``COMMIT`` (so a queued row never exists
    without its episode); releases the lock;
-4. ring the watcher's doorbell.
+4. ring the watcher's doorbell, at once after the ``COMMIT`` (before the lock is released and
+   the followers are told their numbers, so the watcher wakes while the leader tidies up).
 
 A disk that fails step 3 gets up to three tries on the same connection, each failed commit
 settled first (:mod:`firstmate.base.dbfault`), so no try inserts a row twice, and the error of the
@@ -68,8 +69,9 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
 
     POSIX only (``flock``). *kind*, *key* and *payload* must already be validated; *token* is
     this process's identity token for the lock's owner record (read from ``/proc/self`` when
-    not given). Waits for both locks as long as it must. Does not ring the doorbell (the caller
-    does, after this returns).
+    not given). Waits for both locks as long as it must. Rings the doorbell as soon as its
+    transaction commits (before it lets go of the queue lock); a row another producer's commit
+    took was rung by that producer.
 
     Producers take turns before the queue lock (:mod:`firstmate.base.appendspool`). One that
     finds no commit in progress leads: it takes the queue lock and commits, in one transaction,
@@ -131,7 +133,7 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     to be at the current schema (nothing was written: the caller appends through the store)."""
     import fcntl
 
-    from firstmate.base import appendspool, ownerlock
+    from firstmate.base import appendspool, bell, ownerlock
     from firstmate.base.safepaths import open_private
 
     kind, key, payload = row
@@ -196,6 +198,9 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
             ownerlock.write_record(fd, lock_path, "queue", root, token)
             seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
                                 note)
+            # The rows are durable: the watcher is rung now, and wakes while this leader lets
+            # go of the queue lock and tells its followers their numbers.
+            bell.ring_address(bell.address_of(state))
         finally:
             ownerlock.release(fd)
         if note >= 0:
@@ -353,7 +358,6 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
     that goes on appending leaves it to the collector: closing the last connection checkpoints
     and removes the write-ahead log, work its next append would pay for again.
     """
-    from firstmate.base import bell
     from firstmate.base.homemark import ensure_home
     from firstmate.base.homeroot import find_root
     from firstmate.base.procself import current_fields
@@ -379,8 +383,7 @@ def append(kind: str, key: str, payload: str, env: Mapping[str, str] | None = No
             lazy.close()
     if seq is None:
         return fallback(root, kind, key, payload)
-    bell.ring_address(bell.address_of(state))
-    return seq
+    return seq  # (the commit that took the row rang the doorbell)
 
 
 __all__ = ["append", "commit", "commit_locked", "insert"]

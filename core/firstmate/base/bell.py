@@ -17,6 +17,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import _socket
     from collections.abc import Callable
     from typing import TypeVar
 
@@ -54,22 +55,34 @@ def reach(path: str, use: Callable[[str], T]) -> T:
         os.close(fd)
 
 
+#: This process's ringing socket, made at its first ring and kept: ``(pid, socket)``. (An
+#: unconnected datagram socket names its target on each send, so one serves every bell.)
+_ringer: tuple[int, _socket.socket] | None = None
+
+
 def ring_address(addr: str) -> None:
     """Wake whoever listens on the socket file *addr*. Never raises, never blocks."""
+    global _ringer
     # _socket, not socket: the socket module builds enums at import, which a hot path cannot pay.
     import _socket
 
-    try:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
-    except OSError:
-        return
-    try:
-        sock.setblocking(False)
+    pid = os.getpid()
+    if _ringer is None or _ringer[0] != pid:  # (a forked child makes its own)
+        try:
+            made = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM | _socket.SOCK_NONBLOCK
+                                  | _socket.SOCK_CLOEXEC)
+        except (OSError, AttributeError):  # (a platform without the flags: a plain one)
+            try:
+                made = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+                made.setblocking(False)
+            except OSError:
+                return
+        _ringer = (pid, made)
+    sock = _ringer[1]
+    try:  # noqa: SIM105 - contextlib costs the append path an import
         reach(addr, lambda target: sock.sendto(b"!", target))
     except OSError:  # nobody listens (no watcher, or a stale socket), or the queue is full
         pass
-    finally:
-        sock.close()
 
 
 def ring(home: Home) -> None:

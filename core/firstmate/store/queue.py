@@ -103,12 +103,11 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
     from firstmate.store.identity import current
 
     kind, key, payload = validate(kind, key, payload)
-    if os.name == "posix":
-        seq = appendpath.commit(db.connection(), db.path, db.home.lock_path("queue"),
-                                db.home.root, kind, key, payload, at=at, token=current().token())
-    else:  # pragma: no cover - portalocker's lock, through FileLock
-        with locked(db) as conn:
-            seq = appendpath.insert(conn, kind, key, payload, at)
+    if os.name == "posix":  # (it rings the doorbell the moment the row is committed)
+        return appendpath.commit(db.connection(), db.path, db.home.lock_path("queue"),
+                                 db.home.root, kind, key, payload, at=at, token=current().token())
+    with locked(db) as conn:  # pragma: no cover - portalocker's lock, through FileLock
+        seq = appendpath.insert(conn, kind, key, payload, at)
     from firstmate.base import bell
 
     bell.ring(db.home)

@@ -122,7 +122,7 @@ def disposable_checkout(code: Path, env: Mapping[str, str]) -> Path | None:
     return None
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
+def _file_id(path: str | Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -171,6 +171,8 @@ class Watcher:
     _triage: BoundedLog | None = None
     _noted: set[str] = attrs.Factory(set)
     _ready_fd: int | None = None
+    #: The beacon's path (made once: the loop touches it on every poll).
+    _beacon: str | None = None
 
     def __attrs_post_init__(self) -> None:
         # The ready pipe is ours alone: take it out of the environment our checks inherit.
@@ -326,36 +328,45 @@ class Watcher:
         # (queued rows, checks, crew lines). So slow timer-driven work (pane reads) never stands
         # between an append and its wake, and a deadline of one source costs no other's work.
         on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
+        # The paths each poll looks at, made once.
+        grounds = (home.root, home.state, code)
+        db_path = os.fspath(home.db)
         due: dict[int, float] = {}
         full_at = 0.0
         rang = False
         number = 0
         while True:
             number += 1
-            self._touch_beacon()
+            now = time.time()
+            if now >= full_at:
+                chosen, full_at = self.sources, now + poll_every
+            else:
+                chosen = [s for s in self.sources if (rang and s in on_bell)
+                          or due.get(id(s), math.inf) <= now]
+            # A poll that only answers the doorbell touches the beacon after its sources: a
+            # wake removes the beacon anyway, and every other poll (one at least each FM_POLL,
+            # well inside the grace) touches it first.
+            answer_only = number > 1 and all(s in on_bell for s in chosen)
+            if not answer_only:
+                self._touch_beacon()
             if number == 1:
                 self._notify_ready()
-            gone = missing_ground(home, code)
+            gone = next((path for path in grounds if not os.path.isdir(path)), None)
             if gone is not None:
                 self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
                 # Downtime is published only where it can land: with state/ gone there is no
                 # store left to record it in (only this code directory may have gone).
                 return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
-            if self.db_file is not None and _file_id(home.db) != self.db_file:
+            if self.db_file is not None and _file_id(db_path) != self.db_file:
                 self._say(f"watcher: FAILED - {home.db} was removed or replaced while the "
                           "watcher ran; ending this cycle (the next fm arm opens the current "
                           "database)")
                 # Nothing is published: the file this cycle holds is no longer the queue.
                 return self._finish(ExitCode.STATE, publish=False)
-            ctx = PollContext(home=home, env=self.env, now=time.time(), poll=number,
+            ctx = PollContext(home=home, env=self.env, now=now, poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq,
                               rung=self.bell.pending, bell_fd=self.bell.fileno())
-            if ctx.now >= full_at:
-                chosen, full_at = self.sources, ctx.now + poll_every
-            else:
-                chosen = [s for s in self.sources if (rang and s in on_bell)
-                          or due.get(id(s), math.inf) <= ctx.now]
             for index, source in enumerate(chosen):
                 if index and self.bell.pending():
                     # A ring during this pass (a queued row, a crew line) is answered before the
@@ -376,6 +387,8 @@ class Watcher:
                     return wake
                 if wake is not None:
                     return self._close(source, wake, ctx)
+            if answer_only:
+                self._touch_beacon()
             due = self._dues(ctx)
             rang = self.bell.wait(max(MIN_WAIT, min([full_at, *due.values()]) - time.time()))
 
@@ -407,8 +420,10 @@ class Watcher:
 
     def _touch_beacon(self) -> None:
         assert self.home is not None
+        if self._beacon is None:
+            self._beacon = os.fspath(self.home.beacon)
         try:
-            fd = open_private(self.home.beacon, os.O_WRONLY | os.O_CREAT)
+            fd = open_private(self._beacon, os.O_WRONLY | os.O_CREAT)
         except FirstmateError:
             return  # the ground check right after names what is wrong
         try:

@@ -25,6 +25,8 @@ from typing import ClassVar
 
 import attrs
 
+from firstmate.base.dbconn import about_the_file, translate
+from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
 from firstmate.store.database import Store, kv_get, kv_set
 from firstmate.store.home import Home
 from firstmate.watch.sources.base import WAKE_KINDS, PollContext, Wake
@@ -33,6 +35,14 @@ from firstmate.watch.sources.base import WAKE_KINDS, PollContext, Wake
 WATERMARK_KEY = "watch.watermark"
 
 _REASON = re.compile(r"(signal:|stale:|check:|heartbeat($|:))")
+
+#: The stored watermark with every never-presented usable row above a given sequence, in
+#: order (the watermark alone, with NULL row fields, when there is none).
+_ROWS = (
+    "SELECT m.value, seq, kind, key, payload FROM "
+    "(SELECT (SELECT value FROM kv WHERE key = ?) AS value) AS m "
+    f"LEFT JOIN wakes ON seq > ? AND {UNCLAIMED_SQL} AND {VALID_SQL} ORDER BY seq"
+)
 
 
 def reason_line(kind: str, payload: str) -> str:
@@ -69,27 +79,44 @@ class QueuedSource:
     #: Polled when the doorbell rings: an append rings it.
     doorbell: ClassVar[bool] = True
     _covered: int = attrs.field(default=0, init=False)
+    #: The stored watermark as last read, and its value: ``(raw text or None, sequence)``.
+    _mark: tuple[str | None, int] | None = attrs.field(default=None, init=False)
     _store: Store | None = attrs.field(default=None, init=False, repr=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
-        from firstmate.store.queue import VALID_SQL
-
         if self._store is None:
             self._store = Store(self.home)
-        with self._store.reading() as conn:
-            mark = read_watermark(conn)
-            rows = conn.execute(
-                "SELECT seq, kind, key, payload FROM wakes WHERE seq > ? "
-                f"AND (claim IS NULL OR claim NOT IN ('main', 'branch')) AND {VALID_SQL} "
-                "ORDER BY seq",
-                (mark,),
-            ).fetchall()
+        rows = self._rows()
         if not rows:
             self._covered = 0
             return None
         _, kind, key, payload = rows[0]
         self._covered = int(rows[-1][0])
         return Wake(str(kind), str(key), reason_line(str(kind), str(payload)), append=False)
+
+    def _rows(self) -> list[tuple[int, str, str, str]]:
+        """The never-presented rows above the watermark, in order: one statement, which reads
+        the watermark with them. The rows are selected above the watermark this source read
+        last (it moves only when a watcher closes); when the stored one differs, they are read
+        again above that one."""
+        assert self._store is not None
+        conn = self._store.connection()
+        try:
+            if self._mark is not None:
+                raw, mark = self._mark
+                found = conn.execute(_ROWS, (WATERMARK_KEY, mark)).fetchall()
+                if found and found[0][0] == raw:
+                    return [row[1:] for row in found if row[1] is not None]
+            with self._store.reading() as conn:
+                raw = kv_get(conn, WATERMARK_KEY)
+                mark = read_watermark(conn)
+                found = conn.execute(_ROWS, (WATERMARK_KEY, mark)).fetchall()
+        except sqlite3.Error as exc:
+            if about_the_file(exc):
+                raise translate(self._store.path, exc) from exc
+            raise
+        self._mark = (raw, mark)
+        return [row[1:] for row in found if row[1] is not None]
 
     def commit(self, wake: Wake, ctx: PollContext) -> None:
         # The watermark moves with the delivery record (watcher close), not here.
