@@ -544,3 +544,63 @@ def test_many_producers_each_get_the_number_of_their_own_row(fm_home: Home) -> N
     assert len(table) == len(rows(fm_home)) == 12 * 60  # no row twice
     assert table == told
     assert spooled(fm_home) == []
+
+
+def test_an_uncontended_append_leads_without_announcing_and_changes_no_directory(
+    fm_home: Home
+) -> None:
+    open_store(fm_home).close()
+    assert append_cli(fm_home, "first").returncode == 0  # (makes the spool and its gate)
+    folder = Path(appendspool.spool_dir(fm_home.state))
+    before = os.stat(folder).st_mtime_ns
+    time.sleep(0.05)  # past the file system's timestamp granularity, so a change would show
+    assert append_cli(fm_home, "second").returncode == 0
+    # No announcement was created, renamed or removed: the commit's fsync carries no directory
+    # change of the spool's.
+    assert os.stat(folder).st_mtime_ns == before
+    assert [k for _s, _k, k, _p, _c in rows(fm_home)] == ["first", "second"]
+
+
+def test_leading_at_once_takes_the_free_queue_lock_only_with_no_commit_in_progress(
+    fm_home: Home
+) -> None:
+    open_store(fm_home).close()
+    lock_path = fm_home.lock_path("queue")
+    fd = appendspool.lead_at_once(fm_home.state, lock_path)
+    assert fd >= 0
+    try:
+        # The queue lock is held (by that descriptor), so nobody else leads at once.
+        assert appendspool.lead_at_once(fm_home.state, lock_path) == -1
+    finally:
+        os.close(fd)
+    lead = appendspool.committing(fm_home.state)
+    lead.__enter__()  # an announced commit in progress: its followers ride it instead
+    try:
+        assert appendspool.lead_at_once(fm_home.state, lock_path) == -1
+    finally:
+        lead.__exit__(None, None, None)
+
+
+def test_producers_that_come_while_an_unannounced_commit_runs_go_in_together_next(
+    fm_home: Home
+) -> None:
+    open_store(fm_home).close()
+    # An uncontended leader mid-commit: the queue lock held, nothing announced.
+    held = appendspool.lead_at_once(fm_home.state, fm_home.lock_path("queue"))
+    assert held >= 0
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(producer(fm_home, "next-leader"))
+        wait_for(lambda: leading(fm_home))  # it announced the next commit and waits for the lock
+        procs += [producer(fm_home, f"rider-{i}") for i in range(2)]
+        wait_for(lambda: riding(fm_home) == 2)
+        os.close(held)
+        outs = [p.communicate(timeout=DEADLINE) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], outs
+    finally:
+        for p in procs:
+            finish(p)
+    table = {key: seq for seq, _kind, key, _payload, _claim in rows(fm_home)}
+    assert table == {"next-leader": int(outs[0][0]), "rider-0": int(outs[1][0]),
+                     "rider-1": int(outs[2][0])}
+    assert len(markers(fm_home)) == 2  # the riders went in with the next leader's commit

@@ -141,10 +141,12 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     at = time.time() if at is None else float(at)
     ident: str | None = None
     note = -1
+    held = -1  # the queue lock, when it was free with no commit in progress
     try:
         gate = appendspool.open_gate(state)
         try:
-            while True:
+            held = appendspool.lead_at_once(state, lock_path)
+            while held < 0:
                 note, theirs, seq = appendspool.take_turn(state, gate, ident)
                 if seq is None and theirs >= 0:  # a commit is in progress: ride it
                     try:
@@ -170,21 +172,30 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
         # Our row may have ridden a commit we could not hear back from (the disk failed us):
         # lead without the spool, and our marker, read under the queue lock, tells.
         note = -1
-    # We lead: our announcement is up (unless the spool failed us), and our row (if it rode an
+    # We lead: our announcement is up (unless the spool failed us, or we hold the queue lock
+    # already, taken free with no commit in progress), and our row (if it rode an
     # earlier one, as *ident*) is not known to be committed. The commit before ours may still
     # be running (it withdrew its announcement once it held the queue lock): the queue lock
     # waits for it, and only then are markers final.
     try:
-        conn()  # opened now if it was not, while the commit before ours finishes
-        try:
-            fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+        if held >= 0:
+            fd = held
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                conn()
             except BaseException:
-                os.close(fd)
+                ownerlock.release(fd)
                 raise
-        except OSError as exc:
-            raise ownerlock.lock_failed(lock_path, exc) from exc
+        else:
+            conn()  # opened now if it was not, while the commit before ours finishes
+            try:
+                fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
+            except OSError as exc:
+                raise ownerlock.lock_failed(lock_path, exc) from exc
         served: list[tuple[str, int]] = []
         try:
             if not conn.current:

@@ -447,15 +447,14 @@ class Watcher:
 
     def _close(self, source: Source, wake: Wake, ctx: PollContext) -> int:
         """Make *wake* durable, print its reason line, record the delivery, release, exit 0."""
-        from firstmate.store import queue
-        from firstmate.watch.sources.resurface import ResurfaceSource
-
         stopsignals.block()
         self.closing = True
         assert self.db is not None and self.home is not None
         reason = " ".join(wake.reason.split()) or wake.kind
         covered = 0
         if wake.append:
+            from firstmate.store import queue
+
             try:
                 covered = queue.append(self.db, wake.kind, wake.key, reason)
             except FirstmateError as exc:
@@ -467,8 +466,10 @@ class Watcher:
             self._note_line(f"watcher: source {source.name} could not commit its markers: {exc}")
         # The beacon goes first, so nobody attaches to a watcher that is already closing.
         with contextlib.suppress(OSError):
-            os.unlink(self.home.beacon)
+            os.unlink(self._beacon or self.home.beacon)
         printed = self._say(reason)
+        from firstmate.watch.sources.resurface import ResurfaceSource
+
         if isinstance(source, CoversQueue):
             covered = max(covered, source.covered_seq(wake))
         if wake.kind != "heartbeat":
