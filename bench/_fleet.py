@@ -13,6 +13,8 @@ pane registered as a crew in a fresh home. Every process it starts runs this che
   it), waits for its ``watcher: started`` line, then after *delay* seconds (0 included: right
   after the start, while the watcher runs its first pass over the panes) appends one row and
   times until the arm prints the reason line;
+* :meth:`Fleet.first_minute` parks the first arm on the fresh home and measures the CPU of
+  its first minute, a new fleet's first look at its panes included;
 * :meth:`Fleet.idle` parks one arm of the chain, waits past ``FM_POLL`` and until every pane
   has had its one confirming read (each crew's ``pane-state`` records it read busy), then
   measures over a window the CPU time (% of one core) of the arm, the watcher, every
@@ -32,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -239,6 +242,45 @@ class Fleet:
         time.sleep(1.0)  # the last state file is written just before the pass ends
         return time.monotonic() - start
 
+    def parts(self, arm: subprocess.Popen[bytes]) -> dict[str, Callable[[], float]]:
+        """Readers of the CPU seconds used so far by the arm, its watcher, every tmux client the
+        watcher ran (each a child it waits for) and the tmux server."""
+        arm_p = psutil.Process(arm.pid)
+        children = arm_p.children()
+        if len(children) != 1:
+            raise SystemExit(f"the arm has {len(children)} children, not one watcher")
+        watcher = children[0]
+        return {"arm": lambda: own_seconds(arm_p) + reaped_seconds(arm_p),
+                "watcher": lambda: own_seconds(watcher),
+                "tmux_clients": lambda: reaped_seconds(watcher),
+                "tmux_server": lambda: own_seconds(self.server)}
+
+    def first_minute(self, seconds: float) -> dict[str, float]:
+        """A new fleet's first look: the first arm on this fresh home, parked, measured from its
+        ``watcher: started`` line over *seconds* — the first poll lists the panes, and once
+        ``FM_POLL`` has passed every pane, the whole fleet quiet together, has its one
+        confirming read. The CPU seconds in all (arm, watcher, its tmux clients, tmux server),
+        by part, and when the last pane was confirmed (seconds after the start line)."""
+        arm = self.start_arm()
+        parts = self.parts(arm)
+        before = {name: read() for name, read in parts.items()}
+        start = time.monotonic()
+        confirmed_at: float | None = None
+        while (left := seconds - (time.monotonic() - start)) > 0:
+            time.sleep(min(0.5, left))
+            if confirmed_at is None and self.confirmed() == self.size:
+                confirmed_at = time.monotonic() - start
+        after = {name: read() for name, read in parts.items()}
+        if arm.poll() is not None:
+            raise SystemExit("the arm exited during its first minute")
+        self.deliver(arm)
+        used = {name: after[name] - before[name] for name in parts}
+        return {"crews": self.size, "seconds": round(time.monotonic() - start, 1),
+                "cpu_s": round(sum(used.values()), 3),
+                **{f"{name}_cpu_s": round(v, 3) for name, v in used.items()},
+                "all_confirmed_after_s": (None if confirmed_at is None
+                                          else round(confirmed_at, 1))}
+
     def idle(self, seconds: float, settle: float) -> dict[str, float]:
         """The parked arm's steady cost over *seconds*, from *settle* seconds after its start
         and once every pane had its confirming read."""
@@ -247,16 +289,8 @@ class Fleet:
         try:
             settled = self.settle(settle)
             arm_p = psutil.Process(arm.pid)
-            children = arm_p.children()
-            if len(children) != 1:
-                raise SystemExit(f"the arm has {len(children)} children, not one watcher")
-            watcher, base = children[0], psutil.Process(sleeper.pid)
-            parts = {"arm": lambda: own_seconds(arm_p) + reaped_seconds(arm_p),
-                     "watcher": lambda: own_seconds(watcher),
-                     # Every tmux call the watcher makes is a child it waits for.
-                     "tmux_clients": lambda: reaped_seconds(watcher),
-                     "tmux_server": lambda: own_seconds(self.server),
-                     "sleep": lambda: own_seconds(base)}
+            watcher, base = arm_p.children()[0], psutil.Process(sleeper.pid)
+            parts = {**self.parts(arm), "sleep": lambda: own_seconds(base)}
             before = {name: read() for name, read in parts.items()}
             start = time.monotonic()
             time.sleep(seconds)

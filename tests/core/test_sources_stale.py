@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import stat
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
 import pytest
 from firstmate.store import crew
 from firstmate.store.home import Home
+from firstmate.watch.backends import panebatch
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.tmux import TmuxBackend
 from firstmate.watch.sources.base import PollContext, Source, Wake
@@ -421,3 +424,195 @@ def test_a_fleet_going_quiet_at_once_is_read_a_slice_per_poll(server: Server, ho
     assert source.poll(ctx(home, T0 + 30)) is None
     assert backend.captured == targets
     assert source.next_due(ctx(home, T0 + 30)) is None
+
+
+# --- reading many panes through one tmux client (firstmate.watch.backends.panebatch) ----------
+
+#: What crews' panes may show that must not confuse the batch's framing: a marker of the
+#: right shape, tmux's separator and format characters, blank lines, tabs and wide text.
+HOSTILE = ("printf 'fm-00000000000000000000000000000000 %%1\\n;\\n#{pane_id} #(echo x)\\n\\n"
+           "\\tcol ; \\xe2\\x80\\xa8 wide \\xe7\\x95\\x8c\\nlast;\\n'; exec sleep 100000")
+
+
+@attrs.define
+class BatchCounting(CountingBackend):
+    """The real backend, counting lone captures and the batches it starts (their panes)."""
+
+    batches: list[tuple[str, ...]] = attrs.Factory(list)
+
+    def start_captures(self, panes: Sequence[str]) -> panebatch.CaptureBatch | None:
+        self.batches.append(tuple(panes))
+        return super().start_captures(panes)
+
+
+def batch_counting(server: Server) -> BatchCounting:
+    real = server.backend
+    return BatchCounting(real.tmux, real.socket, real.timeout, real.busy_re)
+
+
+def read_batch(backend: TmuxBackend, panes: Sequence[str]) -> dict[str, object] | None:
+    call = backend.start_captures(panes)
+    assert call is not None
+    deadline = time.monotonic() + DEADLINE
+    while not call.step():
+        assert time.monotonic() < deadline, "the batch never ended"
+        select.select([call.fileno()], [], [], 0.25)
+    return call.result()
+
+
+def test_a_batch_reads_each_pane_as_a_lone_capture_does(server: Server) -> None:
+    panes = [server.window("hostile", HOSTILE), server.window("busy", BUSY),
+             server.window("quiet", STATIC), server.window("blank", "exec sleep 100000")]
+    server.wait_for(panes[0], lambda text: "last;" in text)
+    server.wait_for(panes[1], lambda text: "esc to interrupt" in text)
+    server.wait_for(panes[2], lambda text: "ready for orders" in text)
+    backend = server.backend
+    found = read_batch(backend, panes)
+    assert found == {pane: backend.capture(pane) for pane in panes}
+    assert "fm-00000000000000000000000000000000 %1" in str(found[panes[0]])  # shown as it is
+
+
+def test_a_pane_that_shows_this_batchs_marker_voids_the_batch(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As if the pane could know the call's nonce: its text holds the marker of the pane after
+    # it. The framing does not hold, and nothing of the batch is taken.
+    panes = [server.window("forger", HOSTILE), server.window("next", STATIC)]
+    server.wait_for(panes[0], lambda text: "last;" in text)
+    server.wait_for(panes[1], lambda text: "ready for orders" in text)
+    monkeypatch.setattr(panebatch.os, "urandom", lambda n: bytes(n))
+    server.tmux("send-keys", "-t", panes[0], "-l", f"fm-{bytes(16).hex()} {panes[1]}")
+    server.wait_for(panes[0], lambda text: f" {panes[1]}" in text)
+    assert read_batch(server.backend, panes) is None
+    assert panebatch.parse(b"a\nfm-n %1\nb\nfm-n %2\n", ["%1", "%2"], "fm-n ") == {
+        "%1": "a\n", "%2": "b\n"}
+    assert panebatch.parse(b"a\nfm-n %2\n", ["%1", "%2"], "fm-n ") is None  # out of order
+    assert panebatch.parse(b"a\nfm-n %1\nfm-n %1\n", ["%1"], "fm-n ") is None  # one too many
+    assert panebatch.parse(b"a\nfm-n %1\ncut", ["%1"], "fm-n ") is None  # a line not ended
+
+
+def test_a_pane_gone_mid_batch_is_not_read_and_the_panes_after_it_are_left(
+        server: Server) -> None:
+    first, last = server.window("first", STATIC), server.window("last", STATIC)
+    gone = server.window("gone", STATIC)
+    for pane in (first, last, gone):
+        server.wait_for(pane, lambda text: "ready for orders" in text)
+    server.tmux("kill-pane", "-t", gone)
+    found = read_batch(server.backend, [first, gone, last])
+    assert found is not None and set(found) == {first, gone}
+    assert found[first] == server.backend.capture(first)
+    text, why = found[gone]  # type: ignore[misc]
+    assert text is None and gone in why
+
+
+def test_a_fleet_going_quiet_at_once_is_read_in_one_tmux_call(server: Server, home: Home) -> None:
+    targets = [server.window(f"w{i}", BUSY) for i in range(6)]
+    for i, target in enumerate(targets):
+        server.wait_for(target, lambda text: "esc to interrupt" in text)
+        crew.add(home, f"w{i}", target)
+    backend = batch_counting(server)
+    source = StaleSource(home, backend)
+    triage: list[str] = []
+    assert source.poll(ctx(home, T0, triage)) is None  # first sight: signatures only
+    assert backend.captured == [] and backend.batches == []
+    assert source.poll(ctx(home, T0 + 16, triage)) is None  # every pane read busy, at once
+    assert backend.batches == [tuple(targets)] and backend.captured == []
+    for i in range(6):
+        state = PaneState.decode((home.crew_dir / f"w{i}.pane-state").read_text())
+        assert state is not None and state.busy_at == state.signature != "-"
+    assert source.poll(ctx(home, T0 + 32, triage)) is None
+    assert len(backend.batches) == 1 and backend.captured == []  # the verdicts hold
+
+
+def test_a_pane_closing_between_the_listing_and_its_batch_is_noted_and_the_rest_read(
+        server: Server, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    targets = [server.window(f"w{i}", STATIC) for i in range(4)]
+    for i, target in enumerate(targets):
+        server.wait_for(target, lambda text: "ready for orders" in text)
+        crew.add(home, f"w{i}", target)
+    backend = batch_counting(server)
+    source = StaleSource(home, backend)
+    triage: list[str] = []
+    assert source.poll(ctx(home, T0, triage)) is None
+    real = panebatch.start
+
+    def closing_first(backend: TmuxBackend, panes: Sequence[str]) -> object:
+        server.tmux("kill-pane", "-t", targets[1])  # after the listing said it was live
+        return real(backend, panes)
+
+    monkeypatch.setattr(panebatch, "start", closing_first)
+    wakes: list[Wake] = []
+    for step in range(8):
+        now = ctx(home, T0 + 16 + step, triage)
+        wake = source.poll(now)
+        if wake is not None:
+            wakes.append(wake)
+            source.commit(wake, now)
+    # The batch read w0 and failed at w1 (gone): w0 is stale; w1's close wakes once as an exit,
+    # never as stale; w2 and w3, which the batch did not reach, are read after it.
+    assert backend.batches[0] == tuple(targets)
+    assert sorted(w.key for w in wakes) == ["w0", "w1.exited", "w2", "w3"], triage
+
+
+#: A fake tmux: it lists panes %1 to %3 at once; a batch of reads waits for a line on the gate
+#: first, then reads every pane busy and prints each marker as tmux expands it.
+GATED_BATCH = """\
+import sys
+argv = sys.argv[1:]
+with open(sys.argv[0] + ".log", "a") as log:
+    log.write(f"{argv[0]} {__import__('os').getpid()}\\n")
+if argv[0] == "list-panes":
+    for n in (1, 2, 3):
+        print(f"%{n}\\t4242\\t0\\tSIG{n}\\t{n}\\t0\\t1\\tfleet\\tw{n}")
+    raise SystemExit(0)
+with open(sys.argv[0] + ".gate") as gate:
+    gate.readline()
+commands, words = [], []
+for word in argv + [";"]:
+    if word == ";":
+        commands.append(words)
+        words = []
+    else:
+        words.append(word)
+for command in commands:
+    pane = command[command.index("-t") + 1]
+    if command[0] == "capture-pane":
+        print("Working (3s - esc to interrupt)")
+    else:
+        print(command[-1].replace("#{pane_id}", pane))
+"""
+
+
+def test_a_ring_while_tmux_reads_a_batch_leaves_the_batch_to_the_next_poll(
+        home: Home, tmp_path: Path) -> None:
+    fake = tmp_path / "batch-tmux"
+    log, gate = Path(f"{fake}.log"), Path(f"{fake}.gate")
+    os.mkfifo(gate)
+    fake.write_text(f"#!{sys.executable}\n{GATED_BATCH}")
+    fake.chmod(0o755)
+    for n in (1, 2, 3):
+        crew.add(home, f"w{n}", f"%{n}")
+    source = StaleSource(home, TmuxBackend(tmux=str(fake), timeout=600))
+
+    def calls() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []  # "<command> <pid>"
+
+    def batches() -> list[str]:
+        return [line for line in calls() if line.startswith("capture-pane ")]
+
+    assert source.poll(ctx(home, T0)) is None  # first sight: the listing alone
+    rung = PollContext(home=home, env=WHOLE_FLEET, now=T0 + 16, poll=2, triage=[].append,
+                       rung=lambda: bool(batches()))  # rings once the batch has started
+    try:
+        assert source.poll(rung) is None
+        assert source.next_due(rung) == T0 + 16  # due again at once
+        assert len(batches()) == 1
+        assert source.poll(rung) is None  # still under way: no second batch
+        wait_for(lambda: let_one_go(gate), "the batch to wait")
+        assert source.poll(ctx(home, T0 + 17)) is None
+        assert len(batches()) == 1  # the batch the ring left, taken up
+        for n in (1, 2, 3):
+            state = PaneState.decode((home.crew_dir / f"w{n}.pane-state").read_text())
+            assert state is not None and state.busy_at == f"SIG{n}.0"  # read busy, once each
+    finally:
+        for _ in range(2):
+            let_one_go(gate)

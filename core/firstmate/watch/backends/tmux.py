@@ -32,10 +32,14 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from firstmate.base.envnum import env_float
+
+if TYPE_CHECKING:
+    from firstmate.watch.backends.panebatch import CaptureBatch
 
 DEFAULT_BUSY_RE = r"esc to (?:interrupt|cancel)|esc interrupt|ctrl\+c to (?:interrupt|stop)"
 BUSY_TAIL_LINES = 12
@@ -369,6 +373,13 @@ class TmuxBackend:
         assert proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)
         return Listing(proc, time.monotonic() + self.timeout)
+
+    def start_captures(self, panes: Sequence[str]) -> CaptureBatch | None:
+        """:meth:`capture` of each of *panes* (pane ids) through one tmux call, under way
+        (:mod:`firstmate.watch.backends.panebatch`); None when tmux cannot be started."""
+        from firstmate.watch.backends import panebatch
+
+        return panebatch.start(self, panes)
 
     def busy(self, target: str) -> bool:
         content = self.capture(target)

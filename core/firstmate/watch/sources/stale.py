@@ -150,6 +150,10 @@ class StaleSource:
     _down: dict[str, str] = attrs.field(factory=dict, init=False)
     #: Start times of pane programs, by pid, read once per watcher (``/proc``).
     _starts: dict[int, int | None] = attrs.field(factory=dict, init=False)
+    #: A batch of pane reads under way (a backend with ``start_captures``), kept across polls.
+    _batch: Any = attrs.field(default=None, init=False)
+    #: Pane texts a batch read ahead for this pass, by pane id (``(None, why)``: not read).
+    _read: dict[str, Any] = attrs.field(factory=dict, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -164,6 +168,7 @@ class StaleSource:
             signatures, members = listing[1], listing[2]
         else:
             self._resume = 0
+            self._read.clear()  # (read for a listing this pass no longer goes by)
             found = self._signatures(ctx)
             if found is _PENDING:
                 # The doorbell rang while tmux lists the panes: it is answered first, and the
@@ -178,10 +183,19 @@ class StaleSource:
                 exited = self._exited(ctx, members, signatures)
                 if exited is not None:
                     return exited
-        started = time.monotonic()
         first = self._resume % len(members) if members else 0
         self._resume = 0
-        for step, member in enumerate(members[first:] + members[:first]):
+        order = members[first:] + members[:first]
+        if budget > 0 and isinstance(signatures, PaneListing) and not self._read_ahead(
+                ctx, order, signatures, quiet):
+            # The doorbell rang while tmux reads the batch: it is answered first, and the next
+            # poll, due at once, takes the batch up where it is.
+            self._resume = first or len(members)
+            self._listing = (time.monotonic(), signatures, members)
+            self._due[_MORE] = ctx.now
+            return None
+        started = time.monotonic()
+        for step, member in enumerate(order):
             if step and (time.monotonic() - started > budget or ctx.rung()):
                 # The rest waits for the next poll, due now: the doorbell is answered first
                 # (at once when it rang during this slice).
@@ -278,10 +292,71 @@ class StaleSource:
     # --- internals -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """End a pane listing still under way (the watcher is closing)."""
-        call, self._call = self._call, None
-        if call is not None:
-            call.kill()
+        """End a pane listing or batch of reads still under way (the watcher is closing)."""
+        for call in (self._call, self._batch):
+            if call is not None:
+                call.kill()
+        self._call = self._batch = None
+
+    def _read_ahead(self, ctx: PollContext, order: tuple[crewmod.Crew, ...],
+                    listing: PaneListing, quiet: float) -> bool:
+        """Read in one tmux call (:mod:`firstmate.watch.backends.panebatch`) the panes that this
+        pass, in *order*, is about to read to confirm (up to a batch; a lone one is read as
+        before, and so is every pane with a slice of 0: one read per poll); False when the
+        doorbell rang while tmux works (the call stays under way)."""
+        start = getattr(self.backend, "start_captures", None)
+        if not callable(start):
+            return True
+        call = self._batch
+        if call is None:
+            if self._read:
+                return True  # what the last batch read is used first
+            from firstmate.watch.backends.panebatch import BATCH
+
+            wanted = [member.pane for member in order
+                      if self._confirms(ctx, member, listing, quiet)][:BATCH]
+            if len(wanted) < 2:
+                return True
+            try:
+                call = start(wanted)
+            except Exception:  # a broken backend reads each pane on its own
+                return True
+            if call is None:
+                return True
+            self._batch = call
+        try:
+            while not call.step():
+                if ctx.rung():
+                    return False
+                watch = [call.fileno()] + ([ctx.bell_fd] if ctx.bell_fd is not None else [])
+                select.select(watch, [], [], 0.25 if ctx.bell_fd is not None else 0.01)
+        except BaseException:
+            self.close()  # a stop signal while waiting: no tmux call outlives the watcher
+            raise
+        self._batch = None
+        try:
+            found = call.result()
+        except Exception:
+            found = None
+        if isinstance(found, dict):
+            self._read.update(found)
+        return True
+
+    def _confirms(self, ctx: PollContext, member: crewmod.Crew, listing: PaneListing,
+                  quiet: float) -> bool:
+        """Whether :meth:`_look` is about to read *member*'s pane to confirm it quiet: its
+        live pane's signature held for *quiet* since it was first seen, not yet read busy at
+        it, not surfaced. (A wrong guess only costs a read, or a pane read on its own.)"""
+        if member.name not in self._live or member.pane in self._read:
+            return False
+        try:
+            state = self._state(member.name)
+        except FirstmateError:
+            return False
+        signature = listing.get(member.pane, "-")
+        return (signature != "-" and state is not None and state.signature == signature
+                and not (state.digest != UNREAD and state.surfaced == state.digest)
+                and ctx.now - state.since >= quiet and state.busy_at != signature)
 
     def _signatures(self, ctx: PollContext) -> object:
         """Every pane's change signature from one backend call, when the backend has one;
@@ -327,7 +402,13 @@ class StaleSource:
 
     def _capture(self, ctx: PollContext, member: crewmod.Crew) -> str | None:
         assert self.backend is not None
-        content = self.backend.capture(member.pane)
+        ahead = self._read.pop(member.pane, None)
+        if isinstance(ahead, str):
+            content: str | None = ahead
+        elif ahead is not None:  # (None, why): its read in the batch failed
+            content, self.backend.last_error = None, ahead[1]
+        else:
+            content = self.backend.capture(member.pane)
         if content is None:
             why = self.backend.last_error or "no such pane"
             self._note_missing(ctx, member.name,

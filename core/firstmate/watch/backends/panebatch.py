@@ -1,0 +1,177 @@
+"""Reading many panes through one tmux client: ``capture-pane`` for each, in one call.
+
+A fleet that went quiet together (a new fleet's first look, every crew busy) has every pane to
+read at once. One ``tmux capture-pane`` process per pane costs a process start, a connection to
+the server and an exit each; one call running ``capture-pane -p -t PANE ; display-message -p -t
+PANE MARK`` for a batch of panes (tmux runs ``;``-separated commands in one client) costs that
+once per batch.
+
+**Framing.** The panes' texts come back one after another on one stdout. After each pane's text
+the call prints a marker line, ``fm-<nonce> <pane id>``, where the nonce is random for every call
+(:func:`os.urandom`): no pane can show it in advance, so a pane's text cannot end another's early.
+A result is trusted only when the markers come back exactly in order, one per pane read, and
+nothing but a pane's whole text stands between two of them; otherwise (a line of some pane that
+happens to start like a marker of this call) the whole batch is discarded and its panes are read
+one by one, as before. Texts are cut at line feeds as bytes and decoded per pane, so a pane's
+text is the bytes a lone ``capture-pane -p`` would have printed for it.
+
+**A pane that closes mid-batch.** tmux stops a command sequence at its first failing command:
+the panes before it are read, the one whose capture failed (gone) is reported not captured with
+tmux's words, and the panes after it are not in the result (the caller reads them again).
+
+Every argument reaches tmux through :meth:`TmuxBackend.sequence` (a trailing ``;`` escaped); the
+marker is a format tmux expands, and holds no ``#`` but the ``#{pane_id}`` it is meant to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from firstmate.watch.backends.tmux import TmuxBackend
+
+#: Panes read by one tmux call at most (each adds two commands to the client's one message,
+#: which tmux caps at some 16 KB).
+BATCH = 64
+#: What the output of a pane that could not be read is recorded as: not captured, and why.
+Missed = tuple[None, str]
+
+
+def marker(nonce: str) -> str:
+    """The marker prefix of one call (before the pane id)."""
+    return f"fm-{nonce} "
+
+
+@attrs.define(eq=False)
+class CaptureBatch:
+    """One batch call under way (:func:`start`): :meth:`step` reads what tmux wrote so far
+    without blocking; wait on :meth:`fileno` between steps, as for a pane listing. A call past its
+    deadline is killed and reads nothing."""
+
+    proc: subprocess.Popen[bytes]
+    panes: tuple[str, ...]
+    mark: str
+    deadline: float
+    _out: bytearray = attrs.field(factory=bytearray, init=False)
+    _over: bool = attrs.field(default=False, init=False)
+    _code: int | None = attrs.field(default=None, init=False)
+    _said: str = attrs.field(default="", init=False)
+
+    def fileno(self) -> int:
+        """Readable when tmux wrote more or finished (-1 once the call is over)."""
+        stdout = self.proc.stdout
+        return -1 if self._over or stdout is None else stdout.fileno()
+
+    def step(self) -> bool:
+        """Read what is there; True once the call is over (done, failed or killed)."""
+        if self._over:
+            return True
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                if time.monotonic() >= self.deadline:
+                    self.kill()
+                    return True
+                return False
+            if not chunk:
+                break
+            self._out += chunk
+        try:  # stdout closed: tmux is exiting
+            self._code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return True
+        if self._code != 0 and self.proc.stderr is not None:
+            with contextlib.suppress(OSError):  # (tmux has exited: its stderr is at its end)
+                self._said = self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
+        self._end()
+        return True
+
+    def result(self) -> dict[str, str | Missed] | None:
+        """Once :meth:`step` said the call is over: each pane read, by id, with its text, or
+        ``(None, why)`` for the pane whose read failed; panes the call did not reach are left
+        out. None when nothing can be trusted (killed, or the framing did not hold)."""
+        if not self._over or self._code is None:
+            return None
+        found = parse(bytes(self._out), self.panes, self.mark)
+        if found is None:
+            return None
+        texts: dict[str, str | Missed] = dict(found)
+        if self._code != 0 and len(found) < len(self.panes):
+            # tmux stopped at the pane after the last one read: its read failed.
+            why = self._said.splitlines()[0] if self._said else f"tmux exited {self._code}"
+            texts[self.panes[len(found)]] = (None, why)
+        return texts
+
+    def kill(self) -> None:
+        """End the call now (the watcher stopping, or closing with the call under way)."""
+        if self._over:
+            return
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            self.proc.wait(timeout=5)
+        self._end()
+
+    def _end(self) -> None:
+        self._over = True
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+def parse(out: bytes, panes: Sequence[str], mark: str) -> dict[str, str] | None:
+    """The texts of the panes *out* holds, in order, each ended by its marker line; None when the
+    markers do not come back exactly in order, one per pane (a pane's text that forged one),
+    or something follows the last marker that is not a whole pane's text."""
+    prefix = mark.encode()
+    lines = out.split(b"\n")
+    tail = lines.pop() if lines else b""
+    found: dict[str, str] = {}
+    start = 0
+    for number, line in enumerate(lines):
+        if not line.startswith(prefix):
+            continue
+        if len(found) >= len(panes) or line != prefix + panes[len(found)].encode():
+            return None  # out of order, or one too many: not ours
+        found[panes[len(found)]] = b"".join(
+            part + b"\n" for part in lines[start:number]).decode("utf-8", "replace")
+        start = number + 1
+    if tail:
+        return None  # (tmux ends every line it prints)
+    # Lines after the last marker are a pane's text whose marker never came (its pane went
+    # between the two commands): that pane is not counted as read.
+    return found
+
+
+def start(backend: TmuxBackend, panes: Sequence[str]) -> CaptureBatch | None:
+    """One call reading *panes* (pane ids, at most :data:`BATCH`); None when tmux cannot be
+    started (:attr:`TmuxBackend.last_error` says why)."""
+    mark = marker(os.urandom(16).hex())
+    commands: list[list[str]] = []
+    for pane in panes:
+        commands += [["capture-pane", "-p", "-t", pane],
+                     ["display-message", "-p", "-t", pane, mark + "#{pane_id}"]]
+    try:
+        proc = subprocess.Popen(backend.sequence(*commands), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        backend.last_error = f"tmux could not run: {exc.strerror}"
+        return None
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    return CaptureBatch(proc, tuple(panes), mark, time.monotonic() + backend.timeout)
+
+
+__all__ = ["BATCH", "CaptureBatch", "Missed", "marker", "parse", "start"]
