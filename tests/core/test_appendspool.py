@@ -604,3 +604,16 @@ def test_producers_that_come_while_an_unannounced_commit_runs_go_in_together_nex
     assert table == {"next-leader": int(outs[0][0]), "rider-0": int(outs[1][0]),
                      "rider-1": int(outs[2][0])}
     assert len(markers(fm_home)) == 2  # the riders went in with the next leader's commit
+
+
+def test_an_uncontended_append_deletes_abandoned_markers_too(fm_home: Home) -> None:
+    open_store(fm_home).close()
+    old = f"{time.time_ns() - int((appendspool.ABANDONED_SECONDS + 5) * 1e9):020d}-1-old"
+    young = f"{time.time_ns() - int(1e9):020d}-1-young"
+    with raw(fm_home) as conn:
+        conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?)",
+                         [(appendspool.RIDER + old, "7"), (appendspool.RIDER + young, "8"),
+                          (appendspool.LED + old, "9")])
+    assert append_cli(fm_home, "tidy").returncode == 0  # (nothing in progress: unannounced)
+    assert markers(fm_home) == {young: 8}
+    assert old not in markers(fm_home, appendspool.LED)

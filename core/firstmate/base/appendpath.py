@@ -287,7 +287,9 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
         if note >= 0:
             # Off the name first: a row that rides it from now on is known to be late.
             appendspool.withdraw(state, note)
-            rode = appendspool.riders(conn, note, already)
+            rode = appendspool.riders(conn, note, already)  # (and prunes old markers)
+        else:  # an unannounced commit: nothing rode it, and old markers go all the same
+            appendspool.prune(conn)
         files = appendspool.collect(conn, state, already)
         ident = own[0]
         mine: list[appendspool.Entry] = []
