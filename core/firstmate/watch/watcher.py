@@ -468,6 +468,9 @@ class Watcher:
         with contextlib.suppress(OSError):
             os.unlink(self._beacon or self.home.beacon)
         printed = self._say(reason)
+        # The arm relays the line: let it run before this close's own work (a hint only).
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_yield()
         from firstmate.watch.sources.resurface import ResurfaceSource
 
         if isinstance(source, CoversQueue):
