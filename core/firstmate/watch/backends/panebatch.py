@@ -25,7 +25,6 @@ marker is a format tmux expands, and holds no ``#`` but the ``#{pane_id}`` it is
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -33,6 +32,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
+
+from firstmate.watch.backends.tmux import TmuxCall
 
 if TYPE_CHECKING:
     from firstmate.watch.backends.tmux import TmuxBackend
@@ -50,85 +51,29 @@ def marker(nonce: str) -> str:
 
 
 @attrs.define(eq=False)
-class CaptureBatch:
-    """One batch call under way (:func:`start`): :meth:`step` reads what tmux wrote so far
-    without blocking; wait on :meth:`fileno` between steps, as for a pane listing. A call past its
-    deadline is killed and reads nothing."""
+class CaptureBatch(TmuxCall):
+    """One batch call under way (:func:`start`), stepped and waited on as a pane listing is
+    (:class:`~firstmate.watch.backends.tmux.TmuxCall`). A call past its deadline is killed and
+    reads nothing."""
 
-    proc: subprocess.Popen[bytes]
-    panes: tuple[str, ...]
-    mark: str
-    deadline: float
-    _out: bytearray = attrs.field(factory=bytearray, init=False)
-    _over: bool = attrs.field(default=False, init=False)
-    _code: int | None = attrs.field(default=None, init=False)
-    _said: str = attrs.field(default="", init=False)
-
-    def fileno(self) -> int:
-        """Readable when tmux wrote more or finished (-1 once the call is over)."""
-        stdout = self.proc.stdout
-        return -1 if self._over or stdout is None else stdout.fileno()
-
-    def step(self) -> bool:
-        """Read what is there; True once the call is over (done, failed or killed)."""
-        if self._over:
-            return True
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                if time.monotonic() >= self.deadline:
-                    self.kill()
-                    return True
-                return False
-            if not chunk:
-                break
-            self._out += chunk
-        try:  # stdout closed: tmux is exiting
-            self._code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return True
-        if self._code != 0 and self.proc.stderr is not None:
-            with contextlib.suppress(OSError):  # (tmux has exited: its stderr is at its end)
-                self._said = self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
-        self._end()
-        return True
+    panes: tuple[str, ...] = attrs.field(kw_only=True)
+    mark: str = attrs.field(kw_only=True)
 
     def result(self) -> dict[str, str | Missed] | None:
         """Once :meth:`step` said the call is over: each pane read, by id, with its text, or
         ``(None, why)`` for the pane whose read failed; panes the call did not reach are left
         out. None when nothing can be trusted (killed, or the framing did not hold)."""
-        if not self._over or self._code is None:
+        if not self.over or self.code is None:
             return None
-        found = parse(bytes(self._out), self.panes, self.mark)
+        found = parse(self.output, self.panes, self.mark)
         if found is None:
             return None
         texts: dict[str, str | Missed] = dict(found)
-        if self._code != 0 and len(found) < len(self.panes):
+        if self.code != 0 and len(found) < len(self.panes):
             # tmux stopped at the pane after the last one read: its read failed.
-            why = self._said.splitlines()[0] if self._said else f"tmux exited {self._code}"
+            why = self.said.splitlines()[0] if self.said else f"tmux exited {self.code}"
             texts[self.panes[len(found)]] = (None, why)
         return texts
-
-    def kill(self) -> None:
-        """End the call now (the watcher stopping, or closing with the call under way)."""
-        if self._over:
-            return
-        with contextlib.suppress(OSError):
-            self.proc.kill()
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            self.proc.wait(timeout=5)
-        self._end()
-
-    def _end(self) -> None:
-        self._over = True
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
 
 
 def parse(out: bytes, panes: Sequence[str], mark: str) -> dict[str, str] | None:
@@ -171,7 +116,7 @@ def start(backend: TmuxBackend, panes: Sequence[str]) -> CaptureBatch | None:
         return None
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
-    return CaptureBatch(proc, tuple(panes), mark, time.monotonic() + backend.timeout)
+    return CaptureBatch(proc, time.monotonic() + backend.timeout, panes=tuple(panes), mark=mark)
 
 
 __all__ = ["BATCH", "CaptureBatch", "Missed", "marker", "parse", "start"]

@@ -183,18 +183,26 @@ def parse_signatures(out: str) -> dict[str, str]:
 
 
 @attrs.define(eq=False)
-class Listing:
-    """A ``list-panes`` call under way (:meth:`TmuxBackend.start_signatures`): :meth:`step`
-    reads what tmux wrote so far without blocking; wait on :meth:`fileno` between steps. A call
-    past its deadline is killed and gives no signatures, as :meth:`TmuxBackend.run` would; a
-    call answered "no server running" gives an empty listing (no pane exists)."""
+class TmuxCall:
+    """A tmux call under way: :meth:`step` reads what tmux wrote so far without blocking; wait
+    on :meth:`fileno` between steps. A call past its deadline is killed, as :meth:`TmuxBackend.run`
+    would kill it. Once over, :attr:`code` is its exit status (None: killed) and :attr:`said`
+    the start of what it wrote on stderr when it failed."""
 
     proc: subprocess.Popen[bytes]
     deadline: float
+    code: int | None = attrs.field(default=None, init=False)
+    said: str = attrs.field(default="", init=False)
     _out: bytearray = attrs.field(factory=bytearray, init=False)
     _over: bool = attrs.field(default=False, init=False)
-    _ok: bool = attrs.field(default=False, init=False)
-    _no_server: bool = attrs.field(default=False, init=False)
+
+    @property
+    def over(self) -> bool:
+        return self._over
+
+    @property
+    def output(self) -> bytes:
+        return bytes(self._out)
 
     def fileno(self) -> int:
         """Readable when tmux wrote more or finished (-1 once the call is over)."""
@@ -219,25 +227,15 @@ class Listing:
                 break
             self._out += chunk
         try:  # stdout closed: tmux is exiting
-            code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            self.code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.kill()
             return True
-        self._ok = code == 0
-        if not self._ok and self.proc.stderr is not None:
+        if self.code != 0 and self.proc.stderr is not None:
             with contextlib.suppress(OSError):  # (tmux has exited: its stderr is at its end)
-                said = self.proc.stderr.read(4096).decode("utf-8", "replace")
-                self._no_server = any(text in said for text in NO_SERVER)
+                self.said = self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
         self._end()
         return True
-
-    def result(self) -> PaneListing | None:
-        """The listing, once :meth:`step` said the call is over; None when it failed."""
-        if self._over and self._no_server:
-            return PaneListing()
-        if not (self._over and self._ok):
-            return None
-        return parse_listing(self._out.decode("utf-8", "replace"))
 
     def kill(self) -> None:
         """End the call now (the watcher stopping, or closing with the call under way)."""
@@ -255,6 +253,20 @@ class Listing:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+@attrs.define(eq=False)
+class Listing(TmuxCall):
+    """A ``list-panes`` call under way (:meth:`TmuxBackend.start_signatures`); a call answered
+    "no server running" gives an empty listing (no pane exists)."""
+
+    def result(self) -> PaneListing | None:
+        """The listing, once :meth:`step` said the call is over; None when it failed."""
+        if self.over and self.code != 0 and any(text in self.said for text in NO_SERVER):
+            return PaneListing()
+        if not (self.over and self.code == 0):
+            return None
+        return parse_listing(self.output.decode("utf-8", "replace"))
 
 
 @attrs.define(eq=False)

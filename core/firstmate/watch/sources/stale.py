@@ -324,15 +324,8 @@ class StaleSource:
             if call is None:
                 return True
             self._batch = call
-        try:
-            while not call.step():
-                if ctx.rung():
-                    return False
-                watch = [call.fileno()] + ([ctx.bell_fd] if ctx.bell_fd is not None else [])
-                select.select(watch, [], [], 0.25 if ctx.bell_fd is not None else 0.01)
-        except BaseException:
-            self.close()  # a stop signal while waiting: no tmux call outlives the watcher
-            raise
+        if not self._finish(ctx, call):
+            return False
         self._batch = None
         try:
             found = call.result()
@@ -373,6 +366,21 @@ class StaleSource:
             return None
         return found if isinstance(found, dict) else None
 
+    def _finish(self, ctx: PollContext, call: Any) -> bool:
+        """Step the tmux call under way until it is over, listening to the doorbell; False when
+        it rang first (the call stays under way for the next poll)."""
+        try:
+            while not call.step():
+                if ctx.rung():
+                    return False
+                watch = [call.fileno()] + ([ctx.bell_fd] if ctx.bell_fd is not None else [])
+                # (without a doorbell to wait on, the ring is looked for every 10 ms)
+                select.select(watch, [], [], 0.25 if ctx.bell_fd is not None else 0.01)
+        except BaseException:
+            self.close()  # a stop signal while waiting: no tmux call outlives the watcher
+            raise
+        return True
+
     def _listing_of(self, ctx: PollContext, start: Callable[[], Any]) -> object:
         call = self._call
         if call is None:
@@ -383,16 +391,8 @@ class StaleSource:
             if call is None:
                 return None
             self._call = call
-        try:
-            while not call.step():
-                if ctx.rung():
-                    return _PENDING
-                watch = [call.fileno()] + ([ctx.bell_fd] if ctx.bell_fd is not None else [])
-                # (without a doorbell to wait on, the ring is looked for every 10 ms)
-                select.select(watch, [], [], 0.25 if ctx.bell_fd is not None else 0.01)
-        except BaseException:
-            self.close()  # a stop signal while waiting: no tmux call outlives the watcher
-            raise
+        if not self._finish(ctx, call):
+            return _PENDING
         self._call = None
         try:
             found = call.result()
