@@ -171,8 +171,7 @@ class Watcher:
     _triage: BoundedLog | None = None
     _noted: set[str] = attrs.Factory(set)
     _ready_fd: int | None = None
-    #: The beacon's path (made once: the loop touches it on every poll).
-    _beacon: str | None = None
+    _beacon: str | None = None  # (its path, made once: the loop touches it on every poll)
 
     def __attrs_post_init__(self) -> None:
         # The ready pipe is ours alone: take it out of the environment our checks inherit.
@@ -328,9 +327,7 @@ class Watcher:
         # (queued rows, checks, crew lines). So slow timer-driven work (pane reads) never stands
         # between an append and its wake, and a deadline of one source costs no other's work.
         on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
-        # The paths each poll looks at, made once.
-        grounds = (home.root, home.state, code)
-        db_path = os.fspath(home.db)
+        self._beacon, db_path = os.fspath(home.beacon), os.fspath(home.db)  # (made once)
         due: dict[int, float] = {}
         full_at = 0.0
         rang = False
@@ -351,7 +348,7 @@ class Watcher:
                 self._touch_beacon()
             if number == 1:
                 self._notify_ready()
-            gone = next((path for path in grounds if not os.path.isdir(path)), None)
+            gone = missing_ground(home, code)
             if gone is not None:
                 self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
                 # Downtime is published only where it can land: with state/ gone there is no
@@ -420,10 +417,8 @@ class Watcher:
 
     def _touch_beacon(self) -> None:
         assert self.home is not None
-        if self._beacon is None:
-            self._beacon = os.fspath(self.home.beacon)
         try:
-            fd = open_private(self._beacon, os.O_WRONLY | os.O_CREAT)
+            fd = open_private(self._beacon or self.home.beacon, os.O_WRONLY | os.O_CREAT)
         except FirstmateError:
             return  # the ground check right after names what is wrong
         try:
