@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from firstmate.watch.backends.tmux import TmuxCall
+from firstmate.watch.backends.tmuxcall import TmuxCall
 
 if TYPE_CHECKING:
     from firstmate.watch.backends.tmux import TmuxBackend
@@ -53,7 +53,7 @@ def marker(nonce: str) -> str:
 @attrs.define(eq=False)
 class CaptureBatch(TmuxCall):
     """One batch call under way (:func:`start`), stepped and waited on as a pane listing is
-    (:class:`~firstmate.watch.backends.tmux.TmuxCall`). A call past its deadline is killed and
+    (:class:`~firstmate.watch.backends.tmuxcall.TmuxCall`). A call past its deadline is killed and
     reads nothing."""
 
     panes: tuple[str, ...] = attrs.field(kw_only=True)
