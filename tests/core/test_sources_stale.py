@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -616,3 +617,36 @@ def test_a_ring_while_tmux_reads_a_batch_leaves_the_batch_to_the_next_poll(
     finally:
         for _ in range(2):
             let_one_go(gate)
+
+
+@attrs.define
+class ListingKept(BatchCounting):
+    """:class:`BatchCounting`, keeping each pane listing it starts."""
+
+    listings: list[Any] = attrs.Factory(list)
+
+    def start_signatures(self) -> Any:
+        call = super().start_signatures()
+        self.listings.append(call)
+        return call
+
+
+def test_the_panes_a_batch_takes_are_looked_for_only_until_the_doorbell_rings(
+        server: Server, home: Home) -> None:
+    # A watcher's first poll reads each crew's pane state to learn which panes to read: a ring
+    # stops that look (it is answered first), so it never costs a pass over the whole fleet.
+    targets = [server.window(f"w{i}", BUSY) for i in range(20)]
+    for i, target in enumerate(targets):
+        server.wait_for(target, lambda text: "esc to interrupt" in text)
+        crew.add(home, f"w{i}", target)
+    real = server.backend
+    backend = ListingKept(real.tmux, real.socket, real.timeout, real.busy_re)
+    assert StaleSource(home, backend).poll(ctx(home, T0)) is None  # first sight
+    source = StaleSource(home, backend)  # a new watcher: it reads the states afresh
+    # The doorbell rings once the listing is over, before the batch is chosen.
+    ringing = attrs.evolve(ctx(home, T0 + 16),
+                           rung=lambda: bool(backend.listings) and backend.listings[-1].over)
+    assert source.poll(ringing) is None
+    assert source.next_due(ringing) == T0 + 16  # the rest at once, after the ring
+    assert len(backend.batches) == 1 and 2 <= len(backend.batches[0]) < len(targets)
+    source.close()

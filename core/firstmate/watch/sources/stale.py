@@ -187,7 +187,7 @@ class StaleSource:
         self._resume = 0
         order = members[first:] + members[:first]
         if budget > 0 and isinstance(signatures, PaneListing) and not self._read_ahead(
-                ctx, order, signatures, quiet):
+                ctx, order, signatures, quiet, budget):
             # The doorbell rang while tmux reads the batch: it is answered first, and the next
             # poll, due at once, takes the batch up where it is.
             self._resume = first or len(members)
@@ -299,7 +299,7 @@ class StaleSource:
         self._call = self._batch = None
 
     def _read_ahead(self, ctx: PollContext, order: tuple[crewmod.Crew, ...],
-                    listing: PaneListing, quiet: float) -> bool:
+                    listing: PaneListing, quiet: float, budget: float) -> bool:
         """Read in one tmux call (:mod:`firstmate.watch.backends.panebatch`) the panes that this
         pass, in *order*, is about to read to confirm (up to a batch; a lone one is read as
         before, and so is every pane with a slice of 0: one read per poll); False when the
@@ -311,10 +311,7 @@ class StaleSource:
         if call is None:
             if self._read:
                 return True  # what the last batch read is used first
-            from firstmate.watch.backends.panebatch import BATCH
-
-            wanted = [member.pane for member in order
-                      if self._confirms(ctx, member, listing, quiet)][:BATCH]
+            wanted = self._wanted(ctx, order, listing, quiet, budget)
             if len(wanted) < 2:
                 return True
             try:
@@ -334,6 +331,23 @@ class StaleSource:
         if isinstance(found, dict):
             self._read.update(found)
         return True
+
+    def _wanted(self, ctx: PollContext, order: tuple[crewmod.Crew, ...], listing: PaneListing,
+                quiet: float, budget: float) -> list[str]:
+        """The panes of the first crews in *order* that are about to be read, up to a batch,
+        looked for within the slice's *budget* and only until the doorbell rings (a watcher's
+        first poll reads each crew's pane state here)."""
+        from firstmate.watch.backends.panebatch import BATCH
+
+        began = time.monotonic()
+        wanted: list[str] = []
+        for step, member in enumerate(order):
+            if len(wanted) >= BATCH or (step % 16 == 15 and (
+                    time.monotonic() - began > budget or ctx.rung())):
+                break
+            if self._confirms(ctx, member, listing, quiet):
+                wanted.append(member.pane)
+        return wanted
 
     def _confirms(self, ctx: PollContext, member: crewmod.Crew, listing: PaneListing,
                   quiet: float) -> bool:
