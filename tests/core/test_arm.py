@@ -236,20 +236,29 @@ def test_a_wedged_holder_that_is_not_verifiably_ours_is_never_signalled(rig: Rig
     assert victim.poll() is None and holder.poll() is None
 
 
-def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet(
-    rig: Rig,
-) -> None:
-    # An open crew decision makes any recovery worth showing, so only the take-over's restore
-    # of the acknowledged episode can keep the fresh cycle quiet.
+#: The stopped watcher holds a crew's decision (coalescing it for ten minutes) instead of waking.
+HOLDS_DECISIONS = {**SHORT_SUCCESSOR, "FM_SIGNAL_GRACE": "600", "FM_SIGNAL_URGENT_QUIET": "600"}
+
+
+def _acked_with_an_unpresented_decision(rig: Rig) -> None:
+    """An acknowledged episode, and a crew decision no drain presented (asked after the drain):
+    a recovery would have something to show, so only a kept acknowledgement keeps it quiet."""
     assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
     assert rig.fm("crew", "status", "c1", "needs-decision: key=k1 pick a branch").returncode == 0
     first = rig.spawn("arm")
     started_pid(first.line())
-    assert first.line().startswith("signal: c1.status: needs-decision")
+    assert first.line().startswith("signal: c1.status: needs-decision: key=k1")
     assert first.wait() == 0
     _drain_and_ack(rig)
     assert episode(rig.home).token().startswith("acked:")  # type: ignore[union-attr]
-    victim_arm = rig.spawn("arm", env=SHORT_SUCCESSOR)
+    assert rig.fm("crew", "status", "c1", "needs-decision: key=k2 pick a name").returncode == 0
+
+
+def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet(
+    rig: Rig,
+) -> None:
+    _acked_with_an_unpresented_decision(rig)
+    victim_arm = rig.spawn("arm", env=HOLDS_DECISIONS)
     victim = started_pid(victim_arm.line())
     taker = rig.spawn("arm", "--take-over", str(victim_arm.pid))
     fresh = started_pid(taker.line())
@@ -257,9 +266,10 @@ def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet
     assert not alive(victim)
     # The taken-over arm follows the fresh cycle (it never exits empty-handed).
     assert attached_pid(victim_arm.line()) == fresh
-    rig.append("check", "new", "check: after take-over")
-    assert taker.line() == "check: after take-over"  # not check: rearm-resurface
-    assert victim_arm.line() == "check: after take-over"
+    # The fresh cycle wakes for the decision as the live event it is, not as a recovery.
+    line = taker.line()
+    assert line.startswith("signal: c1.status: needs-decision: key=k2"), line
+    assert victim_arm.line() == line
     assert (taker.wait(), victim_arm.wait()) == (0, 0)
     row = next(r for r in cyclelog.rows(rig.home)
                if r.arm_pid == victim_arm.pid and r.watcher_pid == victim)
@@ -269,15 +279,9 @@ def test_take_over_stops_the_named_arms_watcher_and_keeps_an_acked_episode_quiet
 
 def test_without_its_restore_the_stop_would_have_resurfaced(rig: Rig) -> None:
     # The counterfactual of the test above: a plain restart publishes downtime like any stop,
-    # and the open decision makes the fresh cycle resurface it.
-    assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
-    assert rig.fm("crew", "status", "c1", "needs-decision: key=k1 pick a branch").returncode == 0
-    first = rig.spawn("arm")
-    started_pid(first.line())
-    first.line()
-    assert first.wait() == 0
-    _drain_and_ack(rig)
-    owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
+    # and the decision no drain presented makes the fresh cycle resurface it.
+    _acked_with_an_unpresented_decision(rig)
+    owner = rig.spawn("arm", env=HOLDS_DECISIONS)
     started_pid(owner.line())
     restart = rig.spawn("arm", "--restart")
     started_pid(restart.line())
