@@ -21,28 +21,7 @@ from typing import Any
 import pytest
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
-from watch_support import CORE, wait_for
-
-PLUGIN = '''
-from firstmate import hookimpl
-from firstmate.plugin.harness import BridgeProfile, HarnessInfo
-
-class Plugin:
-    @hookimpl
-    def firstmate_harness_info(self):
-        return HarnessInfo(name={name!r}, display_name="Bridge test", family="in-process",
-                           rearm_owner="extension", wake_channel="fake shim")
-
-    @hookimpl
-    def firstmate_bridge_profile(self, harness):
-        if harness != {name!r}:
-            return None
-        return BridgeProfile(harness={name!r}, delivery="followUp", retire_on_shutdown={retire},
-                             idle_queue_read={idle}, readiness_timeout=20.0,
-                             idle_queue_tick_env="FM_STANDIN_QUEUE_TICK_MS")
-
-plugin = Plugin()
-'''
+from watch_support import CORE, bridge_plugin, wait_for
 
 
 class Shim:
@@ -129,9 +108,8 @@ class Shim:
 def plugins(tmp_path: Path) -> Path:
     where = tmp_path / "plugins"
     where.mkdir()
-    for name, retire, idle in (("bridgepi", False, False), ("bridgeomp", True, True)):
-        (where / f"firstmate_plugin_{name}.py").write_text(
-            PLUGIN.format(name=name, retire=retire, idle=idle))
+    bridge_plugin(where, "bridgepi", retire=False, idle=False)
+    bridge_plugin(where, "bridgeomp", retire=True, idle=True)
     return where
 
 

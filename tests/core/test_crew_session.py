@@ -154,7 +154,8 @@ def test_the_watchers_own_commands_refuse_with_their_failed_line(home: Home,
     assert set(claims(home).values()) == {None}
 
 
-def test_a_bridge_in_a_crews_session_never_takes_the_session_lock(home: Home) -> None:
+def test_a_bridge_in_a_crews_session_never_takes_the_session_lock(home: Home,
+                                                                  tmp_path: Path) -> None:
     """The primary's in-process shim, loaded by a crew's harness from a shared directory, asks
     its bridge to arm: the bridge stands aside and the primary's session lock stays free."""
     import json
@@ -162,16 +163,19 @@ def test_a_bridge_in_a_crews_session_never_takes_the_session_lock(home: Home) ->
     import subprocess
     import sys
 
-    from wakeq_support import child_env
+    from wakeq_support import CORE, child_env
+    from watch_support import bridge_plugin
 
-    lines = [{"type": "hello", "id": "1", "protocol": 1, "harness": "pi", "shim": "0",
+    bridge_plugin(tmp_path, "bridgepi", retire=False, idle=False)
+    lines = [{"type": "hello", "id": "1", "protocol": 1, "harness": "bridgepi", "shim": "0",
               "pid": os.getpid(), "cwd": str(home.root), "argv": ["pi"], "restart": False},
              {"type": "arm", "id": "2"}]
-    done = subprocess.run([sys.executable, "-m", "firstmate", "bridge", "pi"],
+    env = child_env(home, FM_CREW="cA", FM_SESSION_HOLDER_PID=str(os.getpid()),
+                    FM_TMUX=str(home.root / "no-tmux"))
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), CORE])  # the stand-in plugin
+    done = subprocess.run([sys.executable, "-m", "firstmate", "bridge", "bridgepi"],
                           input="".join(json.dumps(line) + "\n" for line in lines),
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=child_env(home, FM_CREW="cA", FM_SESSION_HOLDER_PID=str(os.getpid()),
-                                        FM_TMUX=str(home.root / "no-tmux")))
+                          capture_output=True, text=True, timeout=60, check=False, env=env)
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     (arm,) = [reply for reply in replies if reply.get("id") == "2"]
     assert arm["ok"] is False and "crew's session" in arm["text"], replies

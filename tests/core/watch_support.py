@@ -194,6 +194,37 @@ sys.stdin.read()
 """
 
 
+BRIDGE_PLUGIN = '''
+from firstmate import hookimpl
+from firstmate.plugin.harness import BridgeProfile, HarnessInfo
+
+class Plugin:
+    @hookimpl
+    def firstmate_harness_info(self):
+        return HarnessInfo(name={name!r}, display_name="Bridge test", family="in-process",
+                           rearm_owner="extension", wake_channel="fake shim")
+
+    @hookimpl
+    def firstmate_bridge_profile(self, harness):
+        if harness != {name!r}:
+            return None
+        return BridgeProfile(harness={name!r}, delivery="followUp", retire_on_shutdown={retire},
+                             idle_queue_read={idle}, readiness_timeout=20.0,
+                             idle_queue_tick_env="FM_STANDIN_QUEUE_TICK_MS")
+
+plugin = Plugin()
+'''
+
+
+def bridge_plugin(where: Path, name: str, *, retire: bool, idle: bool) -> Path:
+    """A throwaway in-process harness plugin *name* in *where* (put it on PYTHONPATH) whose
+    only hooks give ``fm bridge NAME`` its profile: it retires its arm at shutdown with
+    *retire* (like omp, not like Pi) and reads the queue while idle with *idle*."""
+    path = where / f"firstmate_plugin_{name}.py"
+    path.write_text(BRIDGE_PLUGIN.format(name=name, retire=retire, idle=idle))
+    return path
+
+
 def hold_lock(rig: Rig, name: str) -> subprocess.Popen[bytes]:
     """A live process that is no watcher holding the home's lock *name* (with an owner record
     of its own) until it is killed; returned once it holds it."""
