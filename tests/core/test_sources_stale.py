@@ -179,6 +179,43 @@ def test_a_busy_pane_is_never_stale(server: Server, home: Home) -> None:
     assert server.backend.busy(target)
 
 
+BLANK = "exec sleep 100000"
+
+
+@pytest.mark.parametrize("grace", [None, "40"])
+def test_a_blank_pane_is_not_stale_while_its_crew_may_still_be_starting(
+        server: Server, home: Home, grace: str | None) -> None:
+    """A harness can take many seconds to draw its first screen on a loaded machine: a crew
+    spawned (or added) less than FM_STALE_START_GRACE ago whose pane is blank is not stale yet;
+    still blank after it, it is. A pane that drew something goes stale on the usual clock."""
+    blank, drawn = server.window("w1", BLANK), server.window("w2", STATIC)
+    server.wait_for(drawn, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", blank)
+    crew.add(home, "w2", drawn)
+    for name in ("w1", "w2"):  # both registered at T0
+        os.utime(home.crew_dir / f"{name}.pane", (T0, T0))
+    env = {**WHOLE_FLEET, **({"FM_STALE_START_GRACE": grace} if grace else {})}
+    ends = T0 + float(grace or 120)
+    source = StaleSource(home, server.backend)
+    assert source.poll(ctx(home, T0 + 1, env=env)) is None
+    wake = source.poll(ctx(home, T0 + 20, env=env))
+    assert wake == Wake("stale", "w2", "stale: w2")  # the blank one is held, not skipped past
+    source.commit(wake, ctx(home, T0 + 20, env=env))
+    assert source.poll(ctx(home, T0 + 20, env=env)) is None
+    assert source.next_due(ctx(home, T0 + 20, env=env)) == pytest.approx(ends)
+    assert source.poll(ctx(home, ends - 1, env=env)) is None
+    assert source.poll(ctx(home, ends, env=env)) == Wake("stale", "w1", "stale: w1")
+
+
+def test_a_registration_time_ahead_of_the_clock_gives_a_blank_pane_no_grace(
+        server: Server, home: Home) -> None:
+    crew.add(home, "w1", server.window("w1", BLANK))
+    os.utime(home.crew_dir / "w1.pane", (T0 + 3600, T0 + 3600))
+    source = StaleSource(home, server.backend)
+    assert source.poll(ctx(home, T0)) is None
+    assert source.poll(ctx(home, T0 + 16)) == Wake("stale", "w1", "stale: w1")
+
+
 def test_a_missing_pane_is_noted_once_and_skipped(server: Server, home: Home) -> None:
     crew.add(home, "gone", "fleet:no-such-window")
     target = server.window("w1", STATIC)

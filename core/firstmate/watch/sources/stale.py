@@ -10,7 +10,10 @@ the call up where it is. Other panes (a backend without signatures, a
 target the listing does not name) are captured and hashed (trailing blanks ignored) at every
 poll. A pane is **stale** when the same text (hash, or signature) was seen by at least two polls
 spanning at least ``FM_POLL`` seconds (default 15: event-driven polls can come milliseconds
-apart, and two of those prove nothing) and the backend does not report it busy. Reason line
+apart, and two of those prove nothing) and the backend does not report it busy — but a blank
+pane is not stale within ``FM_STALE_START_GRACE`` seconds (default 120) of its crew's
+registration (``fm crew spawn`` or ``add``): a harness that has drawn nothing yet may still be
+starting, and one still blank after that is stale as any other. Reason line
 ``stale: <crew>`` (key ``<crew>``). After the watcher made that row durable, :meth:`commit`
 records the hash as surfaced, and the pane stays suppressed until its content changes.
 
@@ -58,6 +61,9 @@ from firstmate.watch.backends.tmux import LIVE, PaneListing
 from firstmate.watch.sources.base import PollContext, Wake
 
 DEFAULT_QUIET = 15.0
+START_GRACE_ENV = "FM_STALE_START_GRACE"
+#: Seconds after a crew is registered during which its pane, while blank, is not stale.
+DEFAULT_START_GRACE = 120.0
 #: The key suffix and reason of a crew's pane exit: ``signal: <crew>.exited``.
 EXITED = ".exited"
 #: Other crews named in one exit reason line at most.
@@ -488,12 +494,24 @@ class StaleSource:
                 return None
             if state.surfaced == state.digest:
                 return None
+        if not content.strip() and self._starting(ctx, member):
+            return None
         if self._busy(member.pane, content):
             if signature != "-":
                 self._write(name, attrs.evolve(state, busy_at=signature))
             return None
         self._pending[name] = state
         return Wake("stale", name, f"stale: {name}")
+
+    def _starting(self, ctx: PollContext, member: crewmod.Crew) -> bool:
+        """Whether *member* was registered less than the start grace ago (its blank pane is
+        then looked at again when the grace ends): a harness can take many seconds to draw its
+        first screen on a loaded machine. A registration time ahead of the clock gets none."""
+        grace = env_float(ctx.env, START_GRACE_ENV, DEFAULT_START_GRACE, allow_zero=True)
+        if 0 <= ctx.now - member.added_at < grace:
+            self._due[member.name] = member.added_at + grace
+            return True
+        return False
 
     def _busy(self, pane: str, content: str) -> bool:
         assert self.backend is not None
