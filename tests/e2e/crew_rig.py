@@ -291,13 +291,10 @@ class CrewRig:
     def steered_turn_wakes(self, name: str, diag: Callable[[], str]) -> str:
         """Re-arm the primary, steer the crew into a plain turn (no report) and return the
         reason the watcher closes with: the crew's harness recorded that turn's end."""
-        from firstmate.store import crew
-
-        seen = self.home.crew_dir / f"{name}.turn-seen"
-        signature = crew.turn_signature(self.home, name)
-        if signature is None or not seen.exists() or seen.read_text().strip() != signature[0]:
-            # The first turn's end came after the first cycle closed (asked before arming: a
-            # watcher may take it at once): a cycle wakes for it first.
+        if not self.turn_end_seen(name):
+            # The first turn's end came after the first cycle closed and after the drain read
+            # the crew's log (asked before arming: a watcher may take it at once): a cycle
+            # wakes for it first.
             reason = self.arm_primary().wait_reason(deadline=60)
             assert reason.startswith(f"signal: {name}."), f"{reason}\n{diag()}"
             self.handle_wake()
@@ -311,6 +308,22 @@ class CrewRig:
         self.handle_wake()
         return reason
 
+    def turn_end_seen(self, name: str) -> bool:
+        """Whether crew *name*'s turn-end marker, as it is now, wakes no watcher: a watcher's
+        status source took it (``NAME.turn-seen``), or a drain showed it with the crew's lines
+        (the turn signature in its presentation mark, ``NAME.drain-cursor``)."""
+        from firstmate.base import crewlog
+        from firstmate.store import crew
+
+        signature = crew.turn_signature(self.home, name)
+        if signature is None:
+            return False
+        seen = self.home.crew_dir / f"{name}.turn-seen"
+        if seen.exists() and seen.read_text().strip() == signature[0]:
+            return True
+        mark = crewlog.read_mark(str(self.home.crew_dir / f"{name}.drain-cursor"))
+        return mark is not None and mark[1] == signature[0]
+
     def spawn(self, name: str, harness: str, task: str) -> str:
         done = self.fm("crew", "spawn", name, "--harness", harness, "--cwd", str(self.project),
                        "--fm-command", str(self.fm_wrapper), "--", task)
@@ -318,12 +331,23 @@ class CrewRig:
         return done.stdout
 
     def pane(self, name: str) -> str:
-        return (self.home.crew_dir / f"{name}.pane").read_text().strip()
+        """The pane crew *name* is bound to (its registration's first line; the lines after it
+        are its label and program)."""
+        from firstmate.store import crew
+
+        return crew.get(self.home, name).pane
 
     def screen(self, name: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t",
-                               self.pane(name)], capture_output=True, text=True, check=False)
-        return done.stdout
+        """The crew's screen as tmux captures it, or why it could not be captured."""
+        try:
+            pane = self.pane(name)
+        except Exception as exc:  # (a diagnostic: say what went wrong instead)
+            return f"(no pane: {exc})"
+        done = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t", pane],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"(tmux capture-pane -t {pane} failed: {done.stderr.strip()})"
+        return done.stdout if done.stdout.strip() else f"(pane {pane} is blank)"
 
     def calls(self) -> list[tuple[int, str, str]]:
         """Every ``fm`` call through the wrapper: (pid, FM_CREW of the caller, arguments)."""
@@ -337,9 +361,13 @@ class CrewRig:
 
     def diag(self, name: str) -> str:
         status = self.home.crew_dir / f"{name}.status"
+        triage = self.home.logs / "triage.log"
+        state = self.home.crew_dir / f"{name}.pane-state"
         return (f"calls: {self.calls()[-20:]}\n"
                 f"status log: {status.read_text() if status.exists() else '(none)'}\n"
                 f"arm stderr: {self.arms[-1].stderr()[-1500:] if self.arms else ''}\n"
+                f"triage log: {triage.read_text()[-1500:] if triage.exists() else '(none)'}\n"
+                f"pane state: {state.read_text().strip() if state.exists() else '(none)'}\n"
                 f"screen:\n{self.screen(name)[-2500:]}")
 
     def assert_crew_never_armed(self, name: str) -> None:
