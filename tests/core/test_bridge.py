@@ -27,8 +27,11 @@ from watch_support import CORE, bridge_plugin, wait_for
 class Shim:
     """The test's side of the protocol: send lines, collect what the bridge writes."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], cwd: Path) -> None:
         self.proc = proc
+        #: The harness's working directory the hello names (the bridge's own): a plain
+        #: directory, whatever directory the tests run from (a linked git worktree is a crew's).
+        self.cwd = cwd
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.ids = 0
@@ -100,7 +103,7 @@ class Shim:
 
     def hello(self) -> dict[str, Any]:
         self.send("hello", protocol=1, harness="x", shim="test", pid=os.getpid(),
-                  cwd=os.getcwd(), argv=[], restart=False)
+                  cwd=str(self.cwd), argv=[], restart=False)
         return self.next("welcome")
 
 
@@ -134,7 +137,7 @@ def bridge(fm_home: Home, plugins: Path, tmp_path: Path,
     proc = subprocess.Popen([sys.executable, "-m", "firstmate", "bridge", harness],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                             cwd=tmp_path)
-    shim = Shim(proc)
+    shim = Shim(proc, tmp_path)
     try:
         yield shim, env
     finally:
