@@ -289,8 +289,10 @@ class CrewRig:
         return drained.stdout
 
     def steered_turn_wakes(self, name: str, diag: Callable[[], str]) -> str:
-        """Re-arm the primary, steer the crew into a plain turn (no report) and return the
-        reason the watcher closes with: the crew's harness recorded that turn's end."""
+        """Steer the crew into a plain turn (no report), re-arm the primary and return the
+        reason the watcher closes with: the crew's harness recorded that turn's end. The steer
+        goes first: an idle crew whose screen held still for ``FM_POLL`` seconds is stale, by
+        design, and a watcher armed before the steer redraws it may rightly close on that."""
         if not self.turn_end_seen(name):
             # The first turn's end came after the first cycle closed and after the drain read
             # the crew's log (asked before arming: a watcher may take it at once): a cycle
@@ -298,10 +300,14 @@ class CrewRig:
             reason = self.arm_primary().wait_reason(deadline=60)
             assert reason.startswith(f"signal: {name}."), f"{reason}\n{diag()}"
             self.handle_wake()
-        arm = self.arm_primary()
         before = (self.home.crew_dir / f"{name}.turn-ended").read_text()
+        screen = self.screen(name)
         steered = self.fm("crew", "steer", name, "Say hello once more.")
         assert steered.returncode == 0, steered.stderr
+        wait_for(lambda: self.screen(name) != screen, "the steered crew's screen to change",
+                 diag=diag)
+        # (A turn that ends before the watcher starts is taken at its first poll.)
+        arm = self.arm_primary()
         reason = arm.wait_reason(deadline=60)
         assert reason == f"signal: {name}.turn-ended", f"{reason}\n{diag()}"
         assert (self.home.crew_dir / f"{name}.turn-ended").read_text() != before
