@@ -23,7 +23,11 @@ STOP = {"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
 
 
 @pytest.fixture
-def env(fm_home: Home, tmp_path: Path) -> Iterator[dict[str, str]]:  # noqa: F811
+def env(fm_home: Home, tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    # Cursor runs its hooks in the workspace: a plain directory, wherever the tests run from
+    # (a linked git worktree is a crew's, where the hook rightly stands down).
+    monkeypatch.chdir(tmp_path)
     run_env = {k: v for k, v in arm_env(fm_home, tmp_path).items() if k != "FIRSTMATE_PLUGINS"}
     run_env.update(FM_SESSION_HOLDER_PID=str(os.getpid()), CURSOR_AGENT="1")
     done = subprocess.run(fm_command("crew", "add", "alpha", "--pane", "%0"), env=run_env,
