@@ -18,6 +18,7 @@ import attrs
 import pytest
 from firstmate.store import crew
 from firstmate.store.home import Home
+from firstmate.testing.procs import eventually
 from firstmate.watch.backends import panebatch
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.tmux import TmuxBackend
@@ -462,6 +463,26 @@ def test_a_fleet_going_quiet_at_once_is_read_a_slice_per_poll(server: Server, ho
     assert source.poll(ctx(home, T0 + 30)) is None
     assert backend.captured == targets
     assert source.next_due(ctx(home, T0 + 30)) is None
+
+
+def test_a_fleet_whose_every_poll_is_cut_short_still_sees_a_pane_close(
+        server: Server, home: Home) -> None:
+    """Polls that each read one crew and leave the rest to the next (a spent slice, or the
+    doorbell ringing in every one) go round the fleet over one listing for at most a second:
+    then the panes are listed afresh, so a pane that closed meanwhile wakes."""
+    targets = [server.window(f"w{i}", BUSY) for i in range(3)]
+    for i, target in enumerate(targets):
+        server.wait_for(target, lambda text: "esc to interrupt" in text)
+        crew.add(home, f"w{i}", target)
+    source = StaleSource(home, server.backend)
+    one_read = {"FM_STALE_SLICE_MS": "0"}  # every poll is cut short after its first crew
+    for _ in range(3):  # each crew seen live once
+        assert source.poll(ctx(home, T0, env=one_read)) is None
+        assert source.next_due(ctx(home, T0, env=one_read)) == T0
+    assert server.tmux("kill-pane", "-t", targets[2]).returncode == 0
+    wake = eventually("the closed pane's wake",
+                      lambda: source.poll(ctx(home, T0 + 1, env=one_read)), DEADLINE)
+    assert wake == Wake("signal", "w2.exited", "signal: w2.exited")
 
 
 # --- reading many panes through one tmux client (firstmate.watch.backends.panebatch) ----------

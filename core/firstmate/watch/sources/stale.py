@@ -72,8 +72,9 @@ SLICE_ENV = "FM_STALE_SLICE_MS"
 DEFAULT_SLICE_MS = 20.0
 #: The ``_due`` key that asks for the next poll at once: the fleet was not looked at in full.
 _MORE = "\x00more"
-#: How long a cut-short poll's listing serves its continuation (seconds): a poll due at once
-#: need not list the panes again.
+#: How long a listing serves the polls that continue a look cut short (seconds from when it
+#: was taken): a poll due at once need not list the panes again, and a fleet whose every poll is
+#: cut short (a ring, a spent slice) still sees its panes' changes and exits within this.
 _FRESH = 1.0
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
@@ -171,11 +172,13 @@ class StaleSource:
         budget = env_float(ctx.env, SLICE_ENV, DEFAULT_SLICE_MS, allow_zero=True) / 1000
         listing, self._listing = self._listing, None
         if self._resume and listing is not None and time.monotonic() - listing[0] < _FRESH:
-            signatures, members = listing[1], listing[2]
+            listed, signatures, members = listing
         else:
-            self._resume = 0
+            # (A look cut short goes on where it stopped, over the fresh listing: every crew
+            # gets its turn, and no listing outlives _FRESH however many polls are cut short.)
             self._read.clear()  # (read for a listing this pass no longer goes by)
             found = self._signatures(ctx)
+            listed = time.monotonic()
             if found is _PENDING:
                 # The doorbell rang while tmux lists the panes: it is answered first, and the
                 # next poll, due at once, takes the listing up where it is.
@@ -197,7 +200,7 @@ class StaleSource:
             # The doorbell rang while tmux reads the batch: it is answered first, and the next
             # poll, due at once, takes the batch up where it is.
             self._resume = first or len(members)
-            self._listing = (time.monotonic(), signatures, members)
+            self._listing = (listed, signatures, members)
             self._due[_MORE] = ctx.now
             return None
         started = time.monotonic()
@@ -206,7 +209,7 @@ class StaleSource:
                 # The rest waits for the next poll, due now: the doorbell is answered first
                 # (at once when it rang during this slice).
                 self._resume = first + step
-                self._listing = (started, signatures, members)
+                self._listing = (listed, signatures, members)
                 self._due[_MORE] = ctx.now
                 return None
             try:
