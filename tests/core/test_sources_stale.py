@@ -197,7 +197,8 @@ def test_a_blank_pane_is_not_stale_while_its_crew_may_still_be_starting(
         os.utime(home.crew_dir / f"{name}.pane", (T0, T0))
     env = {**WHOLE_FLEET, **({"FM_STALE_START_GRACE": grace} if grace else {})}
     ends = T0 + float(grace or 120)
-    source = StaleSource(home, server.backend)
+    backend = counting(server)
+    source = StaleSource(home, backend)
     assert source.poll(ctx(home, T0 + 1, env=env)) is None
     wake = source.poll(ctx(home, T0 + 20, env=env))
     assert wake == Wake("stale", "w2", "stale: w2")  # the blank one is held, not skipped past
@@ -205,6 +206,7 @@ def test_a_blank_pane_is_not_stale_while_its_crew_may_still_be_starting(
     assert source.poll(ctx(home, T0 + 20, env=env)) is None
     assert source.next_due(ctx(home, T0 + 20, env=env)) == pytest.approx(ends)
     assert source.poll(ctx(home, ends - 1, env=env)) is None
+    assert backend.captured.count(blank) == 1  # read blank once: held while nothing changes
     assert source.poll(ctx(home, ends, env=env)) == Wake("stale", "w1", "stale: w1")
 
 

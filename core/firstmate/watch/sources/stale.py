@@ -78,6 +78,8 @@ _MORE = "\x00more"
 _FRESH = 1.0
 #: The digest of a pane whose text was not read yet (the backend's signature stands for it).
 UNREAD = "-"
+#: The digest of a blank pane (nothing drawn).
+BLANK = hashlib.sha256(b"").hexdigest()
 #: What :meth:`StaleSource._signatures` gives while the listing is still under way.
 _PENDING = object()
 
@@ -483,6 +485,8 @@ class StaleSource:
             return None
         if signature != "-" and state.busy_at == signature:
             return None  # read busy at this very signature: nothing changed since
+        if state.digest == BLANK and self._starting(ctx, member):
+            return None  # read blank at this signature (or this poll), its crew just registered
         if content is None:  # about to call it stale: read it for real first
             content = self._capture(ctx, member)
             if content is None:
@@ -497,7 +501,7 @@ class StaleSource:
                 return None
             if state.surfaced == state.digest:
                 return None
-        if not content.strip() and self._starting(ctx, member):
+        if state.digest == BLANK and self._starting(ctx, member):
             return None
         if self._busy(member.pane, content):
             if signature != "-":
