@@ -197,7 +197,11 @@ def test_a_blank_pane_is_not_stale_while_its_crew_may_still_be_starting(
         os.utime(home.crew_dir / f"{name}.pane", (T0, T0))
     env = {**WHOLE_FLEET, **({"FM_STALE_START_GRACE": grace} if grace else {})}
     ends = T0 + float(grace or 120)
-    backend = counting(server)
+    backend = batch_counting(server)
+
+    def reads() -> int:  # (the blank pane's, alone or in a batch)
+        return backend.captured.count(blank) + sum(b.count(blank) for b in backend.batches)
+
     source = StaleSource(home, backend)
     assert source.poll(ctx(home, T0 + 1, env=env)) is None
     wake = source.poll(ctx(home, T0 + 20, env=env))
@@ -206,8 +210,21 @@ def test_a_blank_pane_is_not_stale_while_its_crew_may_still_be_starting(
     assert source.poll(ctx(home, T0 + 20, env=env)) is None
     assert source.next_due(ctx(home, T0 + 20, env=env)) == pytest.approx(ends)
     assert source.poll(ctx(home, ends - 1, env=env)) is None
-    assert backend.captured.count(blank) == 1  # read blank once: held while nothing changes
+    assert reads() == 1  # read blank once: held while nothing changes
     assert source.poll(ctx(home, ends, env=env)) == Wake("stale", "w1", "stale: w1")
+
+
+def test_blank_panes_in_their_start_grace_are_not_read_again_in_batches(
+        server: Server, home: Home) -> None:
+    blanks = [server.window(f"b{i}", BLANK) for i in range(3)]
+    for i, target in enumerate(blanks):
+        crew.add(home, f"b{i}", target)
+        os.utime(home.crew_dir / f"b{i}.pane", (T0, T0))
+    backend = batch_counting(server)
+    source = StaleSource(home, backend)
+    for now in (T0 + 1, T0 + 20, T0 + 40, T0 + 60):
+        assert source.poll(ctx(home, now)) is None
+    assert backend.batches == [tuple(blanks)] and backend.captured == []
 
 
 def test_a_registration_time_ahead_of_the_clock_gives_a_blank_pane_no_grace(

@@ -122,6 +122,14 @@ class PaneState:
         return cls(parts[0], int(parts[1]), since, parts[3], *rest[:4])
 
 
+def grace_end(ctx: PollContext, member: crewmod.Crew) -> float | None:
+    """When *member*'s start grace ends, while it lasts (None after it): a harness can take
+    many seconds to draw its first screen on a loaded machine. A registration time ahead of the
+    clock gets none."""
+    grace = env_float(ctx.env, START_GRACE_ENV, DEFAULT_START_GRACE, allow_zero=True)
+    return member.added_at + grace if 0 <= ctx.now - member.added_at < grace else None
+
+
 def pane_digest(content: str) -> str:
     lines = [line.rstrip() for line in content.splitlines()]
     while lines and not lines[-1]:
@@ -363,8 +371,9 @@ class StaleSource:
     def _confirms(self, ctx: PollContext, member: crewmod.Crew, listing: PaneListing,
                   quiet: float) -> bool:
         """Whether :meth:`_look` is about to read *member*'s pane to confirm it quiet: its
-        live pane's signature held for *quiet* since it was first seen, not yet read busy at
-        it, not surfaced. (A wrong guess only costs a read, or a pane read on its own.)"""
+        live pane's signature held for *quiet* since it was first seen, not yet read busy (or
+        blank in its crew's start grace) at it, not surfaced. (A wrong guess only costs a read,
+        or a pane read on its own.)"""
         if member.name not in self._live or member.pane in self._read:
             return False
         try:
@@ -374,7 +383,8 @@ class StaleSource:
         signature = listing.get(member.pane, "-")
         return (signature != "-" and state is not None and state.signature == signature
                 and not (state.digest != UNREAD and state.surfaced == state.digest)
-                and ctx.now - state.since >= quiet and state.busy_at != signature)
+                and ctx.now - state.since >= quiet and state.busy_at != signature
+                and not (state.digest == BLANK and grace_end(ctx, member) is not None))
 
     def _signatures(self, ctx: PollContext) -> object:
         """Every pane's change signature from one backend call, when the backend has one;
@@ -512,13 +522,11 @@ class StaleSource:
 
     def _starting(self, ctx: PollContext, member: crewmod.Crew) -> bool:
         """Whether *member* was registered less than the start grace ago (its blank pane is
-        then looked at again when the grace ends): a harness can take many seconds to draw its
-        first screen on a loaded machine. A registration time ahead of the clock gets none."""
-        grace = env_float(ctx.env, START_GRACE_ENV, DEFAULT_START_GRACE, allow_zero=True)
-        if 0 <= ctx.now - member.added_at < grace:
-            self._due[member.name] = member.added_at + grace
-            return True
-        return False
+        then looked at again when the grace ends)."""
+        ends = grace_end(ctx, member)
+        if ends is not None:
+            self._due[member.name] = ends
+        return ends is not None
 
     def _busy(self, pane: str, content: str) -> bool:
         assert self.backend is not None
