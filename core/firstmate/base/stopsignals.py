@@ -74,6 +74,18 @@ def install(handler: Callable[[int, FrameType | None], None] = raise_stopped, *,
     return previous
 
 
+class held:  # (lower case: it reads as a statement, ``with stopsignals.held():``)
+    """Hold stops while a child is started and recorded, so a stop never lands between the
+    fork and the record its cleanup kills from (an orphan outliving the command). The previous
+    mask is restored on exit, so a stop already held stays held; a pending one lands then."""
+
+    def __enter__(self) -> None:
+        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+
+
 def restore(previous: Mapping[int, Handler]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
@@ -127,5 +139,5 @@ def early(line: str) -> None:
         signal.signal(sig, stopped)
 
 
-__all__ = ["NAMES", "STOP_SIGNALS", "Stopped", "block", "early", "install", "raise_stopped",
+__all__ = ["NAMES", "STOP_SIGNALS", "Stopped", "block", "early", "held", "install", "raise_stopped",
            "restore", "trapped", "unblock"]

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float
 from firstmate.watch.backends.tmuxcall import TmuxCall
 
@@ -248,11 +249,18 @@ class TmuxBackend:
         self.last_exit = None
         what = commands[0][0] if commands and commands[0] else "call"
         try:
-            # run() kills the child if the timeout (or a signal-raised exception) interrupts it.
-            done = subprocess.run(
-                self.sequence(*commands), stdin=subprocess.DEVNULL, capture_output=True,
-                timeout=self.timeout, check=False,
-            )
+            with stopsignals.held():  # a stop lands once the child is ours to kill, not mid-fork
+                proc = subprocess.Popen(
+                    self.sequence(*commands), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                )
+            with proc:  # (killed on the timeout, or on a stop signal's exception)
+                try:
+                    out, err = proc.communicate(timeout=self.timeout)
+                except BaseException:
+                    proc.kill()
+                    raise
+            done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         except FileNotFoundError:
             self.last_error = f"tmux binary {self.tmux!r} not found (set FM_TMUX)"
             return None

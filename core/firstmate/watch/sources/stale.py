@@ -49,6 +49,7 @@ from typing import Any
 
 import attrs
 
+from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float, finite
 from firstmate.base.errors import FirstmateError
 from firstmate.fleet.names import remote_host
@@ -333,13 +334,14 @@ class StaleSource:
             wanted = self._wanted(ctx, order, listing, quiet, budget)
             if len(wanted) < 2:
                 return True
-            try:
-                call = start(wanted)
-            except Exception:  # a broken backend reads each pane on its own
-                return True
-            if call is None:
-                return True
-            self._batch = call
+            with stopsignals.held():  # recorded before a stop can land: close() kills it
+                try:
+                    call = start(wanted)
+                except Exception:  # a broken backend reads each pane on its own
+                    return True
+                if call is None:
+                    return True
+                self._batch = call
         if not self._finish(ctx, call):
             return False
         self._batch = None
@@ -419,13 +421,14 @@ class StaleSource:
     def _listing_of(self, ctx: PollContext, start: Callable[[], Any]) -> object:
         call = self._call
         if call is None:
-            try:
-                call = start()
-            except Exception:  # a broken backend is "no signatures": every pane is captured
-                return None
-            if call is None:
-                return None
-            self._call = call
+            with stopsignals.held():  # recorded before a stop can land: close() kills it
+                try:
+                    call = start()
+                except Exception:  # a broken backend is "no signatures": every pane is captured
+                    return None
+                if call is None:
+                    return None
+                self._call = call
         if not self._finish(ctx, call):
             return _PENDING
         self._call = None
