@@ -15,6 +15,7 @@ import attrs
 import pytest
 from firstmate.continuity import session_lock
 from firstmate.guards import turnend as guards
+from firstmate.guards.down import Rearm
 from firstmate.guards.pull import PullFacts, decide_pull
 from firstmate.guards.turnend import (
     Budget,
@@ -56,6 +57,14 @@ PROFILES = {
     "opencode": GuardProfile(style="follow-up"),
 }
 
+#: How each re-arms (HarnessInfo.rearm_owner, rearm_command), as the plugins declare it.
+REARMS = {
+    "claude": ("hook", ()), "cursor": ("hook", ()), "codex": ("checkpoint", ("checkpoint",
+                                                                        "--seconds", "600")),
+    "grok": ("model-task", ("arm",)), "omp": ("extension", ()), "pi": ("extension", ()),
+    "opencode": ("extension", ()),
+}
+
 #: A stand-in ledger harness keeps its claim as the guard's facts themselves, JSON under
 #: this key: the guard's side of the cooperation is what these tests exercise.
 LEDGER_KEY = "standin.ledger"
@@ -87,7 +96,8 @@ class StandIn:
     @hookimpl
     def firstmate_harness_info(self):
         return HarnessInfo(name={name!r}, display_name={name!r}, family="hook",
-                           rearm_owner="hook", wake_channel="stand-in", process_names=({name!r},),
+                           rearm_owner={owner!r}, rearm_command={command!r}, rearm_event="stop",
+                           wake_channel="stand-in", process_names=({name!r},),
                            guard={profile!r})
 
     @hookimpl
@@ -176,6 +186,30 @@ def test_under_a_long_lived_re_arm_owner_the_advice_never_says_arm_by_hand() -> 
         assert "as a tracked background task" not in text
     pulled = decide_pull(PullFacts(need=Need(crews=1), owner=owner)).text
     assert "do not run `fm arm` yourself" in pulled and "tracked background task" not in pulled
+
+
+@pytest.mark.parametrize(("rearm", "said", "never"), [
+    (Rearm("hook", "Claude Code", "stop"),
+     "do not run `fm arm` yourself: Claude Code's Stop hook starts the watcher when a turn ends",
+     "tracked background task"),
+    (Rearm("extension", "Pi"),
+     "do not run `fm arm` yourself: Pi's Firstmate extension starts the watcher", "`fm arm` as"),
+    (Rearm("checkpoint", "Codex", "stop", ("checkpoint", "--seconds", "600")),
+     "run `fm checkpoint --seconds 600` in the foreground, as your protocol says", "fm arm"),
+    (Rearm("model-task", "Grok", "stop", ("arm",)),
+     "run `fm arm` as a tracked background task", "do not run"),
+], ids=["hook", "extension", "checkpoint", "model-task"])
+def test_the_advice_is_what_the_harness_lets_its_model_do(rearm: Rearm, said: str,
+                                                          never: str) -> None:
+    for health in (NONE, STALE):
+        texts = [decide_turnend(facts("codex", health=health, rearm=rearm)).text,
+                 decide_turnend(facts("claude", health=health, rearm=rearm,
+                                      budget=Budget(3))).text,  # the fail-open notice
+                 decide_pull(PullFacts(need=NEED, health=health, rearm=rearm)).text]
+        for text in texts:
+            if rearm.kind != "model-task" or health is NONE:
+                assert said in text, text
+            assert never not in text, text
 
 
 @pytest.mark.parametrize(("harness", "payload", "expected"), [
@@ -354,7 +388,8 @@ def grig(tmp_path: Path) -> Any:
     stand_ins.mkdir()
     for name, profile in PROFILES.items():
         (stand_ins / f"firstmate_plugin_{name}.py").write_text(STAND_IN.format(
-            name=name, profile=profile, ledger=profile.rearm_ledger, key=LEDGER_KEY))
+            name=name, profile=profile, ledger=profile.rearm_ledger, key=LEDGER_KEY,
+            owner=REARMS[name][0], command=REARMS[name][1]))
     made.env["PYTHONPATH"] = os.pathsep.join(
         [str(stand_ins), *filter(None, made.env.get("PYTHONPATH", "").split(os.pathsep))])
     try:
@@ -388,7 +423,10 @@ def test_no_watcher_blocks_with_a_banner(grig: Rig, harness: str) -> None:
     assert done.stdout == ""
     assert done.stderr.startswith("FIRSTMATE_OP: WATCHER DOWN")
     assert "1 process source(s) need a watcher" in done.stderr
-    assert "`fm arm`" in done.stderr
+    # Each harness's model is told what its protocol allows, never what it forbids.
+    said = {"codex": "`fm checkpoint --seconds 600`", "grok": "run `fm arm` as a tracked",
+            "omp": "do not run `fm arm` yourself"}[harness]
+    assert said in done.stderr
 
 
 @pytest.mark.parametrize("harness", ["cursor", "pi", "opencode"])
@@ -429,11 +467,11 @@ def test_crew_worktree_and_no_need_are_inert(grig: Rig, tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (0, "")
 
 
-def _record_lock(rig: Rig, pid: int) -> None:
+def _record_lock(rig: Rig, pid: int, harness: str = "unknown") -> None:
     ident = identity_of(pid)
     assert ident is not None
     # (Held for an explicitly named process, as FM_SESSION_HOLDER_PID records it.)
-    record = session_lock.SessionRecord(pid=pid, identity=ident.token(), harness="unknown",
+    record = session_lock.SessionRecord(pid=pid, identity=ident.token(), harness=harness,
                                         acquired_at=time.time())
     session_lock._write(rig.home, record)
 
@@ -455,17 +493,22 @@ def test_a_healthy_watcher_lets_the_turn_end(grig: Rig, harness: str) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
-def test_a_stale_beacon_blocks_and_names_take_over(grig: Rig) -> None:
+def test_a_stale_beacon_blocks_and_names_the_fix_each_harness_allows(grig: Rig) -> None:
     env = {"FM_GUARD_GRACE": "2"}
     arm = grig.spawn("arm", env=env)
     pid = started_pid(arm.line())
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: run_guard(grig, "codex", STOP, **env).returncode == 2,
+        wait_for(lambda: run_guard(grig, "grok", STOP, **env).returncode == 2,
                  "the guard to see the stale beacon")
-        done = run_guard(grig, "codex", STOP, **env)
+        done = run_guard(grig, "grok", STOP, **env)
         assert f"watcher pid {pid} is alive but has not polled" in done.stderr
+        # Grok's protocol has the model run the arm as a tracked task: it may take over.
         assert "fm arm --take-over" in done.stderr
+        # Codex's protocol forbids fm arm: its model is told to run its checkpoint.
+        codex = run_guard(grig, "codex", STOP, **env).stderr
+        assert "`fm checkpoint --seconds 600` in the foreground" in codex
+        assert "fm arm" not in codex
     finally:
         os.kill(pid, signal.SIGCONT)
 
@@ -569,6 +612,15 @@ def test_pull_guard_episodes_with_real_watchers(grig: Rig) -> None:
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: run_pull(grig).stderr.startswith("●  WATCHER DOWN"),
              "a fresh banner for the no-watcher episode")
+
+
+def test_pull_guard_advice_follows_the_primary_sessions_harness(grig: Rig) -> None:
+    # The pull guard is not told its harness: the session lock's record names the primary's.
+    for harness, said in (("claude", "do not run `fm arm` yourself: claude's Stop hook"),
+                          ("codex", "run `fm checkpoint --seconds 600` in the foreground")):
+        _record_lock(grig, os.getpid(), harness)
+        text = run_pull(grig).stderr
+        assert said in text and "tracked background task" not in text, text
 
 
 def test_pull_guard_counts_only_the_callers_rows(grig: Rig) -> None:

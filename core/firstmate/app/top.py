@@ -115,6 +115,9 @@ class Frame:
     wakes: tuple[WakeView, ...] = ()
     #: A one-line reason the home could not be read (unsafe or damaged state).
     problem: str | None = None
+    #: With no healthy watcher: what brings it back, said to the person watching
+    #: (firstmate.base.rearmadvice).
+    restart: str = ""
 
     def steady(self) -> Frame:
         """This frame without what changes by itself (the clock, the beacon's touches): two
@@ -200,8 +203,13 @@ class Gatherer:
         beacon_at = None if watcher.beacon_age is None else now - watcher.beacon_age
         if beacon_at is None and watcher.pid is not None:
             beacon_at = health.beacon_mtime(home)
+        restart = ""
+        if not watcher.healthy:
+            from firstmate.base.rearmadvice import for_home
+
+            restart = for_home(str(home.root))
         frame = attrs.evolve(
-            frame, exists=True, away=home.away_record.exists(),
+            frame, exists=True, away=home.away_record.exists(), restart=restart,
             watcher=WatcherView(watcher.state, watcher.pid, beacon_at, watcher.grace))
         frame = self._queue(frame)
         return attrs.evolve(frame, crews=self._crews())

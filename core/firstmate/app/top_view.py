@@ -33,9 +33,9 @@ NAME_MAX_NARROW = 14
 HARNESS_MAX = 10
 PANE_MAX = 12
 START_HINT = ("no firstmate home here yet; to start one:",
+              "  fm install <harness>             wire in a harness (it starts the watcher)",
               "  fm crew add NAME --pane TARGET   register a crew",
-              "  fm arm                           start the watcher",
-              "  fm install <harness>             wire in a harness (its hooks arm the watcher)")
+              "  then start the harness in the project")
 
 #: A piece of a line and its SGR parameters ("" for none).
 Seg = tuple[str, str]
@@ -174,14 +174,14 @@ def _watcher_line(frame: Frame) -> list[Seg]:
         return [("watcher  ", ""), ("healthy", GREEN), (f"  pid {w.pid}  {beacon}", "")]
     if w.state == "stale-beacon":
         return [("watcher  ", ""), ("STALE", ALERT),
-                (f"  pid {w.pid}  {beacon} (grace {age(w.grace)}); "
-                 "fm arm --take-over replaces it", "")]
+                (f"  pid {w.pid}  {beacon} (grace {age(w.grace)}); the harness replaces it, "
+                 "or end it now: fm arm --stop", "")]
     if w.state == "unverified":
         pid = "" if w.pid is None else f"  pid {w.pid}"
         return [("watcher  ", ""), ("unverified", YELLOW),
                 (f"{pid}  {beacon} (starting, closing or not ours)", "")]
     return [("watcher  ", ""), ("none", YELLOW),
-            ("  (fm arm starts one, or the harness hook does)", "")]
+            (f"  ({frame.restart or 'the harness starts one'})", "")]
 
 
 def _title(frame: Frame) -> list[list[Seg]]:

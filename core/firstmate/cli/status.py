@@ -145,10 +145,17 @@ def render(data: dict[str, object]) -> str:
     if watcher["healthy"]:
         wline = f"watcher: healthy pid={watcher['pid']} (beacon {int(age)}s)"
     elif watcher["state"] == "none":
-        wline = "watcher: none (run fm arm, or let the harness hook arm it)"
+        from firstmate.base.rearmadvice import for_home
+
+        # Who reads this is told what returns: fm arm would hold their shell until the next
+        # wake, and the model in a harness is never to run it.
+        wline = f"watcher: none ({for_home(str(data['home']))})"
     elif watcher["state"] == "stale-beacon":
+        from firstmate.base.rearmadvice import for_home
+
         wline = (f"watcher: stale beacon pid={watcher['pid']} (beacon {int(age)}s, grace "
-                 f"{int(watcher['grace'])}s); fm arm --take-over replaces it")
+                 f"{int(watcher['grace'])}s); the harness replaces it once it stays wedged, "
+                 f"or end it now with fm arm --stop, then {for_home(str(data['home']))}")
     else:
         wline = f"watcher: unverified holder pid={watcher['pid']} (starting, closing or not ours)"
     oldest = queue.get("oldest")

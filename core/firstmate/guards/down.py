@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import attrs
+
 from firstmate.host.away import AwayFacts
+from firstmate.plugin.harness import HarnessInfo
 from firstmate.store.health import WatcherHealth
 from firstmate.store.home import Home
 
@@ -47,10 +50,53 @@ def rearm_owner(env: Mapping[str, str]) -> str:
     return one_line(env.get(OWNER_ENV, ""), 120).strip()
 
 
-def fix(health: WatcherHealth, owner: str = "") -> str:
+@attrs.frozen
+class Rearm:
+    """How the harness a guard speaks to re-arms: its plugin's ``HarnessInfo`` in short (all
+    empty for a harness with no plugin here). The advice follows it, so a model is never told
+    to run what its harness's protocol forbids."""
+
+    #: ``HarnessInfo.rearm_owner`` ("" when unknown).
+    kind: str = ""
+    display: str = ""
+    #: ``HarnessInfo.rearm_event`` (the hook that re-arms) and ``rearm_command`` (what the
+    #: model runs, for a ``checkpoint`` or ``model-task`` harness).
+    event: str = ""
+    command: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, info: HarnessInfo | None) -> Rearm:
+        if info is None:
+            return cls()
+        return cls(info.rearm_owner, info.display_name, info.rearm_event, info.rearm_command)
+
+
+#: A harness with no plugin here: the generic advice.
+NO_REARM = Rearm()
+
+#: Re-arm owners that restore the watcher on their own: the model never arms by hand there.
+SELF_REARMING = ("hook", "extension", "host")
+
+
+def fix(health: WatcherHealth, owner: str = "", rearm: Rearm | None = None) -> str:
+    """What the model is told to do about a down watcher: what its harness allows."""
+    rearm = Rearm() if rearm is None else rearm
     if owner:
         return (f"do not run `fm arm` yourself: {owner} owns re-arming here and restores the "
                 "watcher; run `fm status`, and tell the captain if it stays down")
+    if rearm.kind in SELF_REARMING:
+        from firstmate.base.rearmadvice import how
+
+        said = how(rearm.kind, rearm.event) or "re-arm owner starts the watcher"
+        who = rearm.display or "the harness"
+        return (f"do not run `fm arm` yourself: {who}'s {said.removeprefix('its ')}, and it "
+                "replaces a watcher that stays wedged; run `fm status`, and tell the captain "
+                "if it stays down")
+    if rearm.kind == "checkpoint" and rearm.command:
+        command = "fm " + " ".join(rearm.command)
+        return (f"run `{command}` in the foreground, as your protocol says (never in the "
+                "background; it replaces a watcher that stays wedged), then `fm status` to "
+                "confirm; tell the captain if it prints `watcher: FAILED`")
     if health.state == "stale-beacon":
         return ("run `fm arm --take-over` as a tracked background task to replace it, then "
                 "`fm status` to confirm")
@@ -82,5 +128,5 @@ def publish_if_gone(home: Home, health: WatcherHealth) -> None:
         publish_for(home)
 
 
-__all__ = ["OWNER_ENV", "PREFIX", "away_note", "down_key", "fix", "last_beat", "problem",
+__all__ = ["NO_REARM", "OWNER_ENV", "PREFIX", "SELF_REARMING", "Rearm", "away_note", "down_key", "fix", "last_beat", "problem",
            "publish_if_gone", "rearm_owner"]

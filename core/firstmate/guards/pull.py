@@ -16,6 +16,8 @@ from collections.abc import Mapping
 import attrs
 
 from firstmate.guards.down import (
+    NO_REARM,
+    Rearm,
     age,
     away_note,
     down_key,
@@ -57,6 +59,8 @@ class PullFacts:
     bridges: tuple[str, ...] = ()
     #: The long-lived re-arm owner named by ``FM_REARM_OWNER`` ("" when the hooks own it).
     owner: str = ""
+    #: How the primary's harness (the session lock's) re-arms: what the advice may say.
+    rearm: Rearm = NO_REARM
 
 
 @attrs.frozen
@@ -87,12 +91,12 @@ def decide_pull(f: PullFacts, env: Mapping[str, str] | None = None) -> PullDecis
                 f"●  {f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
                 + away_note(f.away),
                 f"●  {_continue_line(env)}",
-                f"●  Fix: {fix(f.health, f.owner)}.",
+                f"●  Fix: {fix(f.health, f.owner, f.rearm)}.",
             ]
         else:
             lines.append(
                 f"WARNING: watcher still down (same {episode} episode; last beat: "
-                f"{age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health, f.owner)}."
+                f"{age(f.last_beat)}) - the full banner was already shown; fix: {fix(f.health, f.owner, f.rearm)}."
             )
     lines += [f"WARNING: {problem}." for problem in f.bridges] if f.primary else []
     if f.actor == "main":
@@ -141,6 +145,8 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
                       bridges=tuple(p.line for p in bridge_problems(home, env, now))
                       if scope.primary else (),
                       owner=rearm_owner(env))
+    if facts.primary and facts.need.needed and not health.healthy:
+        facts = attrs.evolve(facts, rearm=_session_rearm(home, env))
     if not home.db.exists():
         return facts
     from firstmate.store import grants, queuestatus
@@ -158,6 +164,21 @@ def gather_pull(home: Home, env: Mapping[str, str] | None = None, *, actor: str 
     return attrs.evolve(facts, mine=mine, held=held,
                         held_pid=grant.owner_pid if grant else None,
                         held_generation=grant.generation if grant else None, announced=announced)
+
+
+def _session_rearm(home: Home, env: Mapping[str, str]) -> Rearm:
+    """How the harness of the session that holds (or last held) the session lock re-arms:
+    this guard runs in the primary's session but is not told its harness."""
+    from firstmate.continuity.sessionrecord import read_record
+    from firstmate.plugin.manager import load_harness
+
+    record = read_record(home).record
+    if record is None or not record.harness:
+        return Rearm()
+    try:
+        return Rearm.of(load_harness(record.harness, env).harness(record.harness))
+    except Exception:  # (a plugin that cannot load leaves the generic advice)
+        return Rearm()
 
 
 def _installed_project_env(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -41,7 +41,9 @@ import attrs
 
 from firstmate.base.envnum import env_int
 from firstmate.guards.down import (
+    NO_REARM,
     PREFIX,
+    Rearm,
     away_note,
     fix,
     last_beat,
@@ -174,6 +176,8 @@ class TurnEndFacts:
     owner: str = ""
     #: How this harness is treated (its plugin's HarnessInfo.guard).
     profile: GuardProfile = attrs.field(factory=GuardProfile)
+    #: How this harness re-arms (its plugin's HarnessInfo): what the advice may tell its model.
+    rearm: Rearm = NO_REARM
 
 
 @attrs.frozen
@@ -240,7 +244,7 @@ def turnend_banner(f: TurnEndFacts) -> str:
     ]
     if f.profile.rearm_ledger:
         lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
-    lines.append(f"Fix now: {fix(f.health, f.owner)}. Queued wakes stay durable: drain them with "
+    lines.append(f"Fix now: {fix(f.health, f.owner, f.rearm)}. Queued wakes stay durable: drain them with "
                  "`fm wake drain` as usual.")
     return "\n".join(lines)
 
@@ -251,7 +255,7 @@ def fail_open_notice(f: TurnEndFacts) -> str:
     return (
         f"{PREFIX} WATCHER DOWN - this turn ends UNSUPERVISED (the one attended fail-open of this "
         f"failure episode): {what} and {f.budget.blocks} re-block(s) did not help; "
-        f"{problem(f.health, f.last_beat)}. Tell the captain, then {fix(f.health, f.owner)}."
+        f"{problem(f.health, f.last_beat)}. Tell the captain, then {fix(f.health, f.owner, f.rearm)}."
     )
 
 
@@ -378,7 +382,7 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     profile = view.profile
     limit = _knob(env, profile.block_budget_env, profile.block_budget)
     base = TurnEndFacts(harness, limit=limit, loop_active=loop_active(profile.loop_flags, payload),
-                        owner=rearm_owner(env), profile=profile)
+                        owner=rearm_owner(env), profile=profile, rearm=Rearm.of(view.info))
     if not isinstance(payload, Mapping) or not payload:
         return attrs.evolve(base, payload_present=False)
     from firstmate.store.scope import primary_scope

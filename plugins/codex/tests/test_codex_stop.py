@@ -49,6 +49,17 @@ def test_guard_blocks_up_to_our_cap_then_lets_the_stop_through(fm_home: Home,  #
     assert hook(fm_home, {**env, "FM_CODEX_STOP_BLOCK_BUDGET": "9"}, stop_hook_active=True) == {}
 
 
+def test_the_block_tells_the_model_what_its_protocol_allows(fm_home: Home,  # noqa: F811
+                                                             env: dict[str, str]) -> None:
+    from firstmate_plugin_codex.hooks import PROTOCOL
+
+    reason = str(hook(fm_home, env)["reason"])
+    # The protocol forbids starting fm arm; its bounded checkpoint is what the model runs.
+    assert "Never start `fm arm`" in PROTOCOL
+    assert "fm arm" not in reason
+    assert "`fm checkpoint --seconds 180` in the foreground" in reason
+
+
 def test_cap_is_configurable_and_per_session(fm_home: Home, env: dict[str, str]) -> None:  # noqa: F811
     env = {**env, "FM_CODEX_STOP_BLOCK_BUDGET": "1"}
     assert hook(fm_home, env)["decision"] == "block"

@@ -54,7 +54,7 @@ INFO = HarnessInfo(
     config_files=(".codex/hooks.json", "AGENTS.md"),
     hook_events=EVENTS,
     rearm_event="stop",
-    rearm_command=("checkpoint", "--seconds", "600"),
+    rearm_command=("checkpoint", "--seconds", "180"),
     process_names=("codex",),
     package_markers=(("@openai", "codex"),),
     guard=GuardProfile(style="block", loop_flags=("stop_hook_active",)),
