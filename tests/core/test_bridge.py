@@ -453,6 +453,8 @@ def test_a_replacement_that_never_loads_the_extension_is_reported_with_the_fix(
     doctor = _fm(quick, "doctor", "--json")
     findings = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "bridge"]
     assert findings and findings[0]["status"] == "warn" and "extension" in findings[0]["detail"]
+    # What brings supervision back is the session loading the extension, not a reinstall.
+    assert findings[0]["fix"].startswith("run /reload in bridgepi, or restart bridgepi")
     guard = _fm({**quick, "FM_PROJECT_DIR": str(fm_home.root)}, "guard")
     assert "has not loaded the Firstmate extension" in guard.stderr + guard.stdout
     # The replacement loads it: nothing left to report.

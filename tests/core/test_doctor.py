@@ -42,8 +42,9 @@ def _findings(home: Path, project: Path) -> tuple[int, list[dict[str, Any]]]:
     data = whole["findings"]
     assert whole["failed"] is (out.returncode == 1)
     for item in data:
-        assert set(item) == {"check", "status", "detail", "fix"}
+        assert set(item) == {"check", "status", "detail", "fix", "safe"}
         assert item["status"] in ("ok", "warn", "fail")
+        assert "fm arm" not in item["fix"].replace("fm arm --stop", "")  # (it returns)
     return out.returncode, data
 
 
@@ -68,22 +69,39 @@ def test_empty_home_is_reported_and_nothing_is_created(tmp_path: Path) -> None:
     # The report order is fixed: plugins, configs, lock, watcher, queue, cycles.
     order = ["home", "plugins", "session-lock", "watcher", "queue", "episode", "cycles"]
     assert [c for c in checks if c in order] == order
-    assert _by_check(data, "watcher")[0]["fix"] == "fm arm"
+    # Nothing needs a watcher yet: no advice to start one.
+    watcher = _by_check(data, "watcher")[0]
+    assert (watcher["status"], watcher["fix"]) == ("ok", "") and "nothing needs" in \
+        watcher["detail"]
     assert _by_check(data, "queue")[0]["status"] == "ok"
     # Harnesses this project never set up are no warnings: at most one line lists them.
     configs = _by_check(data, "harness-config")
     assert all(item["status"] == "ok" for item in configs) and len(configs) <= 1, configs
 
 
-def test_text_report_names_each_fix(tmp_path: Path) -> None:
+def _add_crew(home: Path, name: str = "alpha") -> None:
+    done = subprocess.run(fm_command("crew", "add", name, "--pane", "%1"), capture_output=True,
+                          text=True, timeout=60, check=False, env=_env(home))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_needed_watcher_is_advised_with_a_command_that_returns(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
+    _add_crew(home)
     out = _doctor(home, project)
     assert out.returncode == 0, out.stderr
-    assert "watcher" in out.stdout and "fix: fm arm" in out.stdout
+    line = next(line for line in out.stdout.splitlines() if line.split()[1:2] == ["watcher"])
+    # No harness is set up here: never `fm arm` (it holds a shell until the next wake, and a
+    # harness's model is told never to run it); the shell command it names returns.
+    assert "no watcher is running for 1 crew(s)" in line and "fm arm" not in line
+    assert "fm install <harness>" in line and "fm checkpoint --seconds 60" in line
+    quiet = subprocess.run(fm_command("checkpoint", "--seconds", "1"), capture_output=True,
+                           text=True, timeout=60, check=False, env=_env(home), cwd=project)
+    assert quiet.returncode == 124, quiet.stderr
 
 
-def test_queued_row_without_watcher_fails_with_drain_and_arm_fix(tmp_path: Path) -> None:
+def test_queued_row_without_watcher_fails_with_advice_that_fits_a_person(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
     env = _env(home)
@@ -96,15 +114,16 @@ def test_queued_row_without_watcher_fails_with_drain_and_arm_fix(tmp_path: Path)
     queue = _by_check(data, "queue")[0]
     assert queue["status"] == "fail"
     assert "1 row(s) queued" in queue["detail"]
-    assert "fm wake drain" in queue["fix"] and "fm arm" in queue["fix"]
-    assert _by_check(data, "watcher")[0]["fix"] == "fm arm"
+    # A drain from a shell would count as seen and never wake the primary for the row.
+    assert "fm wake drain" not in queue["fix"] and "fm arm" not in queue["fix"]
+    assert "fm install <harness>" in queue["fix"]
     # The row is still there: the doctor reads only.
     assert _tree(home).keys() >= {k for k in before if not k.endswith(("-wal", "-shm"))}
     rc2, data2 = _findings(home, project)
     assert rc2 == 1 and "1 row(s) queued" in _by_check(data2, "queue")[0]["detail"]
 
 
-def test_stale_session_lock_names_the_fix(tmp_path: Path) -> None:
+def test_a_stale_session_lock_is_said_to_be_taken_over(tmp_path: Path) -> None:
     home_root, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
     home = Home(home_root).ensure()
@@ -116,10 +135,12 @@ def test_stale_session_lock_names_the_fix(tmp_path: Path) -> None:
     before = record_path(home).read_bytes()
     rc, data = _findings(home_root, project)
     lock = _by_check(data, "session-lock")[0]
-    assert lock["status"] == "warn"
+    # `fm lock acquire` from a shell finds no harness above it: the next session of the
+    # harness takes a stale lock over, so there is nothing to do.
+    assert (lock["status"], lock["fix"]) == ("ok", "")
     assert "stale" in lock["detail"] and str(gone.pid) in lock["detail"]
-    assert lock["fix"] == "fm lock acquire"
-    assert rc == 0  # a stale lock is reclaimable: a warning, not a failure
+    assert "the next claude session takes it over" in lock["detail"]
+    assert rc == 0
     assert record_path(home).read_bytes() == before
 
 
@@ -162,8 +183,16 @@ def test_last_cycle_reasons_are_reported_and_a_bad_one_warns(tmp_path: Path) -> 
             beacon_age=cyclelog.NO_BEACON))
     rc, data = _findings(home_root, project)
     cycles = _by_check(data, "cycles")[0]
-    assert cycles["status"] == "warn" and cycles["fix"] == "fm arm"
+    # Nothing needs a watcher: the bad cycle is history.
+    assert cycles["status"] == "ok" and "nothing needs a watcher now" in cycles["detail"]
     # Only the last five reasons, oldest first.
     assert "actionable-signal, actionable-signal, actionable-signal, actionable-check, " \
            "nonzero-exit" in cycles["detail"]
     assert rc == 0
+    _add_crew(home_root)
+    rc, data = _findings(home_root, project)
+    cycles, watcher = _by_check(data, "cycles")[0], _by_check(data, "watcher")[0]
+    # Why it is down, once; what brings it back is the watcher's finding, said once.
+    assert cycles["status"] == "warn" and cycles["fix"] == ""
+    assert "the newest cycle ended with nonzero-exit" in cycles["detail"]
+    assert watcher["status"] == "warn" and watcher["fix"]

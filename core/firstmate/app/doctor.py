@@ -1,8 +1,19 @@
-"""``fm doctor``: what is missing or broken for a home, each finding with the command that fixes it.
+"""``fm doctor``: what is missing or broken for a home, each finding with what fixes it.
 
-Reads only. A home that was never used is reported as such; nothing (no ``state/``, no database,
-no lock file) is created. Every check is isolated: one that raises becomes a ``fail`` finding
-with a one-line detail, and the others still run.
+Reads only (``fm doctor --fix`` applies the safe fixes: :mod:`firstmate.app.doctor_fix`). A home
+that was never used is reported as such; nothing (no ``state/``, no database, no lock file) is
+created. Every check is isolated: one that raises becomes a ``fail`` finding with a one-line
+detail, and the others still run.
+
+One thing gets one verdict: a harness's install is either current or not, its hooks either run
+or not, never "ok" in one line and "fail" in the next. Each finding names its real cause and a fix
+that, followed as printed, removes it; what brings a watcher back is said to a person (start or
+restart the harness), never ``fm arm``, which holds a shell until the next wake.
+
+The checks are split by what they look at: this module (the home, plugins, session lock,
+watcher, queue, cycles, bridges), :mod:`firstmate.app.doctor_config` (each harness's install in
+the project and its program), :mod:`firstmate.app.doctor_fleet` (tmux, the crews' panes, the
+fleet's processes).
 """
 
 from __future__ import annotations
@@ -14,9 +25,17 @@ from typing import Any
 
 import attrs
 
+from firstmate.app.doctorfinding import (
+    STATUSES,
+    Action,
+    Applied,
+    Finding,
+    apply,
+    failed,
+    fm_action,
+    one_line,
+)
 from firstmate.store.home import Home
-
-STATUSES = ("ok", "warn", "fail")
 
 #: Cycle-log reasons that mean a cycle ended badly (the others are ordinary wake deliveries).
 BAD_REASONS = frozenset({
@@ -27,32 +46,6 @@ BAD_REASONS = frozenset({
 #: How many of the newest cycle-log rows the report names.
 LAST_CYCLES = 5
 
-
-@attrs.frozen
-class Finding:
-    """One check's verdict. ``fix`` is the exact command to run, or "" when nothing is needed."""
-
-    check: str
-    status: str
-    detail: str
-    fix: str = ""
-
-    def __attrs_post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown doctor status {self.status!r} for {self.check}")
-
-    def to_dict(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    # Hostile text (a plugin error, a path) must not forge further report lines.
-    clean = " ".join(
-        "".join(ch if ch.isprintable() else " " for ch in str(text)).split()
-    )
-    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
-
-
 @attrs.define
 class Doctor:
     """Runs the checks in order for one home and project directory."""
@@ -62,26 +55,43 @@ class Doctor:
     env: Mapping[str, str]
     #: Why this home (firstmate.base.homeroot.reason), said on the home line.
     home_reason: str = ""
+    #: Why fm will not act on this home's state (a cloned or moved one), "" when it will.
+    refused: str = ""
     findings: list[Finding] = attrs.Factory(list)
-    _harnesses: list[str] = attrs.Factory(list)
+    #: The installed harness plugins, by name.
+    harnesses: list[str] = attrs.Factory(list)
+    #: Those set up in this project (their config or an install record is there), with their
+    #: plugins' HarnessInfo: what brings the watcher back.
+    setup: list[Any] = attrs.Factory(list)
     _watcher_state: str = "none"
+    #: What needs a watcher, in words (firstmate.store.need).
+    _need: str = "nothing"
 
-    def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+    def add(self, check: str, status: str, detail: str, fix: str = "",
+            action: Action | None = None) -> None:
         # A fix names paths (a cloned repository's): it must not forge report lines either.
         fix = "".join(ch if ch.isprintable() else "?" for ch in fix)
-        self.findings.append(Finding(check, status, _one_line(detail), fix))
+        self.findings.append(Finding(check, status, one_line(detail), fix, action))
 
     def run(self) -> list[Finding]:
+        from firstmate.app import doctor_config, doctor_fleet
+
         steps: list[tuple[str, Callable[[], None]]] = [
             ("home", self.check_home),
             ("plugins", self.check_plugins),
-            ("harness-config", self.check_configs),
-            ("session-lock", self.check_session_lock),
-            ("watcher", self.check_watcher),
-            ("queue", self.check_queue),
-            ("cycles", self.check_cycles),
-            ("bridges", self.check_bridges),
         ]
+        if not self.refused:  # (nothing is read from a home fm will not act on)
+            steps += [
+                ("harness-config", lambda: doctor_config.check_configs(self)),
+                ("harness", lambda: doctor_config.check_programs(self)),
+                ("session-lock", self.check_session_lock),
+                ("watcher", self.check_watcher),
+                ("queue", self.check_queue),
+                ("cycles", self.check_cycles),
+                ("bridges", self.check_bridges),
+                ("crews", lambda: doctor_fleet.check_crews(self)),
+                ("fleet", lambda: doctor_fleet.check_fleet(self)),
+            ]
         for name, step in steps:
             try:
                 step()
@@ -93,14 +103,31 @@ class Doctor:
                 self.add(name, "fail", f"check could not run: {detail}")
         return self.findings
 
+    def restart(self) -> str:
+        """What brings the watcher back, said to a person: start or restart the harness set up
+        here (firstmate.base.rearmadvice)."""
+        from firstmate.base.rearmadvice import how, project_of, start_harness
+
+        where = str(self.project) if self.setup else project_of(str(self.home.root))
+        return start_harness([(info.display_name, how(info.rearm_owner, info.rearm_event,
+                                                       info.rearm_command))
+                              for info in self.setup], where)
+
     # --- checks, in report order ------------------------------------------------------------
 
     def check_home(self) -> None:
         from firstmate.store.home import refuse_symlink
 
+        why = f" ({self.home_reason})" if self.home_reason else ""
+        if self.refused:
+            import shlex
+
+            root = str(self.home.root)
+            self.add("home", "fail", f"{self.refused} (the other checks of this home run once "
+                     "it is adopted or set aside)", f"FM_HOME={shlex.quote(root)} fm status")
+            return
         refuse_symlink(self.home.root)
         refuse_symlink(self.home.state)
-        why = f" ({self.home_reason})" if self.home_reason else ""
         if not self.home.state.is_dir():
             self.add("home", "ok", f"{self.home.root}{why} has no state yet (never used)")
         else:
@@ -111,13 +138,13 @@ class Doctor:
 
         host = plugins.load(self.env)
         infos = host.harnesses()
-        self._harnesses = [info.name for info in infos]
+        self.harnesses = [info.name for info in infos]
         for failure in host.failures:
             self.add("plugins", "fail", f"plugin {failure.name} failed to load: {failure.error}",
-                     f"pip install --force-reinstall firstmate-plugin-{failure.name}")
+                     f"fm plugin remove {failure.name} && fm plugin add {failure.name}")
         if not infos:
             self.add("plugins", "warn", "no harness plugin is installed",
-                     "pip install firstmate-plugin-<harness> for the harness you run")
+                     "fm plugin add <harness> (the harness you supervise with)")
         else:
             names = ", ".join(
                 f"{info.name} {host.versions.get(info.name, '')}".strip()
@@ -131,123 +158,6 @@ class Doctor:
         owner = host.rearm_owner(self.home, Session(self.home, harness, dict(self.env)))
         return "nobody" if owner is None else str(owner.kind)
 
-    def check_configs(self) -> None:
-        """Each harness the project has config for, checked with the options it was installed
-        with (firstmate.plugin.installrecord); the others are listed in one line."""
-        if not self._harnesses:
-            return
-        if not self.project.is_dir():
-            self.add("harness-config", "warn", f"project directory {self.project} does not exist",
-                     "cd into the project directory and run fm doctor again")
-            return
-        from firstmate.plugin import manager as plugins
-
-        unset: list[str] = []
-        for name in self._harnesses:
-            try:
-                self._check_config(plugins.load_harness(name, self.env), name, unset)
-            except Exception as exc:
-                self.add("harness-config", "fail", f"{name}: the check failed: {_one_line(exc)}",
-                         f"fm install {name} --dry-run")
-        if unset:
-            self.add("harness-config", "ok",
-                     f"not set up in this project: {', '.join(unset)} "
-                     "(fm install <harness> sets one up)")
-
-    def _check_config(self, host: Any, name: str, unset: list[str]) -> None:
-        from firstmate.plugin import installrecord
-        from firstmate.plugin.harness import InstallOptions
-
-        # Only entries fm install wrote for this home are used: one from anywhere else (a
-        # cloned repository's .firstmate/) is named once, and nothing in it is run or proposed.
-        loaded = installrecord.load(self.home, name, self.env)
-        ignored = loaded.complaint()
-        if ignored:
-            self.add("harness-config", "warn", f"{name}: {ignored}", loaded.fix(name))
-        records = loaded.for_project(self.project)
-        if not records:
-            probe = host.uninstall(self.home, InstallOptions(name, self.project, dry_run=True))
-            if probe is None or not probe.changed:
-                unset.append(name)
-                return
-            if not ignored:
-                self.add("harness-config", "warn",
-                         f"{name}: installed in {self.project} with no record of its options "
-                         "(by an older fm, or by hand), so it cannot be checked",
-                         f"rerun the fm install {name} command you used, once")
-            return
-        seen: set[str] = set()
-        for record in records:
-            self._check_record(host, name, record, seen)
-
-    def _check_record(self, host: Any, name: str, record: Any, seen: set[str]) -> None:
-        result = host.install(self.home, record.options(dry_run=True))
-        if result is None:
-            self.add("harness-config", "warn", f"{name}: the plugin does not implement fm install",
-                     f"pip install -U firstmate-plugin-{name}")
-            return
-        if result.stale:
-            files = ", ".join(self._shown(change.path) for change in result.stale)
-            self.add("harness-config", "warn",
-                     f"{name}: not current in {self.project} ({files})", record.command())
-        elif result.changes:
-            self.add("harness-config", "ok", f"{name}: installed and current")
-        else:
-            self.add("harness-config", "ok", f"{name}: no project config files to install")
-        if record.fm_command not in seen:
-            seen.add(record.fm_command)
-            self._check_command(name, record)
-        for problem in host.install_problems(self.home, record.options()):
-            if problem.detail not in seen:  # two records may see one problem from both ends
-                seen.add(problem.detail)
-                self.add("harness-config", problem.status, f"{name}: {problem.detail}", problem.fix)
-
-    def _check_command(self, name: str, record: Any) -> None:
-        """Run the installed command (from an authenticated record only) with ``--version``,
-        as the argv the harness's shell runs, never through a shell."""
-        import subprocess
-
-        from firstmate.plugin.configfiles import command_words
-
-        reinstall = attrs.evolve(record, fm_command_given=False).command()
-        try:
-            assigned, words = command_words(record.fm_command)
-        except ValueError as exc:
-            self.add("harness-config", "fail",
-                     f"{name}: the hook command is not a command line ({exc}): "
-                     f"{record.fm_command}", reinstall)
-            return
-        if not words:
-            return
-        if not os.path.isabs(words[0]):
-            self.add("harness-config", "warn",
-                     f"{name}: the hooks run {words[0]!r} from the harness's PATH; a harness "
-                     "started from a desktop launcher or another environment may not find it",
-                     reinstall)
-        try:
-            done = subprocess.run([*words, "--version"], capture_output=True, text=True,
-                                  timeout=30, check=False, env={**self.env, **assigned},
-                                  stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            self.add("harness-config", "fail", f"{name}: the hook command cannot start "
-                     f"({exc.strerror or exc}): {record.fm_command}", reinstall)
-            return
-        except (ValueError, subprocess.SubprocessError) as exc:
-            self.add("harness-config", "fail", f"{name}: the hook command could not be run: {exc}",
-                     reinstall)
-            return
-        if done.returncode != 0 or not done.stdout.startswith("fm "):
-            said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-            self.add("harness-config", "fail",
-                     f"{name}: the hook command cannot start ({said}): {record.fm_command}",
-                     reinstall)
-
-    def _shown(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.project))
-        except ValueError:
-            return str(path)
-
     def check_session_lock(self) -> None:
         from firstmate.continuity import session_lock
 
@@ -260,16 +170,21 @@ class Doctor:
         elif lock.state == "held":
             self.add("session-lock", "ok", f"held by live harness pid {lock.pid}")
         elif lock.state == "stale":
-            self.add("session-lock", "warn",
-                     f"stale: pid {lock.pid} is gone or not a harness ({lock.detail})",
-                     "fm lock acquire")
+            # Harmless: the next session of the harness takes a stale lock over.
+            harness = lock.record.harness if lock.record is not None else "harness"
+            self.add("session-lock", "ok",
+                     f"stale: pid {lock.pid} is gone or not a harness ({lock.detail}); the "
+                     f"next {harness} session takes it over")
         elif lock.state == "unreadable":
-            self.add("session-lock", "warn", f"the lock record is unreadable ({lock.detail})",
-                     "fm lock acquire")
+            self.add("session-lock", "warn",
+                     f"the lock record is unreadable ({lock.detail}), so no session holds it "
+                     "and a running one's hooks stand aside; the next harness session replaces "
+                     "it", self.restart())
         else:
             self.add("session-lock", "warn",
-                     f"pid {lock.pid} is alive but its identity cannot be read",
-                     "fm lock status")
+                     f"pid {lock.pid} is alive but its identity cannot be read, so fm cannot "
+                     f"tell whether it is the harness session that took the lock (ps -p "
+                     f"{lock.pid} shows what it is)")
 
     def check_watcher(self) -> None:
         from firstmate.store import health
@@ -282,14 +197,28 @@ class Doctor:
         elif watcher.state == "stale-beacon":
             self.add("watcher", "fail",
                      f"pid {watcher.pid} holds the watcher lock but its beacon is "
-                     f"{watcher.age_text()}s old (grace {int(watcher.grace)}s)",
-                     "fm arm --take-over")
+                     f"{watcher.age_text()}s old (grace {int(watcher.grace)}s): the harness "
+                     "replaces it once it stays wedged; to end it now run the fix, then "
+                     f"{self.restart()}", "fm arm --stop")
         elif watcher.state == "unverified":
             self.add("watcher", "warn",
-                     f"lock holder pid {watcher.pid} is unverified (starting, closing or not ours)",
-                     "fm status")
+                     f"lock holder pid {watcher.pid} is unverified (starting, closing or not "
+                     "ours); run fm doctor again in a few seconds")
+        elif not self._needed():
+            self.add("watcher", "ok", "none running, and nothing needs one yet (no crew, "
+                     "check or process source is registered)")
         else:
-            self.add("watcher", "warn", "no watcher is running", "fm arm")
+            self.add("watcher", "warn", f"no watcher is running for {self._need}",
+                     self.restart())
+
+    def _needed(self) -> bool:
+        from firstmate.store.need import gather_need
+
+        if not self.home.state.is_dir():
+            return False
+        need = gather_need(self.home)
+        self._need = need.describe()
+        return need.needed
 
     def check_queue(self) -> None:
         if not (self.home.db.exists() or self.home.db.is_symlink()):
@@ -321,13 +250,16 @@ class Doctor:
 
                     age += f" ({int(max(0.0, time.time() - float(at)))}s old)"
             if self._watcher_state == "healthy":
-                self.add("queue", "warn", f"{depth} row(s) queued{age}", "fm wake drain")
+                self.add("queue", "ok", f"{depth} row(s) queued{age}, for the primary to drain "
+                         "(fm wake drain, in its session)")
             else:
+                # Only the primary's model drains them: a drain from a shell would count as
+                # seen and never wake it for them.
                 self.add("queue", "fail",
-                         f"{depth} row(s) queued{age} and no healthy watcher to deliver them",
-                         "fm wake drain   # then fm arm")
+                         f"{depth} row(s) queued{age} and no healthy watcher to wake the primary "
+                         "for them", self.restart())
         episode = status.get("episode")
-        self.add("episode", "ok", _one_line(episode) if episode else "none")
+        self.add("episode", "ok", one_line(episode) if episode else "none")
 
     def check_cycles(self) -> None:
         from firstmate.store import cyclelog
@@ -341,12 +273,16 @@ class Doctor:
             return
         reasons = [row.reason for row in rows]
         text = "last reasons (oldest first): " + ", ".join(reasons)
-        if reasons[-1] in BAD_REASONS:
-            self.add("cycles", "warn", f"{text}; the newest cycle ended with {reasons[-1]}",
-                     "fm arm")
-        else:
+        if reasons[-1] not in BAD_REASONS:
             self.add("cycles", "ok", text)
-
+        elif self._watcher_state == "healthy":
+            self.add("cycles", "ok", f"{text}; a watcher is healthy again since")
+        elif not self._needed():
+            self.add("cycles", "ok", f"{text}; nothing needs a watcher now")
+        else:
+            # What to do is the watcher's finding: this one says why it is down.
+            self.add("cycles", "warn", f"{text}; the newest cycle ended with {reasons[-1]} "
+                     "(see the watcher line for what brings it back)")
 
     def check_bridges(self) -> None:
         """The in-process harnesses' bridges (firstmate.host.bridge.record): a replacement session
@@ -358,23 +294,42 @@ class Doctor:
         records = read_all(self.home)
         found = problems(self.home, self.env, records=records)
         for problem in found:
-            self.add("bridge", "warn", problem.line, f"fm install {problem.harness}")
+            self.add("bridge", "warn", problem.line, problem.fix)
         if records and not found:
             self.add("bridge", "ok", ", ".join(f"{r.harness}: {r.phase}" for r in records))
 
 
 def diagnose(env: Mapping[str, str] | None = None, project: Path | None = None) -> list[Finding]:
-    """Every finding for the home *env* resolves to, in report order."""
-    from firstmate.base.homeroot import find_home, reason
+    """Every finding for the home *env* resolves to, in report order. A home whose state fm
+    will not act on (a cloned or moved project's) is one finding naming how to adopt it."""
+    from firstmate.base.errors import StateError
+    from firstmate.base.homeroot import find_home, locate, reason
 
     env = dict(os.environ) if env is None else env
-    root, source, found_at = find_home(env)
     where = Path(os.path.abspath(project if project is not None else os.getcwd()))
-    return Doctor(Home(Path(root)), where, env, reason(root, source, found_at)).run()
+    refused = ""
+    try:
+        root, source, found_at = find_home(env)
+    except StateError as exc:
+        root, source, found_at = locate(env)
+        if not _foreign(root, env):
+            raise
+        refused = exc.message
+    return Doctor(Home(Path(root)), where, env, reason(root, source, found_at), refused).run()
 
 
-def failed(findings: list[Finding]) -> bool:
-    return any(finding.status == "fail" for finding in findings)
+def _foreign(root: str, env: Mapping[str, str]) -> bool:
+    """Whether the home at *root* is refused for its state's mark alone (not for its owner
+    or mode, which its own error names the fix for)."""
+    from firstmate.base import homemark
+    from firstmate.base.errors import StateError
+    from firstmate.base.trust import verify_home
+
+    try:
+        return verify_home(root) == "state" and homemark.verdict(root, env) != "ok"
+    except StateError:
+        return False
 
 
-__all__ = ["BAD_REASONS", "STATUSES", "Doctor", "Finding", "diagnose", "failed"]
+__all__ = ["BAD_REASONS", "STATUSES", "Action", "Applied", "Doctor", "Finding", "apply",
+           "diagnose", "failed", "fm_action", "one_line"]

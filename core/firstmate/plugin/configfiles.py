@@ -54,9 +54,17 @@ Handler = Mapping[str, Any]
 
 
 class ConfigFileError(FirstmateError):
-    """A harness config file cannot be read, parsed or merged safely; nothing was written."""
+    """A harness config file cannot be read, parsed or merged safely; nothing was written.
+
+    :attr:`aside` names the file when moving it aside (or fixing it by hand) is the fix: one fm
+    cannot read, so fm never writes it (``fm doctor`` proposes the move)."""
 
     exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str, *, exit_code: int | None = None,
+                 aside: Path | None = None) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.aside = aside
 
 
 # --- which entries are ours ------------------------------------------------------------------
@@ -159,7 +167,7 @@ def parse_json(data: bytes, path: Path) -> JsonDoc:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); {fix}") from exc
+        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); {fix}", aside=path) from exc
     if not text.strip():
         return {}
     try:
@@ -167,12 +175,13 @@ def parse_json(data: bytes, path: Path) -> JsonDoc:
     except json.JSONDecodeError as exc:
         raise ConfigFileError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            f"Firstmate never overwrites a file it cannot parse: {fix}"
+            f"Firstmate never overwrites a file it cannot parse: {fix}", aside=path
         ) from exc
     except RecursionError as exc:
-        raise ConfigFileError(f"{path} is nested too deeply to parse; {fix}") from exc
+        raise ConfigFileError(f"{path} is nested too deeply to parse; {fix}", aside=path) from exc
     if not isinstance(doc, dict):
-        raise ConfigFileError(f"{path} holds a JSON {type(doc).__name__}, not an object; {fix}")
+        raise ConfigFileError(f"{path} holds a JSON {type(doc).__name__}, not an object; {fix}",
+                              aside=path)
     return doc
 
 
@@ -335,16 +344,18 @@ def read_config(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError as exc:
-        raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and rerun") from exc
+        raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and rerun",
+                              aside=path) from exc
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}: {exc.strerror}; check its permissions") from exc
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and rerun")
+            raise ConfigFileError(f"{path} is a directory, expected a file; move it aside and "
+                                  "rerun", aside=path)
         if not stat.S_ISREG(st.st_mode):
             raise ConfigFileError(f"{path} is not a regular file (a FIFO, device or socket); "
-                                  "move it aside and rerun")
+                                  "move it aside and rerun", aside=path)
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -355,7 +366,8 @@ def read_config(path: Path) -> bytes | None:
             size += len(chunk)
             if size > READ_LIMIT:
                 raise ConfigFileError(f"{path} is larger than {READ_LIMIT // (1024 * 1024)} MiB, "
-                                      "too large for a config file; move it aside and rerun")
+                                      "too large for a config file; move it aside and rerun",
+                                      aside=path)
             chunks.append(chunk)
         return b"".join(chunks)
     except OSError as exc:
@@ -543,7 +555,8 @@ def update_json(path: Path, transform: Callable[[JsonDoc], JsonDoc], *,
         user_content = old is not None and not vacant(remove_ours(copy.deepcopy(doc)), skeleton)
         result = transform(copy.deepcopy(doc))
     except ShapeError as exc:
-        raise ConfigFileError(f"cannot merge into {path}: {exc}; fix it or move it aside, then rerun") from exc
+        raise ConfigFileError(f"cannot merge into {path}: {exc}; fix it or move it aside, then "
+                              "rerun", aside=path) from exc
     if old is None and (delete_if_vacant or vacant(result, skeleton)):
         return FileChange(path, "unchanged")
     if delete_if_vacant and old is not None:
@@ -570,7 +583,8 @@ def update_text(path: Path, transform: Callable[[str], str], *, remove_ours: Cal
     try:
         text = old.decode("utf-8") if old is not None else ""
     except UnicodeDecodeError as exc:
-        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); fix it or move it aside") from exc
+        raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); fix it or move it "
+                              "aside", aside=path) from exc
     try:
         user_content = bool(remove_ours(text).strip())
         result = transform(text)

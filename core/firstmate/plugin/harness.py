@@ -350,6 +350,9 @@ class InstallProblem:
     #: The exact command that fixes it.
     fix: str
     status: str = attrs.field(default="warn", validator=attrs.validators.in_(("warn", "fail")))
+    #: The config files this problem accounts for: a dry run that finds them not current is
+    #: this problem, said once (not a second, generic "not current" line).
+    paths: tuple[Path, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen

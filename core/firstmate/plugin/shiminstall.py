@@ -205,7 +205,7 @@ def _read(path: Path) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigFileError(f"{path} is not UTF-8 text (byte {exc.start}); move it aside and "
-                              "rerun") from exc
+                              "rerun", aside=path) from exc
 
 
 def check_shim(spec: ShimSpec, path: Path) -> None:
@@ -213,7 +213,7 @@ def check_shim(spec: ShimSpec, path: Path) -> None:
     text = _read(path)
     if text is not None and spec.marker not in text[:MARKER_WINDOW]:
         raise ConfigFileError(f"{path} is not Firstmate's {spec.harness} shim; move it aside and "
-                              f"rerun fm install {spec.harness}")
+                              f"rerun fm install {spec.harness}", aside=path)
 
 
 def check_package(spec: ShimSpec, directory: Path) -> None:

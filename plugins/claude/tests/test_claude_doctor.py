@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -37,6 +39,23 @@ def claude_config(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
     done = fm(env, cwd, "doctor", "--json")
     assert "Traceback" not in done.stderr, done.stderr
     return [f for f in json.loads(done.stdout)["findings"] if f["check"] == "harness-config"]
+
+
+def follow(fix: str, env: dict[str, str], cwd: Path) -> None:
+    """Run a printed fix as a shell user would, ``fm`` being this fm."""
+    ours = " ".join(shlex.quote(word) for word in fm_command())
+    # Every command of the line that is fm (the first, and one after &&) is this fm.
+    line = re.sub(r"(^|&& )fm ", lambda m: f"{m.group(1)}{ours} ", fix)
+    done = subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=DEADLINE * 4, check=False)
+    assert done.returncode == 0, (fix, done.stderr)
+
+
+def one_verdict(found: list[dict[str, Any]]) -> None:
+    """No install is both ok and failing: one claude line says ok, or none does."""
+    claude = [f for f in found if f["detail"].startswith("claude:")]
+    assert not (any(f["status"] == "ok" for f in claude)
+                and any(f["status"] != "ok" for f in claude)), claude
 
 
 def stop_command(project: Path, name: str = "settings.local.json") -> str:
@@ -103,9 +122,12 @@ def test_doctor_finds_hooks_an_older_fm_left_in_the_committed_settings(
     shared.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [
         {"type": "command", "command": f"{stop_command(project).split()[0]} hook claude stop",
          "asyncRewake": True, "timeout": 28800}]}]}}, indent=2))
-    warned = [f for f in claude_config(env, project) if f["status"] == "warn"]
-    moved = [f for f in warned if "the settings file the project commits" in f["detail"]]
-    assert len(moved) == 1, warned
+    found = claude_config(env, project)
+    one_verdict(found)
+    warned = [f for f in found if f["status"] != "ok"]
+    # One line, the one that says why (not also a generic "not current" with the same fix).
+    assert len(warned) == 1 and "the settings file the project commits" in warned[0]["detail"]
+    moved = warned
     assert moved[0]["fix"] == f"fm install claude --project {project}"
     done = subprocess.run(["/bin/sh", "-c", moved[0]["fix"].replace("fm ", " ".join(
         fm_command()) + " ", 1)], capture_output=True, text=True, env=env, cwd=project,
@@ -136,11 +158,16 @@ def test_doctor_fails_a_hook_command_that_cannot_start(
     gone = tmp_path / "moved-venv" / "bin" / "fm"
     assert fm(env, project, "install", "claude", "--project", str(project),
               "--fm-command", str(gone)).returncode == 0
-    failing = [f for f in claude_config(env, project) if f["status"] == "fail"]
-    assert len(failing) == 1 and "cannot start" in failing[0]["detail"], failing
+    found = claude_config(env, project)
+    one_verdict(found)
+    failing = [f for f in found if f["status"] == "fail"]
+    assert len(failing) == 1 and f"{gone} does not exist" in failing[0]["detail"], failing
+    assert "deleted or moved" in failing[0]["detail"]
     # The fix writes this installation's own entry point: --fm-command is what broke.
-    assert failing[0]["fix"] == f"fm install claude --project {project}"
+    assert failing[0]["fix"] == f"fm install claude --project {project}" and failing[0]["safe"]
     assert fm(env, project, "doctor").returncode == 1
+    follow(failing[0]["fix"], env, project)
+    assert [f["status"] for f in claude_config(env, project)] == ["ok", "ok"]
 
 
 def test_a_project_installed_without_a_record_is_named_not_guessed(
@@ -150,4 +177,104 @@ def test_a_project_installed_without_a_record_is_named_not_guessed(
     assert fm(env, project, "install", "claude", "--project", str(project)).returncode == 0
     (home / "config" / "installs" / "claude.json").unlink()
     found = [f for f in claude_config(env, project) if f["status"] != "ok"]
-    assert len(found) == 1 and "no record of its options" in found[0]["detail"], found
+    assert len(found) == 1 and "fm has no record of how" in found[0]["detail"], found
+    # The fix is a command (not "rerun the command you used"): the install that finds
+    # nothing to change.
+    assert found[0]["fix"] == f"fm install claude --project {project}"
+    follow(found[0]["fix"], env, project)
+    assert all(f["status"] == "ok" for f in claude_config(env, project))
+
+
+def test_a_project_moved_on_disk_is_named_and_its_options_kept(
+    rig: tuple[dict[str, str], Path, Path], tmp_path: Path
+) -> None:
+    env, project, _ = rig
+    assert fm(env, project, "install", "claude", "--project", str(project), "--local"
+              ).returncode == 0
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    found = [f for f in claude_config(env, moved) if f["status"] != "ok"]
+    assert len(found) == 1, found
+    assert f"recorded for {project}, which no longer exists" in found[0]["detail"]
+    assert "older fm" not in found[0]["detail"]
+    assert found[0]["fix"] == f"fm install claude --project {moved} --local"
+    follow(found[0]["fix"], env, moved)
+    assert all(f["status"] == "ok" for f in claude_config(env, moved))
+
+
+@pytest.mark.parametrize("name", ["settings.local.json", "settings.json"])
+def test_a_settings_file_fm_cannot_read_is_moved_aside_by_the_fix(
+    rig: tuple[dict[str, str], Path, Path], name: str
+) -> None:
+    env, project, _ = rig
+    assert fm(env, project, "install", "claude", "--project", str(project)).returncode == 0
+    broken = project / ".claude" / name
+    broken.write_text('{"hooks": ')
+    # What the dry run says is the error again; the fix is not a dry run.
+    (line,) = [f for f in claude_config(env, project) if f["status"] != "ok"]
+    assert line["status"] == "fail" and f"{broken} is not valid JSON" in line["detail"]
+    assert line["fix"] == (f"mv -- {broken} {broken}.broken && fm install claude --project "
+                           f"{project}")
+    # It moves a file of the user's: never applied by --fix.
+    assert not line["safe"]
+    done = fm(env, project, "doctor", "--fix")
+    assert broken.read_text() == '{"hooks": ' and "nothing to apply" in done.stdout
+    follow(line["fix"], env, project)
+    assert (project / ".claude" / f"{name}.broken").exists()
+    assert all(f["status"] == "ok" for f in claude_config(env, project))
+
+
+def test_doctor_fix_applies_the_safe_fixes_and_says_what_it_did(
+    rig: tuple[dict[str, str], Path, Path], tmp_path: Path
+) -> None:
+    env, project, _ = rig
+    gone = tmp_path / "gone-venv" / "bin" / "fm"
+    assert fm(env, project, "install", "claude", "--project", str(project),
+              "--fm-command", str(gone)).returncode == 0
+    done = fm(env, project, "doctor", "--fix")
+    assert "Traceback" not in done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"fix   harness-config  fm install claude --project {project}  → "
+                            "done: ")
+    assert str(gone) not in stop_command(project)
+    assert all(f["status"] == "ok" for f in claude_config(env, project))
+    as_json = json.loads(fm(env, project, "doctor", "--fix", "--json").stdout)
+    assert as_json["applied"] == [] and as_json["findings"]
+
+
+def test_records_no_home_of_this_project_can_use_are_removed_by_the_fix(
+    rig: tuple[dict[str, str], Path, Path], tmp_path: Path
+) -> None:
+    env, project, home = rig
+    records = home / "config" / "installs" / "claude.json"
+    records.parent.mkdir(parents=True)
+    # Copied from another home: nothing in it verifies here, and no install is in this project.
+    records.write_text(json.dumps({"installs": [{"project": "/elsewhere", "fm_command": "/x/fm",
+                                                 "mac": "00" * 32}]}))
+    (line,) = [f for f in claude_config(env, project) if f["status"] != "ok"]
+    assert line["fix"] == f"rm -- {records}" and line["safe"]
+    done = fm(env, project, "doctor", "--fix")
+    assert f"→ done: removed {records}" in done.stdout and not records.exists()
+    assert all(f["status"] == "ok" for f in claude_config(env, project))
+
+
+def test_the_harness_program_is_looked_up_on_path_never_run(
+    rig: tuple[dict[str, str], Path, Path], tmp_path: Path
+) -> None:
+    env, project, _ = rig
+    assert fm(env, project, "install", "claude", "--project", str(project)).returncode == 0
+    bare = {**env, "PATH": "/usr/bin:/bin"}
+    done = json.loads(fm(bare, project, "doctor", "--json").stdout)
+    (line,) = [f for f in done["findings"] if f["check"] == "harness"]
+    assert line["status"] == "warn" and "no program named claude is on PATH" in line["detail"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ran = tmp_path / "ran"
+    (bin_dir / "claude").write_text(f"#!/bin/sh\ntouch {ran}\n")
+    (bin_dir / "claude").chmod(0o755)
+    done = json.loads(fm({**bare, "PATH": f"{bin_dir}:/usr/bin:/bin"}, project, "doctor",
+                         "--json").stdout)
+    (line,) = [f for f in done["findings"] if f["check"] == "harness"]
+    assert line == {"check": "harness", "status": "ok", "detail": f"claude: {bin_dir}/claude",
+                    "fix": "", "safe": False}
+    assert not ran.exists()

@@ -99,6 +99,8 @@ class BridgeProblem:
     harness: str
     #: One line naming the harness, what is wrong and the fix.
     line: str
+    #: What fixes it, on its own (``fm doctor``'s fix).
+    fix: str = ""
 
 
 def problems(home: Home, env: Mapping[str, str] | None = None, now: float | None = None,
@@ -110,8 +112,8 @@ def problems(home: Home, env: Mapping[str, str] | None = None, now: float | None
     grace = env_float(env, HANDOFF_GRACE_ENV, DEFAULT_HANDOFF_GRACE, allow_zero=True)
     out: list[BridgeProblem] = []
 
-    def add(harness: str, text: str) -> None:
-        out.append(BridgeProblem(harness, f"{harness}: {text}"))
+    def add(harness: str, text: str, fix: str) -> None:
+        out.append(BridgeProblem(harness, f"{harness}: {text}", fix))
 
     for rec in read_all(home) if records is None else records:
         h = rec.harness
@@ -122,17 +124,22 @@ def problems(home: Home, env: Mapping[str, str] | None = None, now: float | None
             if _alive(rec.harness_pid):
                 add(h, f"its fm bridge (pid {rec.bridge_pid}) is gone while the {h} session "
                        f"(pid {rec.harness_pid}) runs, so nothing re-arms it; run /reload in {h} "
-                       "(or restart it) to start the bridge again")
+                       "(or restart it) to start the bridge again",
+                    f"run /reload in {h}, or restart {h}")
             continue
         if rec.phase == "handoff" and now - rec.updated_at > grace:
             add(h, f"the session was replaced {now - rec.updated_at:.0f}s ago and the new "
                    "session has not loaded the Firstmate extension, so nothing re-arms the "
                    f"watcher; check it is installed and current (fm doctor, fm install {h}), "
-                   f"then /reload or restart {h}")
+                   f"then /reload or restart {h}",
+                f"run /reload in {h}, or restart {h} (fm doctor says whether its extension is "
+                "installed and current)")
             continue
         if rec.phase == "active" and rec.answer in ("read-only", "failed"):
             add(h, f"the {h} session (pid {rec.harness_pid}) is not supervising (its bridge "
-                   f"answered {rec.answer}); see fm lock status and fm doctor")
+                   f"answered {rec.answer}); see fm lock status and fm doctor",
+                f"end the session that holds the lock (fm lock status names it), then restart "
+                f"{h}")
     return out
 
 

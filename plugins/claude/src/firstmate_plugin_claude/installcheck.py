@@ -67,7 +67,7 @@ def problems(options: InstallOptions, spec: hookinstall.HookInstallSpec,
             f"its hooks are in {shared.path}, the settings file the project commits (an older "
             f"fm put them there, with this machine's paths): fm install {options.harness} moves "
             f"them to {spec.path}",
-            _command("install", options)))
+            _command("install", options), paths=(options.project / shared.path,)))
     plugin = enabled_plugin(options.project, env)
     if plugin is not None:
         key, file = plugin
