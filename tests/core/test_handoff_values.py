@@ -208,6 +208,19 @@ def test_a_wake_text_carries_the_reasons_and_the_one_next_step() -> None:
     assert "watcher: FAILED" not in text
 
 
+def test_a_downtime_wake_says_in_plain_words_what_it_means() -> None:
+    text = waketext.compose(["check: rearm-resurface"], None, "Claude Code")
+    (line,) = [line for line in text.split("\n") if "rearm-resurface" in line]
+    # The reason stays as the drain and the cycle log name it; what it means follows it.
+    assert line.startswith("check: rearm-resurface (no watcher was running for a while")
+    assert "woke no one" in line and "the drain shows it" in line
+    beat = waketext.compose(["heartbeat"], None, "Pi").split("\n")[1]
+    assert beat.startswith("heartbeat (nothing woke you for a long while")
+    # Only the core's own reasons are glossed: a crew's line that merely starts alike is not.
+    other = waketext.compose(["check: rearm-resurface-x", "heartbeat: 5"], None).split("\n")
+    assert other[1:3] == ["check: rearm-resurface-x", "heartbeat: 5"]
+
+
 def test_a_failed_restoration_adds_exactly_one_typed_line() -> None:
     failure = "watcher: FAILED - Pi could not restore the watcher after 5 attempts: why"
     text = waketext.compose(["check: a"], failure, "Pi")

@@ -1,6 +1,6 @@
 """``fm doctor``: what is missing or broken for a home, each finding with what fixes it.
 
-Reads only (``fm doctor --fix`` applies the safe fixes: :mod:`firstmate.app.doctor_fix`). A home
+Reads only (``fm doctor --fix`` applies the safe fixes: :func:`firstmate.app.doctorfinding.apply`). A home
 that was never used is reported as such; nothing (no ``state/``, no database, no lock file) is
 created. Every check is isolated: one that raises becomes a ``fail`` finding with a one-line
 detail, and the others still run.

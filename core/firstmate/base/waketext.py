@@ -1,6 +1,7 @@
 """The text of a delivered wake: operational input, wrapped and sanitised, the same in every harness.
 
-A wake reaches the model as one block that says what happened (the reason lines), whether the
+A wake reaches the model as one block that says what happened (the reason lines, the core's own
+mechanism-named ones followed by what they mean in plain words, :data:`PLAIN`), whether the
 watcher could be restored (at most one typed ``watcher: FAILED - …`` line) and the one next step
 (drain, handle, acknowledge; never arm by hand). Reason lines come from crews and checks, so they
 are untrusted: :func:`sanitise` removes every control character and terminal escape sequence
@@ -22,6 +23,18 @@ NEXT_STEP = (
     "by hand."
 )
 FAILURE_HINT = "If this failure repeats, run `fm status` and tell the captain."
+#: The core's own reasons that name a mechanism, not what happened, with what they mean to the
+#: model reading the wake: said after the reason on its line (the reason itself stays as it is,
+#: the word the drain, the cycle log and the protocol use).
+PLAIN = {
+    "check: rearm-resurface": (
+        "no watcher was running for a while (a harness session ended, or the watcher stopped "
+        "or was stopped), so what was queued or left open meanwhile woke no one until now; "
+        "the drain shows it"),
+    "heartbeat": (
+        "nothing woke you for a long while, so this is a routine look: check over the fleet "
+        "and any crew that went quiet"),
+}
 #: Longest line kept (a reason line is at most this long in the delivery ledger too).
 MAX_LINE = 4096
 
@@ -68,10 +81,16 @@ def facts_only(line: str) -> str:
     return "; ".join(kept)
 
 
+def plain_words(line: str) -> str:
+    """*line* (a sanitised reason), followed by what it means when it is one of :data:`PLAIN`."""
+    said = PLAIN.get(line)
+    return f"{line} ({said})" if said else line
+
+
 def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> str:
     """The full wake text: the header, each reason line, the failure line (if any), the next step."""
     lines = [one_line(r) for r in reasons]
-    lines = [line for line in lines if line]
+    lines = [plain_words(line) for line in lines if line]
     who = f" ({one_line(harness, 80)})" if harness.strip() else ""
     what = "fleet wake" if lines else "watcher restoration failed"
     header = f"{PREFIX} {what}{who}"
@@ -84,5 +103,5 @@ def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> s
     return sanitise("\n".join(body))
 
 
-__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PREFIX", "compose", "facts_only", "one_line",
-           "sanitise"]
+__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PLAIN", "PREFIX", "compose", "facts_only",
+           "one_line", "plain_words", "sanitise"]

@@ -52,6 +52,7 @@ def main(argv: Sequence[str]) -> int:
             outcome = "done" if done.ok else "FAILED"
             sys.stdout.write(f"fix   {done.finding.check}  {done.finding.fix}  → {outcome}: "
                              f"{done.said}\n")
+    if applied:  # the report is of the home as the fixes left it, in text and JSON alike
         findings = diagnose(project=project)
     if args.json:
         from firstmate.cli import jsonout

@@ -240,6 +240,14 @@ def test_doctor_fix_applies_the_safe_fixes_and_says_what_it_did(
     assert all(f["status"] == "ok" for f in claude_config(env, project))
     as_json = json.loads(fm(env, project, "doctor", "--fix", "--json").stdout)
     assert as_json["applied"] == [] and as_json["findings"]
+    # With --json too, the findings are those of the home the fixes left.
+    assert fm(env, project, "install", "claude", "--project", str(project),
+              "--fm-command", str(gone)).returncode == 0
+    as_json = json.loads(fm(env, project, "doctor", "--fix", "--json").stdout)
+    assert [done["ok"] for done in as_json["applied"]] == [True]
+    config = [f for f in as_json["findings"] if f["check"] == "harness-config"
+              and f["detail"].startswith("claude:")]
+    assert config and all(f["status"] == "ok" for f in config) and not as_json["failed"]
 
 
 def test_records_no_home_of_this_project_can_use_are_removed_by_the_fix(
