@@ -81,14 +81,17 @@ def _all_gone(doc: Doctor, backend: TmuxBackend, members: tuple[crewmod.Crew, ..
     found = _holding_server(backend, members)
     if found is not None:
         named, fix = found
-        doc.add("tmux", "fail", f"none of the {count} crews' panes is on {_server(backend)}, so "
-                f"every crew shows gone; they are on the tmux server {named}: set "
-                "FM_TMUX_SOCKET in the environment fm and the harness start from", fix)
+        said = ("the crew's pane is not on {}, so it shows gone; it is" if count == 1 else
+                f"none of the {count} crews' panes is on {{}}, so every crew shows gone; they are")
+        doc.add("tmux", "fail", said.format(_server(backend)) + f" on the tmux server {named}: "
+                "set FM_TMUX_SOCKET in the environment fm and the harness start from", fix)
         return True
     if backend.socket and not running:
+        said = ("its crew shows gone, and no other tmux server of yours holds its pane"
+                if count == 1 else f"all {count} crews show gone, and no other tmux server of "
+                "yours holds their panes")
         doc.add("tmux", "fail", f"no tmux server runs at {backend.socket!r} (FM_TMUX_SOCKET), so "
-                f"all {count} crews show gone, and no other tmux server of yours holds their "
-                "panes: FM_TMUX_SOCKET names the wrong server, or that server ended",
+                f"{said}: FM_TMUX_SOCKET names the wrong server, or that server ended",
                 "unset FM_TMUX_SOCKET   # or set it to the server your crews run on")
         return True
     return False
