@@ -157,6 +157,19 @@ def test_a_socket_where_no_server_runs_is_named(tmp_path: Path) -> None:
     assert line["fix"].startswith("unset FM_TMUX_SOCKET")
 
 
+def test_an_fm_tmux_that_cannot_run_is_named_and_unset_by_the_fix(tmp_path: Path) -> None:
+    env = user_env(tmp_path, FM_HOME=str(tmp_path / "home"), FM_TMUX=str(tmp_path / "no-tmux"),
+                   FM_TMUX_SOCKET=f"fm-doc-none-{os.getpid()}")
+    assert fm(env, tmp_path, "crew", "add", "alpha", "--pane", "%7").returncode == 0
+    (line,) = of(doctor(env, tmp_path)[1], "tmux")
+    assert line["status"] == "fail" and "tmux cannot be asked" in line["detail"]
+    assert line["fix"].startswith("unset FM_TMUX ") and not line["safe"]
+    fixed = follow(line["fix"], env, tmp_path)
+    if shutil.which("tmux", path=fixed.get("PATH")) is not None:
+        assert not [f for f in of(doctor(fixed, tmp_path)[1], "tmux")
+                    if "cannot be asked" in f["detail"]]
+
+
 # --- a wedged watcher ------------------------------------------------------------------------
 
 

@@ -52,8 +52,7 @@ def check_crews(doc: Doctor) -> None:
     if listing is None or all(state == UNKNOWN for _, state in states):
         why = one_line(backend.last_error or "it did not answer", 200)
         doc.add("tmux", "fail", f"tmux cannot be asked ({why}), so no crew's pane can be read",
-                "install tmux, or set FM_TMUX to the tmux program" if backend.last_exit is None
-                else "")
+                _tmux_fix(doc, backend))
         return
     gone = [member for member, state in states if state == GONE]
     # (A running server always has a pane: an empty listing is no server at all.)
@@ -70,6 +69,16 @@ def check_crews(doc: Doctor) -> None:
             doc.add("crews", "warn", f"crew {member.name}: its program in pane {member.pane} has "
                     "ended (the pane is kept to show its last screen)",
                     f"fm crew remove {shlex.quote(member.name)}")
+
+
+def _tmux_fix(doc: Doctor, backend: TmuxBackend) -> str:
+    """What makes tmux answer, when fm could not run it at all ("" when it ran and failed, or
+    timed out: its own message is the cause then)."""
+    if backend.last_exit is not None or not (backend.last_error or "").startswith("tmux binary"):
+        return ""
+    if doc.env.get("FM_TMUX", "").strip():
+        return "unset FM_TMUX   # or set it to the path of the tmux program"
+    return "install tmux (no program named tmux is on PATH)"
 
 
 def _all_gone(doc: Doctor, backend: TmuxBackend, members: tuple[crewmod.Crew, ...], *,
