@@ -209,12 +209,24 @@ def test_every_printed_fix_fixes_what_it_names(session: Session) -> None:
     s.follow(line)
     assert of(s.doctor(), "tmux")[0]["status"] == "ok"
 
-    # 5. No watcher while a crew needs one: start (here, a stand-in for) Claude Code.
-    (line,) = bad(s.doctor(), "watcher")
+    # 5. A session-lock record no one can read, and no watcher while a crew needs one: both
+    # are fixed by starting (here, a stand-in for) Claude Code, and both say so.
+    from firstmate.continuity.sessionrecord import record_path
+    from firstmate.store.home import Home
+
+    record = record_path(Home(s.project / ".firstmate"))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("not a session record\n")
+    found = s.doctor()
+    (lock,) = bad(found, "session-lock")
+    (line,) = bad(found, "watcher")
+    assert "unreadable" in lock["detail"] and lock["fix"] == line["fix"]
     assert "fm arm" not in line["fix"]
-    s.follow(line)
+    s.follow(lock)
     eventually("the Stop hook to start the watcher", lambda: [
         f for f in of(s.doctor(), "watcher") if f["status"] == "ok"], DEADLINE)
+    (lock,) = of(s.doctor(), "session-lock")
+    assert lock["status"] == "ok" and lock["detail"].startswith("held by live harness pid")
 
     # 6. The project moves on disk, its home with it.
     s.fm("arm", "--stop")
