@@ -58,6 +58,9 @@ def user_env(home: Path, backend: str = "pip") -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items()
             if k.startswith(("PIP_", "UV_", "SSL_CERT_", "LANG", "LC_", "TMPDIR"))
             or k in ("PATH", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+    # uv reads its own certificate bundle unless told to trust the system's, as pip is told
+    # through its config here; a user behind such a proxy sets this once.
+    keep.setdefault("UV_NATIVE_TLS", "1")
     return {**keep, "HOME": str(home), "PIPX_HOME": str(home / ".local/share/pipx"),
             "PIPX_BIN_DIR": str(home / ".local/bin"), "PIPX_MAN_DIR": str(home / ".local/share/man"),
             "PIPX_DEFAULT_BACKEND": backend}
@@ -107,7 +110,7 @@ def test_pipx_include_deps_exposes_fm_and_the_app(built: list[Built], tmp_path: 
     done = subprocess.run([str(bindir / "fm"), "install", "claude", "--project", str(project)],
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    hooks = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
+    hooks = json.loads((project / ".claude" / "settings.local.json").read_text())["hooks"]
     command = hooks["Stop"][0]["hooks"][0]["command"]
     assert command == f"{home / '.local/share/pipx' / VENV / 'bin' / 'fm'} hook claude stop"
     # The plugin directory pipx installed: its launcher is executable and finds ~/.local/bin/fm.
@@ -186,7 +189,7 @@ def git_project(tmp_path: Path) -> Path:
 
 def installs_both(env: dict[str, str], fm: Path, project: Path) -> None:
     """fm install claude and pi in *project* succeed, and fm plugin list shows both."""
-    for harness, written in (("claude", ".claude/settings.json"),
+    for harness, written in (("claude", ".claude/settings.local.json"),
                              ("pi", ".pi/extensions/firstmate/index.ts")):
         done = run(env, fm, "install", harness, cwd=project)
         assert done.returncode == 0, done.stderr
