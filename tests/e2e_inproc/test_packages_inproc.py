@@ -45,7 +45,10 @@ def package(harness: str, source: str, scratch: Path) -> Path:
     assert done.returncode == 0, done.stderr
     [tarball] = into.glob("*.tgz")
     with tarfile.open(tarball) as archive:
-        archive.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # (Python 3.11.4 on; npm's own tarball before)
+            archive.extractall(into, filter="data")
+        else:
+            archive.extractall(into)
     return into / "package"
 
 
