@@ -18,11 +18,14 @@ from firstmate.cli.main import wants_help
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Mapping, Sequence
+    from typing import TypeVar
 
     from firstmate.cli.args import Parser
     from firstmate.store.database import Store
-    from firstmate.store.drain import DrainResult
+    from firstmate.store.drain import AckResult, DrainResult
     from firstmate.store.home import Home
+
+    Done = TypeVar("Done")
 
     DrainContextHook = Callable[[Home, DrainResult], Sequence[str]]
 
@@ -241,7 +244,10 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
     as_json = "--json" in opts
     if "--ack-through" in opts or "--recovery-generation" in opts:
         return _acknowledge(opts, actor, as_json, env)
-    if actor == "main" and not as_json and not DRAIN_CONTEXT:
+    if as_json:
+        drain_json(env, actor, _write_flushed)
+        return 0
+    if actor == "main" and not DRAIN_CONTEXT:
         # The common drain, attrs-free; it hands over (having changed nothing) whenever the
         # state needs the full path below (see firstmate.base.drainpath).
         from firstmate.base import drainpath
@@ -253,10 +259,7 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
     db = _open(env)
     result = drain.drain(db, actor, env=env)
     if result.skipped:
-        if as_json:
-            _json({**result.to_json(), "context": [], "decisions": [], "screens": []})
-        else:
-            _out(result.skipped)
+        _out(result.skipped)
         return 0
     from firstmate.app import drain_context
 
@@ -264,17 +267,50 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
     # cursors advance only once its lines were written and flushed.
     presentation = drain_context.prepare(db.home, result.rows, env=env)
     try:
-        if as_json:
-            _json({**result.to_json(), "context": [*presentation.context, *_context(db.home, result)],
-                   "decisions": presentation.decisions, "screens": presentation.screens})
-        else:
-            result.emit(sys.stdout, sys.stderr, [*presentation.lines, *_context(db.home, result)])
+        result.emit(sys.stdout, sys.stderr, [*presentation.lines, *_context(db.home, result)])
         sys.stdout.flush()
     except BaseException:
         presentation.abandon()
         raise
     presentation.commit()
     return 0
+
+
+def _write_flushed(obj: dict[str, object]) -> None:
+    _json(obj)
+    sys.stdout.flush()
+
+
+def drain_json(env: Mapping[str, str], actor: str | None,
+               deliver: Callable[[dict[str, object]], None]) -> dict[str, object]:
+    """What ``fm wake drain --json`` prints for *actor* (None: ``FM_SUPERVISION_ACTOR``, else
+    main), handed to *deliver* to write and then returned: the drain's result with the
+    crew-status context, the open decisions and the turn-end screens. The rows are claimed by
+    the drain; the status lines it shows count as seen (their cursors advance) only once
+    *deliver* returned, so one that raises leaves them to be shown again."""
+    from firstmate.store import drain
+
+    db = _open(env)
+    result = drain.drain(db, actor, env=env)
+    if result.skipped:
+        skipped: dict[str, object] = {**result.to_json(), "context": [], "decisions": [],
+                                      "screens": []}
+        deliver(skipped)
+        return skipped
+    from firstmate.app import drain_context
+
+    # The crew-status presentation holds its own bounded lock from here until commit.
+    presentation = drain_context.prepare(db.home, result.rows, env=env)
+    try:
+        shown: dict[str, object] = {
+            **result.to_json(), "context": [*presentation.context, *_context(db.home, result)],
+            "decisions": presentation.decisions, "screens": presentation.screens}
+        deliver(shown)
+    except BaseException:
+        presentation.abandon()
+        raise
+    presentation.commit()
+    return shown
 
 
 def _context(home: Home, result: DrainResult) -> list[str]:
@@ -289,42 +325,46 @@ def _context(home: Home, result: DrainResult) -> list[str]:
     return lines
 
 
-def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
+def ack_arguments(through: str | None, generation: str | None) -> tuple[int, str]:
+    """The acknowledgement's cutoff and generation from their text, or the usage error that
+    names what is wrong with them (nothing is read or changed before)."""
     from firstmate.base.envnum import decimal
     from firstmate.base.episoderow import valid_generation
 
-    if "--ack-through" not in opts:
+    if through is None:
         raise _usage("wake drain: --recovery-generation needs --ack-through; run 'fm wake "
                      "drain --help'")
-    through = decimal(opts["--ack-through"])
-    if through is None:
+    cutoff = decimal(through)
+    if cutoff is None:
         raise _usage("wake drain: invalid acknowledgement sequence (expected a decimal number "
                      "below 2^63)")
-    generation = opts.get("--recovery-generation", "")
     if not generation:
         raise _usage("wake drain: acknowledgement requires its recovery generation")
     if not valid_generation(generation):
         raise _usage("wake drain: invalid recovery generation (expected [A-Za-z0-9._-]+)")
-    for attempt in range(_ACK_ATTEMPTS):
-        try:
-            if actor == "main" and not as_json:
-                from firstmate.base import drainpath
+    return cutoff, generation
 
-                if drainpath.acknowledge(env, through, generation, sys.stdout, sys.stderr):
-                    return _done()
-            from firstmate.store import drain
 
-            result = drain.acknowledge(_open(env), actor, through, generation, env=env)
-            break
-        except Exception as exc:
-            # A commit the disk failed but that is known to have written nothing is tried again
-            # (acknowledging is idempotent); anything else is reported as it is.
-            if getattr(exc, "settled", None) is True and attempt + 1 < _ACK_ATTEMPTS:
-                continue
-            failure = _ack_failed(exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+def acknowledge(env: Mapping[str, str], actor: str | None, through: int,
+                generation: str) -> AckResult:
+    """``fm wake drain --ack-through THROUGH --recovery-generation GENERATION`` for *actor*
+    (None: ``FM_SUPERVISION_ACTOR``, else main) through the store, its commit tried again as
+    the command does (:func:`_committed`)."""
+    from firstmate.store import drain
+
+    return _committed(lambda: drain.acknowledge(_open(env), actor, through, generation, env=env))
+
+
+def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[str, str]) -> int:
+    through, generation = ack_arguments(opts.get("--ack-through"),
+                                        opts.get("--recovery-generation", ""))
+    if actor == "main" and not as_json:
+        from firstmate.base import drainpath
+
+        if _committed(lambda: drainpath.acknowledge(env, through, generation, sys.stdout,
+                                                     sys.stderr)):
+            return _done()
+    result = acknowledge(env, actor, through, generation)
     if as_json:
         _json(result.to_json())
         return 0
@@ -333,6 +373,23 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
     if result.confirmation:
         _out(result.confirmation)
     return 0
+
+
+def _committed(attempt: Callable[[], Done]) -> Done:
+    """*attempt*'s answer; a commit the disk failed but that is known to have written nothing
+    is tried again (acknowledging is idempotent), and any other failure is told as what it
+    means for the rows (:func:`_ack_failed`)."""
+    for tries in range(1, _ACK_ATTEMPTS + 1):
+        try:
+            return attempt()
+        except Exception as exc:
+            if getattr(exc, "settled", None) is True and tries < _ACK_ATTEMPTS:
+                continue
+            failure = _ack_failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 #: Tries of an acknowledgement whose commit the disk fails (each one known to have written
