@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(firstmate.__file__).resolve().parent
 #: Lowest first: a module may import its own layer and the ones before it, never one after.
 LAYERS = ("base", "store", "fleet", "plugin", "watch", "continuity", "host", "guards", "app",
-          "cli", "testing")
+          "cli", "mcp", "testing")
 #: ``firstmate`` itself gives plugins their ``hookimpl`` marker (pluggy, imported only when a
 #: plugin asks for it): the plugin layer. ``python -m firstmate`` is the command line.
 TOP = {"firstmate": "plugin", "firstmate.__main__": "cli"}

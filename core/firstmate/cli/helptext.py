@@ -22,7 +22,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("now and then", ("check", "away", "host", "fleet")),
     ("the model's commands (the wake it drains and acknowledges)", ("wake",)),
     ("plumbing (harness hooks, shims, the watcher and scripts run these)",
-     ("hook", "bridge", "arm", "watch", "checkpoint", "turnend-guard", "guard", "lock",
+     ("hook", "bridge", "mcp", "arm", "watch", "checkpoint", "turnend-guard", "guard", "lock",
       "migrate", "plugins")),
 )
 

@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("firstmate.cli.top", "a live view of the fleet, redrawn on change (q quits)"),
     "bridge": ("firstmate.cli.bridge", "the long-lived process an in-process harness shim talks to"),
     "fleet": ("firstmate.cli.fleet", "crews on other hosts report here through NATS JetStream (serve, join, host add)"),
+    # (A layer above the command line: the MCP server, which needs firstmate[mcp].)
+    "mcp": ("firstmate.mcp.command", "serve the primary's actions as MCP tools over stdio (a harness starts it)"),
 }
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -153,11 +155,12 @@ CAPTAIN_ONLY: dict[str, dict[str, str]] = {
              "enable": "configures the supervision host",
              "disable": "configures the supervision host"},
     "migrate": {"*": "imports into the wake queue"},
+    "mcp": {"*": "acts on the wake queue and the crews through MCP tools"},  # (mcp.command)
 }
 
 #: Commands that run for minutes: they lock through portalocker (firstmate.store.locks), whose
 #: import the short commands cannot afford.
-LONG_RUNNING = frozenset({"watch", "arm", "checkpoint", "bridge", "host", "top"})
+LONG_RUNNING = frozenset({"watch", "arm", "checkpoint", "bridge", "host", "top", "mcp"})
 
 #: Commands whose every end is one line: a stop before their own handlers exist still says so.
 EARLY_STOP_LINES = {"arm": "watcher: FAILED - arm interrupted by {signal}"}
