@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,3 +86,71 @@ class McpClient:
 
     def close(self) -> None:
         self._stack.close()
+
+
+def frame(**message: Any) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode()
+
+
+class Raw:
+    """``fm mcp`` spoken to byte by byte; every line it writes to stdout is kept."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "firstmate", "mcp"], env=env,
+                                     cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def answer(self, request: int, deadline: float = 60.0) -> dict[str, Any]:
+        """The frame answering *request*; every line read meanwhile must be a JSON-RPC frame."""
+        end = time.monotonic() + deadline
+        while True:
+            for got in self.seen:
+                if got.get("id") == request:
+                    return got
+            line = self.lines.get(timeout=max(0.1, end - time.monotonic()))
+            got = json.loads(line)
+            assert isinstance(got, dict) and got.get("jsonrpc") == "2.0", line[:200]
+            self.seen.append(got)
+
+    def initialize(self) -> dict[str, Any]:
+        """The handshake as a harness makes it (the 2025-06-18 protocol); the server's answer."""
+        self.send(frame(id=1, method="initialize", params={
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}))
+        answer = self.answer(1)
+        self.send(frame(method="notifications/initialized"))
+        return answer
+
+    def rest(self) -> list[dict[str, Any]]:
+        """Every frame written after those read so far, once stdout is closed."""
+        assert self.proc.stdout is not None
+        while True:
+            try:
+                line = self.lines.get(timeout=30)
+            except queue.Empty:
+                break
+            got = json.loads(line)
+            assert isinstance(got, dict) and got.get("jsonrpc") == "2.0", line[:200]
+            self.seen.append(got)
+            if self.proc.poll() is not None and self.lines.empty():
+                break
+        return self.seen
+
+    def close(self) -> tuple[int, bytes]:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        return code, self.proc.stderr.read()

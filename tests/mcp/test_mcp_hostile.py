@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +19,7 @@ from firstmate.store import crew
 from fleet_support import Fleet, wait_for
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from mcp_support import McpClient
+from mcp_support import McpClient, Raw, frame
 
 Connect = Callable[..., McpClient]
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -168,10 +163,6 @@ def test_hostile_window_and_session_names_reach_tmux_as_text(fleet: Fleet,
     no_pwned(fleet.tmp)
 
 
-def _frame(**message: Any) -> bytes:
-    return (json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode()
-
-
 #: (what is written to the server's stdin, whether it must be answered with an error). Frames
 #: that do not parse as JSON-RPC (not JSON, bytes that are not UTF-8, a lone surrogate, nesting
 #: deeper than the parser takes) have no id to answer: the SDK drops them and reads on.
@@ -203,73 +194,29 @@ JUNK: list[tuple[bytes, bool]] = [
 ]
 
 
-class Raw:
-    """``fm mcp`` spoken to byte by byte; every line it writes to stdout is kept."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "firstmate", "mcp"], env=env,
-                                     cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def send(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def answer(self, request: int, deadline: float = 60.0) -> dict[str, Any]:
-        """The frame answering *request*; every line read meanwhile must be a JSON-RPC frame."""
-        end = time.monotonic() + deadline
-        while True:
-            for frame in self.seen:
-                if frame.get("id") == request:
-                    return frame
-            line = self.lines.get(timeout=max(0.1, end - time.monotonic()))
-            frame = json.loads(line)
-            assert isinstance(frame, dict) and frame.get("jsonrpc") == "2.0", line[:200]
-            self.seen.append(frame)
-
-    def close(self) -> tuple[int, bytes]:
-        assert self.proc.stdin is not None and self.proc.stderr is not None
-        self.proc.stdin.close()
-        code = self.proc.wait(timeout=60)
-        return code, self.proc.stderr.read()
-
-
 def test_raw_protocol_junk_gets_errors_and_stdout_carries_only_frames(
         tmp_path: Path) -> None:
     env = {**os.environ, "FM_HOME": str(tmp_path / "home"),
            "FM_TMUX_SOCKET": f"fm-mcp-raw-{os.getpid()}"}
     raw = Raw(env, tmp_path)
     try:
-        raw.send(_frame(id=1, method="initialize", params={
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}))
-        assert raw.answer(1)["result"]["serverInfo"]["name"] == "firstmate"
-        raw.send(_frame(method="notifications/initialized"))
+        assert raw.initialize()["result"]["serverInfo"]["name"] == "firstmate"
         for probe, (junk, answered) in enumerate(JUNK, start=1000):
             raw.send(junk)
             # The server reads on: a ping after each piece of junk is answered.
-            raw.send(_frame(id=probe, method="ping"))
+            raw.send(frame(id=probe, method="ping"))
             assert raw.answer(probe)["result"] == {}, junk[:100]
             if answered:
                 request = json.loads(junk)["id"]
-                frame = raw.answer(request)
-                assert "error" in frame or frame["result"].get("isError") is True, frame
-        texts = {frame["id"]: frame["result"]["content"][0]["text"] for frame in raw.seen
-                 if isinstance(frame.get("result"), dict) and frame["result"].get("isError")}
+                got = raw.answer(request)
+                assert "error" in got or got["result"].get("isError") is True, got
+        texts = {got["id"]: got["result"]["content"][0]["text"] for got in raw.seen
+                 if isinstance(got.get("result"), dict) and got["result"].get("isError")}
         assert "holds a NUL character" in texts[96]
         assert "is 2000000 bytes long; at most 131072" in texts[100]
         assert "missing argument 'text'" in texts[101]
-        raw.send(_frame(id=2, method="tools/call", params={"name": "fleet_status",
-                                                            "arguments": {}}))
+        raw.send(frame(id=2, method="tools/call", params={"name": "fleet_status",
+                                                           "arguments": {}}))
         status = raw.answer(2)["result"]
         assert status["isError"] is False
         assert status["structuredContent"]["home"] == str(tmp_path / "home")

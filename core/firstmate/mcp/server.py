@@ -1,4 +1,5 @@
-"""The MCP server over stdio: the only module that imports the MCP SDK (``firstmate[mcp]``).
+"""The MCP server over stdio: the only module that uses the MCP SDK (``firstmate[mcp]``;
+:mod:`firstmate.mcp.command` only checks that it is there).
 
 It lists :data:`firstmate.mcp.tools.TOOLS` and answers each call with the tool's result, or
 with an error result (``isError``) carrying the command's one error line and exit status
@@ -7,11 +8,13 @@ never a crash of the server. Calls run one at a time, each in a worker thread (t
 locks and tmux calls block), so the event loop keeps answering the protocol meanwhile. While
 it serves, stdout carries only protocol frames: the SDK points file descriptor 1 at stderr
 (where logs and anything a tool might print go) and the protocol at a private copy of it.
+A stop (HUP, INT, TERM) ends it with 128 + the signal's number, after the call under way.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Mapping
@@ -76,10 +79,11 @@ def run_call(env: Mapping[str, str], name: str, given: object) -> types.CallTool
                                     structured_content=structured, is_error=True)
 
 
-def build(env: Mapping[str, str]) -> Server[Any]:
-    """The server for the environment *env* (the home it finds, the actor it names)."""
+def build(env: Mapping[str, str], one_at_a_time: anyio.Lock | None = None) -> Server[Any]:
+    """The server for the environment *env* (the home it finds, the actor it names); its calls
+    run one at a time under *one_at_a_time*."""
     listed = types.ListToolsResult(tools=[_tool(tool) for tool in TOOLS])
-    one_at_a_time = anyio.Lock()
+    running = one_at_a_time or anyio.Lock()
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -87,7 +91,7 @@ def build(env: Mapping[str, str]) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        async with one_at_a_time:
+        async with running:
             return await anyio.to_thread.run_sync(
                 partial(run_call, env, params.name, params.arguments))
 
@@ -96,18 +100,45 @@ def build(env: Mapping[str, str]) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+#: Seconds a stop waits for a call under way to finish (its own cleanup: a spawn that fails
+#: ends the window it opened) before the server leaves anyway.
+STOP_GRACE = 10.0
+
+
+async def _leave_on_stop(running: anyio.Lock) -> None:
+    """A stop (HUP, INT, TERM) ends the server with 128 + its number, once a call under way
+    has finished (at most :data:`STOP_GRACE` seconds). It leaves at once (``os._exit``): the
+    thread reading stdin cannot be woken, and there is nothing else to clean up."""
+    from firstmate.base.stopsignals import NAMES, STOP_SIGNALS
+
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as stops:
+        async for signum in stops:
+            with anyio.move_on_after(STOP_GRACE):
+                async with running:
+                    pass
+            name = NAMES.get(int(signum), str(int(signum)))
+            sys.stderr.write(f"fm mcp: stopped by {name}\n")
+            sys.stderr.flush()
+            os._exit(128 + int(signum))
+
+
 def serve(env: Mapping[str, str]) -> int:
     """Serve over this process's stdin and stdout until the client closes stdin; exit 0."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="fm mcp: %(name)s: %(levelname)s: %(message)s")
-    server = build(env)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        running = anyio.Lock()
+        server = build(env, running)
+        async with anyio.create_task_group() as group:
+            group.start_soon(_leave_on_stop, running)
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream,
+                                 server.create_initialization_options())
+            group.cancel_scope.cancel()
 
     anyio.run(main)
     return 0
 
 
-__all__ = ["INSTRUCTIONS", "NAME", "build", "run_call", "serve"]
+__all__ = ["INSTRUCTIONS", "NAME", "STOP_GRACE", "build", "run_call", "serve"]
