@@ -22,6 +22,13 @@ NEXT_STEP = (
     "command it prints (WAKE_ACK_REQUIRED). Continuity is automatic: never arm the watcher "
     "by hand."
 )
+#: The next step when the harness has the firstmate MCP server (fm install registered it).
+NEXT_STEP_TOOLS = (
+    "Next step: call the firstmate MCP tool wake_drain (or run `fm wake drain`), handle the "
+    "wake (crew_peek, crew_steer, crew_answer, crew_spawn, crew_stop), then call wake_ack with "
+    "the `ack` it returned (or run the exact acknowledgement command it prints, "
+    "WAKE_ACK_REQUIRED). Continuity is automatic: never arm the watcher by hand."
+)
 FAILURE_HINT = "If this failure repeats, run `fm status` and tell the captain."
 #: The core's own reasons that name a mechanism, not what happened, with what they mean to the
 #: model reading the wake: said after the reason on its line (the reason itself stays as it is,
@@ -87,8 +94,10 @@ def plain_words(line: str) -> str:
     return f"{line} ({said})" if said else line
 
 
-def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> str:
-    """The full wake text: the header, each reason line, the failure line (if any), the next step."""
+def compose(reasons: Iterable[str], failure: str | None, harness: str = "",
+            tools: bool = False) -> str:
+    """The full wake text: the header, each reason line, the failure line (if any), the next
+    step (*tools*: naming the firstmate MCP server's tools, for a harness that has them)."""
     lines = [one_line(r) for r in reasons]
     lines = [plain_words(line) for line in lines if line]
     who = f" ({one_line(harness, 80)})" if harness.strip() else ""
@@ -97,11 +106,11 @@ def compose(reasons: Iterable[str], failure: str | None, harness: str = "") -> s
     body = [header, *lines]
     if failure:
         body.append(facts_only(failure))
-    body.append(NEXT_STEP)
+    body.append(NEXT_STEP_TOOLS if tools else NEXT_STEP)
     if failure:
         body.append(FAILURE_HINT)
     return sanitise("\n".join(body))
 
 
-__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "PLAIN", "PREFIX", "compose", "facts_only",
-           "one_line", "plain_words", "sanitise"]
+__all__ = ["FAILURE_HINT", "MAX_LINE", "NEXT_STEP", "NEXT_STEP_TOOLS", "PLAIN", "PREFIX", "compose",
+           "facts_only", "one_line", "plain_words", "sanitise"]

@@ -259,7 +259,7 @@ def run(argv: Sequence[str], *, remove: bool) -> int:
             if remove:
                 homes |= _recorded_homes(Home(found), options)
             for where in homes:
-                ignored += _record(host, Home(where), request, remove, tx, made)
+                ignored += _record(host, Home(where), request, remove, tx, made, result.mcp)
     for new in made:
         _announce(new, options, choice.source)
     for line in (*choice.notes, *ignored):
@@ -297,7 +297,7 @@ def _make_home(home: Home, tx: Transaction, made: list[Home]) -> None:
 
 
 def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Transaction,
-            made: list[Home]) -> list[str]:
+            made: list[Home], mcp: bool) -> list[str]:
     """Stage *home*'s install record of *request* (doctor checks an install with the options it
     was made with: firstmate.plugin.installrecord); what the file held that was ignored."""
     from firstmate.plugin import installrecord
@@ -314,7 +314,8 @@ def _record(host: PluginHost, home: Home, request: Request, remove: bool, tx: Tr
         installrecord.prune(home, options.harness, options.project, installed)
         return []
     _make_home(home, tx, made)
-    before = installrecord.remember(home, options, fm_command_given=request.fm_command_given)
+    before = installrecord.remember(home, options, fm_command_given=request.fm_command_given,
+                                    mcp=mcp)
     dropped = before.dropped()
     return [dropped] if dropped else []
 

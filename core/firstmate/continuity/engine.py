@@ -589,12 +589,19 @@ class Continuity:
 
     # --- text --------------------------------------------------------------------------------
 
+    def _tools(self) -> bool:
+        """Whether this harness was installed with the firstmate MCP server (its tools are
+        named in the wake)."""
+        from firstmate.plugin.installrecord import mcp_installed
+
+        return mcp_installed(self.session.home, self.session.harness)
+
     def _wake(self, close: Close | None, restoration: Restoration) -> WakeDelivery:
         reasons = tuple(one_line(r) for r in close.reasons) if close is not None else ()
         failure = None if restoration.superseded else restoration.failure
         return WakeDelivery(
             harness=self.session.harness,
-            text=compose(reasons, failure, self.display_name),
+            text=compose(reasons, failure, self.display_name, self._tools()),
             reasons=reasons,
             restoration_failure=failure,
             close=close,

@@ -16,15 +16,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from firstmate.base.errors import FirstmateError
+from firstmate.plugin.mcpsdk import EXTRA, SDK_MAJOR, SDK_SPEC, how_to_add, sdk_missing
 
 if TYPE_CHECKING:
     from firstmate.cli.args import Parser
 
-#: How to add the SDK: the extra, and the requirement it stands for (pyproject.toml).
-EXTRA = "pip install 'firstmate[mcp]'"
-SDK_SPEC = "mcp>=2.3,<3"
-#: The MCP SDK's major version whose server API this speaks.
-SDK_MAJOR = 2
 #: What only the captain does through the server (a crew's session is refused).
 CAPTAIN_ONLY = "acts on the wake queue and the crews through MCP tools"
 
@@ -40,38 +36,6 @@ def parser() -> Parser:
                         help="the home the tools act on (default: FM_HOME, else the project's "
                              "home found from the directory the server is started in)")
     return parser
-
-
-def sdk_missing() -> str | None:
-    """Why the MCP SDK this server needs cannot be used here (one line naming the command that
-    adds it to this fm's own environment), or None when it can."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        found = version("mcp")
-    except PackageNotFoundError:
-        found = None
-    try:
-        import mcp.server.lowlevel  # noqa: F401
-    except ImportError:
-        return ("mcp: the MCP SDK (the firstmate[mcp] extra) is not installed in this fm's "
-                f"environment; add it with: {how_to_add()}")
-    major = (found or "").split(".")[0]
-    if not major.isdigit() or int(major) != SDK_MAJOR:
-        return (f"mcp: this fm's environment has the MCP SDK {found or '(unknown version)'} and "
-                f"fm mcp speaks version {SDK_MAJOR}; install that one with: {how_to_add()}")
-    return None
-
-
-def how_to_add() -> str:
-    """The command that installs the SDK into this fm's environment, as ``fm plugin add``
-    would install a plugin there (pipx inject, uv tool install --with, or pip)."""
-    try:
-        from firstmate.plugin.installroute import detect
-
-        return detect().add(SDK_SPEC, "mcp").shown()
-    except Exception:  # an installer's records it cannot read: the extra still says it
-        return EXTRA
 
 
 def main(argv: Sequence[str]) -> int:
@@ -105,4 +69,5 @@ def _announce(env: dict[str, str], *, given: bool) -> None:
     sys.stderr.flush()
 
 
-__all__ = ["CAPTAIN_ONLY", "EXTRA", "SDK_SPEC", "how_to_add", "main", "parser", "sdk_missing"]
+__all__ = ["CAPTAIN_ONLY", "EXTRA", "SDK_MAJOR", "SDK_SPEC", "how_to_add", "main", "parser",
+           "sdk_missing"]

@@ -313,6 +313,9 @@ class InstallResult:
     #: Lines for the user: what to do next, what is not done yet.
     notes: tuple[str, ...] = ()
     dry_run: bool = False
+    #: Whether the install registers ``fm mcp`` where the harness reads MCP servers
+    #: (firstmate.plugin.mcpinstall): the wake text then names its tools.
+    mcp: bool = False
 
     def paths(self, action: str) -> tuple[Path, ...]:
         return tuple(change.path for change in self.changes if change.action == action)

@@ -61,6 +61,8 @@ class InstallRecord:
     fm_command_given: bool
     flags: tuple[tuple[str, str], ...] = ()
     at: float = 0.0
+    #: Whether the install registered the firstmate MCP server (``InstallResult.mcp``).
+    mcp: bool = False
 
     def options(self, *, dry_run: bool = False) -> InstallOptions:
         return InstallOptions(harness=self.harness, project=self.project, home=self.home,
@@ -81,7 +83,7 @@ class InstallRecord:
     def to_json(self) -> dict[str, Any]:
         return {"project": str(self.project), "home": None if self.home is None else str(self.home),
                 "fm_command": self.fm_command, "fm_command_given": self.fm_command_given,
-                "flags": dict(self.flags), "at": self.at}
+                "flags": dict(self.flags), "at": self.at, **({"mcp": True} if self.mcp else {})}
 
 
 def path(home: Home, harness: str) -> Path:
@@ -118,7 +120,7 @@ def _entry(harness: str, raw: Mapping[str, Any]) -> InstallRecord:
         raise ValueError("an entry's flags are not names and values")
     return InstallRecord(harness, Path(project), None if home is None else Path(home), command,
                          raw.get("fm_command_given") is True, tuple(sorted(flags.items())),
-                         _number(raw.get("at", 0.0)))
+                         _number(raw.get("at", 0.0)), raw.get("mcp") is True)
 
 
 @attrs.frozen
@@ -268,14 +270,14 @@ def _write(home: Home, harness: str, records: dict[Key, InstallRecord], key: byt
 
 
 def remember(home: Home, options: InstallOptions, *, fm_command_given: bool,
-             env: Mapping[str, str] | None = None) -> Loaded:
+             env: Mapping[str, str] | None = None, mcp: bool = False) -> Loaded:
     """Record a successful install of ``options.harness`` into ``options.project`` (with the
     home's secret, made on first use). Returns what the file held before: what it ignored is
     dropped now."""
     key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
     record = InstallRecord(options.harness, options.project, options.home, options.fm_command,
                            fm_command_given, tuple(sorted(options.flags.items())),
-                           round(time.time(), 3))
+                           round(time.time(), 3), mcp)
     before = load(home, options.harness, env)
     records = dict(before.records)
     records[(record.project, record.flags)] = record
@@ -300,4 +302,14 @@ def prune(home: Home, harness: str, project: Path,
         _write(home, harness, records, secret)
 
 
-__all__ = ["FOLDER", "InstallRecord", "Loaded", "load", "path", "prune", "remember"]
+def mcp_installed(home: Home, harness: str) -> bool:
+    """Whether an install of *harness* recorded in *home* registered the firstmate MCP server
+    (the wake text then names its tools). False when the records cannot be read."""
+    try:
+        return any(record.mcp for record in load(home, harness).records.values())
+    except StateError:
+        return False
+
+
+__all__ = ["FOLDER", "InstallRecord", "Loaded", "load", "mcp_installed", "path", "prune",
+           "remember"]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         InstallResult,
     )
     from firstmate.plugin.hookinstall import HookInstallSpec
+    from firstmate.plugin.mcpinstall import McpServerSpec
     from firstmate.plugin.shiminstall import ShimSpec
     from firstmate.store.home import Home
 
@@ -51,6 +52,9 @@ class HarnessPlugin:
     """What every harness plugin shares: it declares :attr:`INFO` and answers only for it."""
 
     INFO: ClassVar[HarnessInfo]
+    #: Where the harness reads MCP servers: ``fm install`` registers ``fm mcp`` there with
+    #: the hooks or the shim (firstmate.plugin.mcpinstall). None: the harness reads none.
+    MCP: ClassVar[McpServerSpec | None] = None
 
     @property
     def name(self) -> str:
@@ -106,20 +110,22 @@ class HookHarnessPlugin(HarnessPlugin):
     def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
         if options.harness != self.name:
             return None
-        from firstmate.plugin import hookinstall
+        from firstmate.plugin import hookinstall, mcpinstall
         from firstmate.plugin.configfiles import require_project
 
         require_project(options)
         self.check_install(options)
-        return hookinstall.install(self.hook_spec(options), options)
+        return mcpinstall.around(self.MCP, options, removing=False,
+                                 files=lambda: hookinstall.install(self.hook_spec(options), options))
 
     @hookimpl
     def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
         if options.harness != self.name:
             return None
-        from firstmate.plugin import hookinstall
+        from firstmate.plugin import hookinstall, mcpinstall
 
-        return hookinstall.uninstall(self.hook_spec(options), options)
+        return mcpinstall.around(self.MCP, options, removing=True,
+                                 files=lambda: hookinstall.uninstall(self.hook_spec(options), options))
 
     @hookimpl
     def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
@@ -164,17 +170,19 @@ class InProcessHarnessPlugin(HarnessPlugin):
     def firstmate_install(self, options: InstallOptions) -> InstallResult | None:
         if options.harness != self.name:
             return None
-        from firstmate.plugin import shiminstall
+        from firstmate.plugin import mcpinstall, shiminstall
 
-        return shiminstall.install(self.SHIM, options)
+        return mcpinstall.around(self.MCP, options, removing=False,
+                                 files=lambda: shiminstall.install(self.SHIM, options))
 
     @hookimpl
     def firstmate_uninstall(self, options: InstallOptions) -> InstallResult | None:
         if options.harness != self.name:
             return None
-        from firstmate.plugin import shiminstall
+        from firstmate.plugin import mcpinstall, shiminstall
 
-        return shiminstall.uninstall(self.SHIM, options)
+        return mcpinstall.around(self.MCP, options, removing=True,
+                                 files=lambda: shiminstall.uninstall(self.SHIM, options))
 
 
 __all__ = ["HarnessPlugin", "HookHarnessPlugin", "HookWakePlugin", "InProcessHarnessPlugin"]

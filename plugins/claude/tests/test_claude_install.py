@@ -24,7 +24,9 @@ def _settings(project: Path, name: str = "settings.local.json") -> dict[str, obj
 def test_install_registers_stop_stopfailure_async_and_session_start(tmp_path: Path) -> None:
     result = plugin.firstmate_install(options=InstallOptions("claude", tmp_path))
     # Claude Code's personal settings: the hooks name this machine's fm, never committed.
-    assert result is not None and result.written == (tmp_path / ".claude" / "settings.local.json",)
+    assert result is not None and result.written[0] == tmp_path / ".claude" / "settings.local.json"
+    # (and .mcp.json when this fm has the MCP SDK: test_claude_mcp.py)
+    assert set(result.written[1:]) <= {tmp_path / ".mcp.json"}
     assert not (tmp_path / ".claude" / "settings.json").exists()
     assert _settings(tmp_path) == {"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": "fm hook claude session-start",

@@ -20,6 +20,7 @@ from firstmate.plugin.harness import (
     SessionAnchor,
 )
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec
+from firstmate.plugin.mcpinstall import McpServerSpec
 from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
@@ -104,6 +105,19 @@ HOOKS = HookInstallSpec(
     notes=("Claude Code reads hooks at session start: restart it, or review the change in "
            "/hooks. StopFailure and asyncRewake need a recent Claude Code.",),
 )
+#: ``fm mcp`` in the project's ``.mcp.json`` (kept out of git: it names this machine's fm).
+#: Claude Code asks once whether to use a server it finds there.
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".mcp.json",
+    key="mcpServers",
+    head={"type": "stdio"},
+    notes=("Claude Code asks once, at its next start, whether to use the firstmate MCP server "
+           "in .mcp.json (or approve it in /mcp); allow its tools once with /permissions "
+           "(mcp__firstmate).",),
+    by_hand="add it to your local scope instead: claude mcp add --scope local firstmate -- "
+            "{argv}",
+)
 #: The hooks where older fm versions wrote them, in the settings the project commits: what
 #: ``fm doctor`` looks for there (an install moves them out: ``HookInstallSpec.legacy``).
 SHARED_HOOKS = attrs.evolve(HOOKS, path=SHARED_SETTINGS, legacy=())
@@ -121,6 +135,7 @@ class ClaudePlugin(HookWakePlugin):
 
     INFO = INFO
     HOOKS = HOOKS
+    MCP = MCP
     # The hook process itself delivers: it exits 2 with this text on stderr, and Claude wakes
     # the idle session with it.
     WAKE_RECEIPT = "rewake: the Stop hook exits 2 with the wake on stderr"
