@@ -112,6 +112,16 @@ def test_a_file_git_tracks_is_left_alone_with_the_command_to_add_it_by_hand(
         in note
 
 
+def test_an_interpreter_entry_point_is_recognised_and_updated_in_place(project: Path) -> None:
+    options = InstallOptions("fake", project, fm_command="/venv/bin/python -P -m firstmate")
+    _install(LIST, options)
+    assert _doc(project / "fake.json")["mcp"]["firstmate"]["command"] == [
+        "/venv/bin/python", "-P", "-m", "firstmate", "mcp"]
+    assert _install(LIST, InstallOptions("fake", project, fm_command="/venv/bin/fm")).changed
+    assert _doc(project / "fake.json")["mcp"]["firstmate"]["command"] == ["/venv/bin/fm", "mcp"]
+    assert _install(LIST, options, removing=True).removed == (project / "fake.json",)
+
+
 def test_a_server_of_the_users_own_named_firstmate_is_refused_in_one_line(
         project: Path) -> None:
     (project / "fake.json").write_text(json.dumps({"mcp": {"firstmate": {"command": ["x"]}}}))

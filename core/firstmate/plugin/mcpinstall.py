@@ -72,13 +72,16 @@ class McpServerSpec:
 
 
 def ours(entry: object) -> bool:
-    """Whether a server entry runs ``fm mcp`` (whatever its path, home or shape)."""
+    """Whether a server entry (the one named :data:`SERVER`) runs ``fm mcp``, whatever the fm
+    command (``/venv/bin/fm``, ``python -P -m firstmate``, a ``--fm-command``), home or shape."""
     if not isinstance(entry, dict):
         return False
     command, args = entry.get("command"), entry.get("args", [])
-    words = command if isinstance(command, list) else [command, *(args or [])] \
-        if isinstance(args, list) else [command]
-    return len(words) >= 2 and all(isinstance(w, str) for w in words) and "mcp" in words[1:3]
+    if isinstance(command, list):
+        words = command
+    else:
+        words = [command, *args] if isinstance(args, list) else [command]
+    return all(isinstance(w, str) for w in words) and "mcp" in words[1:]
 
 
 def _servers(doc: JsonDoc, key: str) -> dict[str, Any] | None:
