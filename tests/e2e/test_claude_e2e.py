@@ -287,7 +287,10 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
     mock = Mock()
     (scratch_home / ".claude.json").write_text(json.dumps({
         "hasCompletedOnboarding": True, "theme": "dark",
-        "projects": {str(project): {"hasTrustDialogAccepted": True}},
+        # (and the firstmate MCP server fm install registers in .mcp.json, when this fm has
+        # the MCP SDK: approved once, as a user does at Claude's first start)
+        "projects": {str(project): {"hasTrustDialogAccepted": True,
+                                    "enabledMcpjsonServers": ["firstmate"]}},
         "customApiKeyResponses": {"approved": ["sk-dummy"], "rejected": []},
     }))
     base_env = {

@@ -15,6 +15,7 @@ import attrs
 from firstmate.plugin import shiminstall
 from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
+from firstmate.plugin.mcpinstall import McpServerSpec
 from firstmate.plugin.pluginbase import InProcessHarnessPlugin
 
 NAME = "opencode"
@@ -33,6 +34,19 @@ SPEC = shiminstall.ShimSpec(
     npm_note=('Add "{package}" to the "plugin" list in opencode.json; the shim starts '
               "`fm bridge opencode` (fm must be on OpenCode's PATH, or set "
               "FIRSTMATE_BRIDGE_ARGV to a JSON argv)."),
+)
+#: ``fm mcp`` as a local server in the project's ``.opencode/opencode.json`` (beside the shim;
+#: kept out of git: it names this machine's fm). OpenCode starts it with no approval step.
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".opencode/opencode.json",
+    key="mcp",
+    argv_command=True,
+    head={"type": "local"},
+    tail={"enabled": True},
+    notes=("Restart OpenCode to start the firstmate MCP server (opencode mcp list shows it).",),
+    by_hand="add it to your own ~/.config/opencode/opencode.json instead: under mcp, the local "
+            "server firstmate running {argv}",
 )
 #: The interrupt hint the TUI shows only while a turn runs.
 BUSY_MARKERS = ("esc interrupt",)
@@ -82,6 +96,7 @@ class OpencodePlugin(InProcessHarnessPlugin):
     INFO = INFO
     SHIM = SPEC
     BRIDGE = PROFILE
+    MCP = MCP
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
         return crew_launch(request)
