@@ -378,6 +378,18 @@ def test_idle_queue_names_the_oldest_owed_row_once_and_announces_read_failures_o
     assert tick.decide(_status(1, 9, now - 60), now) is not None  # a read works again; new row
 
 
+def test_the_idle_queue_names_the_mcp_tools_when_the_server_is_installed() -> None:
+    from types import SimpleNamespace
+
+    from firstmate.host.bridge.idlequeue import IdleQueue
+
+    owner = SimpleNamespace(display_name="omp")
+    plain = IdleQueue(owner, tick=10.0).decide(_status(1, 5, 0.0), 100.0)  # type: ignore[arg-type]
+    tools = IdleQueue(owner, 10.0, True).decide(_status(1, 5, 0.0), 100.0)  # type: ignore[arg-type]
+    assert plain is not None and "wake_drain" not in plain
+    assert tools is not None and "call the firstmate MCP tool wake_drain" in tools
+
+
 def test_a_session_started_after_quit_supervises_afresh(
         bridge: tuple[Shim, dict[str, str]], fm_home: Home) -> None:
     shim, env = bridge

@@ -31,6 +31,8 @@ READ_FAILED = "watcher: FAILED - could not read the wake queue"
 class IdleQueue:
     owner: BridgeOwner
     tick: float = DEFAULT_TICK
+    #: Whether the harness was installed with the firstmate MCP server: the wake names its tools.
+    tools: bool = False
     #: The oldest row a wake was already delivered for.
     announced_seq: int = 0
     failures: int = 0
@@ -48,7 +50,9 @@ class IdleQueue:
         if profile.idle_queue_tick_env:
             tick_ms = env_int(owner.env, profile.idle_queue_tick_env, tick_ms)
         tick = tick_ms / 1000.0
-        made = cls(owner, tick)
+        from firstmate.plugin.installrecord import mcp_installed
+
+        made = cls(owner, tick, mcp_installed(owner.home, owner.harness))
         made._thread = threading.Thread(target=made._run, name="fm-bridge-idle-queue",
                                         daemon=True)
         made._thread.start()
@@ -118,7 +122,7 @@ class IdleQueue:
             self.failures += 1
             if self.failures >= FAILED_READS and not self.failure_said:
                 self.failure_said = True
-                return compose((), READ_FAILED, self.owner.display_name)
+                return compose((), READ_FAILED, self.owner.display_name, self.tools)
             return None
         self.failures, self.failure_said = 0, False
         oldest = status.oldest
@@ -131,7 +135,7 @@ class IdleQueue:
         line = reason_line(oldest.kind, oldest.payload)
         if more > 0:
             line += f" (and {more} more queued row{'s' if more != 1 else ''})"
-        return compose((line,), None, self.owner.display_name)
+        return compose((line,), None, self.owner.display_name, self.tools)
 
 
 __all__ = ["DEFAULT_TICK", "FAILED_READS", "READ_FAILED", "IdleQueue"]
