@@ -87,6 +87,7 @@ def test_a_crews_acknowledgement_consumes_nothing(home: Home) -> None:
     ["host", "disable"],
     ["host", "report", "handled it"],
     ["migrate", "--from-legacy", "/nonexistent"],
+    ["mcp"],
 ])
 def test_every_command_that_takes_the_primarys_state_is_refused(home: Home,
                                                                  args: list[str]) -> None:
@@ -103,7 +104,7 @@ def test_the_refused_commands_are_the_table_the_cli_checks() -> None:
     assert {name: set(subs) for name, subs in CAPTAIN_ONLY.items()} == {
         "wake": {"drain", "grant"}, "lock": {"acquire", "release"}, "crew": {"answer"},
         "away": {"on", "off"}, "host": {"park", "report", "enable", "disable"},
-        "migrate": {"*"}}
+        "migrate": {"*"}, "mcp": {"*"}}
 
 
 @pytest.mark.parametrize("args", [

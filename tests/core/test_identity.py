@@ -163,8 +163,8 @@ def test_zombie_counts_as_dead() -> None:
 @pytest.mark.parametrize(
     "alter",
     [
-        pytest.param(lambda i: attrs.evolve(i, started=i.started + 1.0), id="start-time"),
-        pytest.param(lambda i: attrs.evolve(i, started=i.started - 0.01), id="start-time-tick"),
+        pytest.param(lambda i: attrs.evolve(i, started=i.started + 2.5), id="start-time"),
+        pytest.param(lambda i: attrs.evolve(i, started=i.started - 1.03), id="start-time-tick"),
         pytest.param(lambda i: attrs.evolve(i, cmd_hash="0" * 16), id="cmd-hash"),
     ],
 )
@@ -180,6 +180,17 @@ def test_reused_pid_is_never_signalled(live_child: subprocess.Popen[bytes], alte
     # Still running and answering: no signal was delivered.
     assert ping(live_child) == "pong"
     assert live_child.poll() is None
+
+
+@pytest.mark.parametrize("shift", [-1.0, 1.0, 1.01, -0.01])
+def test_a_boot_time_that_moved_by_a_second_still_names_the_same_process(
+        live_child: subprocess.Popen[bytes], shift: float) -> None:
+    # Linux derives a start time from the boot time in whole seconds, which moves by one as the
+    # wall clock is slewed: a lock held for hours must not turn stale when it does.
+    real = identity.identity_of(live_child.pid)
+    assert real is not None
+    recorded = ProcessIdentity.parse(attrs.evolve(real, started=real.started + shift).token())
+    assert recorded is not None and identity.matches(recorded)
 
 
 def test_verified_identity_is_signalled(live_child: subprocess.Popen[bytes]) -> None:

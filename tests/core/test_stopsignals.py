@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
+import threading
 
 import pytest
 from firstmate.base import stopsignals
@@ -18,7 +18,8 @@ def test_a_stop_during_a_held_spawn_lands_after_it_and_not_before() -> None:
     old = signal.signal(signal.SIGTERM, handler)
     try:
         with stopsignals.held():
-            os.kill(os.getpid(), signal.SIGTERM)
+            # (to this thread: another thread of the test process may take a process-wide one)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
             seen.append("recorded")  # the child's record is made before the stop is handled
         assert seen == ["recorded", "stop"]
     finally:

@@ -41,10 +41,23 @@ def parse(token: object) -> Fields | None:
     return pid, started, digest
 
 
+#: How far two readings of one process's start time may differ. Linux gives a start time as
+#: ticks since boot plus the boot time in whole seconds, which the kernel derives from the wall
+#: clock: as the clock is slewed it moves by a second now and then, so the same process reads a
+#: second later or earlier. A new process on a reused pid within that second, with the very same
+#: command line, would need the whole pid space to wrap in it.
+START_TOLERANCE = 1.011
+
+
+def close_starts(one: float, other: float) -> bool:
+    """Two start times of one process, as tokens (2 decimals) and the kernel give them."""
+    return abs(one - other) <= START_TOLERANCE
+
+
 def same(one: Fields, other: Fields) -> bool:
-    """Both name the same process (start times compared as their tokens show them)."""
-    return (one[0] == other[0] and f"{one[1]:.2f}" == f"{other[1]:.2f}"
-            and one[2] == other[2])
+    """Both name the same process: same pid and command line, start times within
+    :data:`START_TOLERANCE`."""
+    return one[0] == other[0] and close_starts(one[1], other[1]) and one[2] == other[2]
 
 
 def _state(pid: int) -> str | None:
@@ -78,4 +91,4 @@ def running(fields: Fields) -> bool | None:
     return None if live is None else same(live, fields)
 
 
-__all__ = ["parse", "running", "same"]
+__all__ = ["START_TOLERANCE", "close_starts", "parse", "running", "same"]

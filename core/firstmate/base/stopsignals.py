@@ -77,7 +77,9 @@ def install(handler: Callable[[int, FrameType | None], None] = raise_stopped, *,
 class held:  # (lower case: it reads as a statement, ``with stopsignals.held():``)
     """Hold stops while a child is started and recorded, so a stop never lands between the
     fork and the record its cleanup kills from (an orphan outliving the command). The previous
-    mask is restored on exit, so a stop already held stays held; a pending one lands then."""
+    mask is restored on exit, so a stop already held stays held; a pending one lands then.
+    It holds them for the calling thread, which is the whole of a single-threaded command such
+    as the watcher."""
 
     def __enter__(self) -> None:
         self._old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)

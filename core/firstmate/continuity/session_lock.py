@@ -23,6 +23,7 @@ from typing import Literal
 
 import attrs
 
+from firstmate.base import proctoken
 from firstmate.base.errors import StateError, UsageError
 from firstmate.base.quickgate import refuse_crew_session
 from firstmate.continuity import sessionmemo
@@ -52,9 +53,6 @@ from firstmate.store.locks import FileLock
 ACQUIRE_LOCK_NAME = "session-acquire"
 #: How long an acquire or release waits for another ``fm lock`` that is mid-write.
 ACQUIRE_WAIT = 10.0
-#: Recorded and live start times are compared as the 2-decimal token shows them, allowing one
-#: rounding step either way (the token is rounded, the live value is not).
-_START_TOLERANCE = 0.011
 
 HOLDER_PID_ENV = "FM_SESSION_HOLDER_PID"
 
@@ -119,7 +117,7 @@ def same_process(recorded: ProcessIdentity, live: ProcessIdentity) -> bool:
     itself (node's ``process.title``) after the record was written, and that must not hand its
     lock to another session.
     """
-    return recorded.pid == live.pid and abs(recorded.started - live.started) <= _START_TOLERANCE
+    return recorded.pid == live.pid and proctoken.close_starts(recorded.started, live.started)
 
 
 def classify(record: SessionRecord, facts: LiveFacts) -> OwnerStatus:

@@ -167,7 +167,8 @@ def test_doctor_fails_a_hook_command_that_cannot_start(
     assert failing[0]["fix"] == f"fm install claude --project {project}" and failing[0]["safe"]
     assert fm(env, project, "doctor").returncode == 1
     follow(failing[0]["fix"], env, project)
-    assert [f["status"] for f in claude_config(env, project)] == ["ok", "ok"]
+    after = claude_config(env, project)
+    assert after and {f["status"] for f in after} == {"ok"}, after
 
 
 def test_a_project_installed_without_a_record_is_named_not_guessed(
