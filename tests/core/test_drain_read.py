@@ -131,12 +131,10 @@ def test_a_crew_registered_by_a_position_not_bound_yet_is_not_read(fm_home: Home
 
 def test_a_crew_of_another_host_is_not_read_here(fm_home: Home) -> None:
     from firstmate.app.drain_context import read_screens
-    from firstmate.fleet.names import remote_pane
-
-    crew.add(fm_home, "far", remote_pane("hostb", "%3"))
+    crew.add(fm_home, "far", "%3", host="hostb")
     assert read_screens(fm_home, {"FM_TMUX": "/nonexistent/tmux"}, ["far"]) == [
         ("far", crew.get(fm_home, "far").shown, None,
-         "the crew works on host hostb, whose panes are not reachable from here")]
+         "the crew works on host hostb; fm crew peek far reads its screen there")]
 
 
 def test_screen_text_is_sanitised_and_bounded() -> None:

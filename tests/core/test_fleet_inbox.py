@@ -46,7 +46,7 @@ def test_new_lines_become_a_registered_crews_log(home: Home, inbox: Inbox) -> No
                         Incoming(status(2, "done: b"), 11)])
     assert (out.applied, out.duplicates, out.refused) == (2, 0, ())
     member = crew.get(home, "gpu.alice")
-    assert member.pane == "fleet://gpu/"
+    assert (member.pane, member.host) == ("-", "gpu")
     assert lines(home, "gpu.alice") == ["working: a", "done: b"]
     assert crew.list(home)[0].name == "gpu.alice"
 
@@ -101,7 +101,8 @@ def test_turn_ends_and_registrations(home: Home, inbox: Inbox) -> None:
               Event("f1", "gpu", "e1", "turn", "bob", 2, 1700000002.5, "")]
     out = inbox.commit([Incoming(e, i) for i, e in enumerate(events, 1)])
     assert out.applied == 3
-    assert crew.get(home, "gpu.bob").pane == "fleet://gpu/%7"
+    member = crew.get(home, "gpu.bob")
+    assert (member.pane, member.host, member.pid) == ("%7", "gpu", None)
     marker = crew.path(home, "gpu.bob", crew.TURN_ENDED).read_text()
     assert marker == "1700000001.250\n1700000002.500\n"
     inbox.commit([Incoming(Event("f1", "gpu", "e1", "crew", "bob", 2, 2.0, ""), 9)])
@@ -184,3 +185,27 @@ def test_a_sequence_whose_predecessors_are_gone_is_taken_up_when_accepted(
     out = inbox.commit([Incoming(status(5, "five"), 14)], accept={key})
     assert (out.applied, out.gaps) == (1, ())
     assert lines(home, "gpu.alice") == ["one", "five"]
+
+
+def test_a_registration_carries_the_panes_program_on_its_host(home: Home, inbox: Inbox) -> None:
+    event = Event("f1", "gpu", "e1", "crew", "bob", 1, 1.0, "%7\t4242 123456")
+    inbox.commit([Incoming(event, 1)])
+    member = crew.get(home, "gpu.bob")
+    assert (member.pane, member.host, member.pid, member.started) == ("%7", "gpu", 4242, 123456)
+    assert crew.path(home, "gpu.bob", crew.PANE).read_text() == \
+        "%7\nhost gpu\npid 4242 123456\n"
+    inbox.commit([Incoming(Event("f1", "gpu", "e1", "crew", "bob", 2, 2.0,
+                                 "%7\tnot-a-pid $(x)"), 2)])
+    member = crew.get(home, "gpu.bob")
+    assert (member.pane, member.pid, member.started) == ("%7", None, None)
+
+
+def test_an_intent_left_in_the_old_format_is_applied_as_a_hosts_registration(
+        home: Home, inbox: Inbox) -> None:
+    inbox.commit([Incoming(Event("f1", "gpu", "e1", "crew", "bob", 1, 1.0, "%7"), 1)])
+    with inbox.store.transaction() as conn:  # (as a relay of the previous format left it)
+        conn.execute("INSERT INTO fleet_inbox (msg_id, name, suffix, start, data) VALUES "
+                     "('gpu/e1/crew/bob/2', 'gpu.bob', '.pane', -1, ?)", (b"fleet://gpu/%9",))
+    inbox.recover()
+    member = crew.get(home, "gpu.bob")
+    assert (member.pane, member.host) == ("%9", "gpu")

@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import pytest
 from firstmate.base import crewreport, fleetbell
-from firstmate.fleet import names, paths
+from firstmate.fleet import paths
 from firstmate.store import crew
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually
@@ -88,6 +88,27 @@ def test_a_running_forwarder_is_rung_by_every_report(home: Home) -> None:
         os.close(holder)
 
 
+def test_a_registration_that_changed_rings_the_forwarder(home: Home) -> None:
+    import fcntl
+
+    lock = mark_joined(home)
+    holder = os.open(lock, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as the forwarder holds it
+    bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    bell.bind(paths.path(home, paths.FORWARD_BELL))
+    bell.settimeout(10)
+    try:
+        crew.add(home, "alice", "%1")
+        assert bell.recv(16) == b"!"
+        crew.add(home, "alice", "%2", replace=True)
+        assert bell.recv(16) == b"!"
+        crew.unregister(home, "alice")
+        assert bell.recv(16) == b"!"
+    finally:
+        bell.close()
+        os.close(holder)
+
+
 def test_a_report_starts_a_forwarder_that_is_not_running(home: Home, tmp_path: Path) -> None:
     crew.add(home, "alice", "%1")
     lock = mark_joined(home)
@@ -151,7 +172,7 @@ def ctx(home: Home, now: float, triage: list[str]) -> PollContext:
 
 
 def test_a_remote_crews_pane_is_never_looked_for_here(home: Home) -> None:
-    crew.add(home, "gpu.alice", names.remote_pane("gpu", "%3"))
+    crew.add(home, "gpu.alice", "%3", host="gpu")
     backend = Backend()
     source = StaleSource(home, backend)  # type: ignore[arg-type]
     triage: list[str] = []
@@ -162,7 +183,7 @@ def test_a_remote_crews_pane_is_never_looked_for_here(home: Home) -> None:
 
 
 def test_a_remote_crews_line_needs_no_pane_to_wake(home: Home) -> None:
-    crew.add(home, "gpu.alice", names.remote_pane("gpu", "%3"))
+    crew.add(home, "gpu.alice", "%3", host="gpu")
     crew.append_status(home, "gpu.alice", "working: chatter a busy pane would absorb")
     backend = Backend()
     source = StatusSource(home, backend)  # type: ignore[arg-type]
@@ -172,7 +193,7 @@ def test_a_remote_crews_line_needs_no_pane_to_wake(home: Home) -> None:
 
 
 def test_fm_crew_list_shows_a_remote_crew_as_remote(home: Home, tmp_path: Path) -> None:
-    crew.add(home, "gpu.alice", names.remote_pane("gpu", "%3"))
+    crew.add(home, "gpu.alice", "%3", host="gpu")
     done = fm(home, tmp_path, "crew", "list", "--json")
     assert done.returncode == 0, done.stderr
     [row] = json.loads(done.stdout)["crews"]
@@ -180,7 +201,7 @@ def test_fm_crew_list_shows_a_remote_crew_as_remote(home: Home, tmp_path: Path) 
 
 
 def test_a_remote_crews_pane_is_never_typed_into_here(home: Home, tmp_path: Path) -> None:
-    crew.add(home, "gpu.alice", names.remote_pane("gpu", "%3"))
+    crew.add(home, "gpu.alice", "%3", host="gpu")
     for args in (("steer", "gpu.alice", "go on"), ("stop", "gpu.alice"), ("peek", "gpu.alice"),
                  ("attach", "gpu.alice")):
         done = fm(home, tmp_path, "crew", *args)

@@ -93,6 +93,3 @@ def test_malformed_bodies_are_refused_even_when_signed(change: dict[str, object]
 def test_names_map_remote_crews_into_the_primary() -> None:
     assert names.primary_name("gpu", "alice") == "gpu.alice"
     assert names.primary_name("gpu", "a" * 64) is None
-    assert names.remote_host(names.remote_pane("gpu", "%3")) == "gpu"
-    assert names.remote_host("%3") is None
-    assert names.remote_host("fleet:1.0") is None

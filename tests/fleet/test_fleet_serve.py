@@ -70,7 +70,7 @@ def test_a_remote_report_wakes_the_primarys_arm(served: Served, tmp_path: Path) 
     finally:
         arm.stop()
     listed = served.fm(served.primary, "crew", "list").stdout
-    assert "gpu.alice" in listed and "fleet://gpu/%41" in listed and "remote" in listed
+    assert "gpu.alice" in listed and "gpu:%41" in listed and "remote" in listed
     status = served.fm(served.primary, "fleet", "status").stdout
     assert "host gpu: seen" in status and "supervisor pid" in status
 

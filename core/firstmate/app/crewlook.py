@@ -4,7 +4,8 @@ Both look only at the pane the crew is bound to, checked first as ``fm crew stee
 (:mod:`firstmate.app.crewops`): a pane that is gone or runs another program is refused in one
 line naming the fix; a pane whose harness ended (kept by remain-on-exit) is the crew's last
 screen and may be looked at. Every tmux call goes to the server ``FM_TMUX_SOCKET`` names (the
-backend's), with every argument literal.
+backend's), with every argument literal; for a crew of another host of the home's fleet, to that
+host's tmux over its SSH connection, and attaching runs ``ssh -t`` to it.
 
 **Attaching.** The crew's window and pane are selected, then the terminal is handed over:
 
@@ -21,11 +22,12 @@ from collections.abc import Mapping
 
 import attrs
 
-from firstmate.app.crewops import current, refusal
+from firstmate.app.crewops import Panes, current, refusal, route
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 from firstmate.watch.backends import screen
+from firstmate.watch.backends.sshtmux import SshTmuxBackend
 from firstmate.watch.backends.tmux import DEAD, LIVE, UNKNOWN, TmuxBackend
 
 __all__ = ["ATTACH", "DEFAULT_PEEK_LINES", "NESTED", "SWITCH", "Attach", "attach", "peek",
@@ -38,17 +40,17 @@ SWITCH, ATTACH, NESTED = "switch", "attach", "nested"
 _TMUX_ENV = ("TMUX", "TMUX_PANE")
 
 
-def _looked_at(home: Home, backend: TmuxBackend, name: str,
-               undone: str) -> tuple[crewmod.Crew, str]:
-    """The crew *name* and its pane's state, once the pane is checked to be its own, live or
-    ended; else refused."""
-    member, verdict = current(home, backend, crewmod.get(home, name), undone)
+def _looked_at(home: Home, backend: Panes, name: str,
+               undone: str) -> tuple[crewmod.Crew, str, TmuxBackend]:
+    """The crew *name*, its pane's state and the backend of its tmux, once the pane is checked
+    to be its own, live or ended; else refused."""
+    member, verdict, tmux = current(home, backend, crewmod.get(home, name), undone)
     if verdict.state not in (LIVE, DEAD):
         raise refusal(member, verdict, undone)
-    return member, verdict.state
+    return member, verdict.state, tmux
 
 
-def peek(home: Home, backend: TmuxBackend, name: str,
+def peek(home: Home, backend: Panes, name: str,
          count: int = DEFAULT_PEEK_LINES) -> screen.Tail:
     """The last *count* lines of crew *name*'s screen (:func:`screen.tail`); refused in one line
     naming the fix when its pane is not its own, or tmux cannot be asked."""
@@ -56,10 +58,14 @@ def peek(home: Home, backend: TmuxBackend, name: str,
     member = crewmod.get(home, name)
     if not member.bound:
         member = _looked_at(home, backend, name, undone)[0]  # (binds it, as steer would)
-    shown = screen.tail(backend, member, count)
+    tmux = route(backend, member, undone)
+    shown = screen.tail(tmux, member, count)
     if shown.state == UNKNOWN:
+        fix = "check FM_TMUX and FM_TMUX_SOCKET" if member.host is None else (
+            f"check host {member.host}'s SSH access (fm fleet host add {member.host} --ssh …) "
+            "and that tmux runs there")
         raise FirstmateError(f"cannot ask tmux about pane {member.shown}: {shown.why}; {undone} "
-                             "- check FM_TMUX and FM_TMUX_SOCKET")
+                             f"- {fix}")
     if not shown.read:
         raise refusal(member, shown.verdict(), undone)
     return shown
@@ -78,6 +84,8 @@ class Attach:
     how: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    #: The fleet host whose tmux the pane is on (None: this machine's): reached by ``ssh -t``.
+    host: str | None = None
 
     @property
     def takes_terminal(self) -> bool:
@@ -90,6 +98,9 @@ class Attach:
         if self.state == DEAD:
             found.append(f"crew: note: the harness in {self.name}'s pane {self.pane} has ended; "
                          "its last screen is kept")
+        if self.host is not None:
+            found.append(f"crew: note: attaching to host {self.host}'s tmux over ssh; detach "
+                         "(your prefix key, then d) to come back")
         if self.how == NESTED:
             found.append("crew: note: this terminal is inside another tmux server; the crews' "
                          "server opens nested in it (the outer tmux takes its prefix key first)")
@@ -98,9 +109,9 @@ class Attach:
 
 def same_server(backend: TmuxBackend, pane: str, env: Mapping[str, str]) -> bool:
     """Whether this process runs inside tmux (``$TMUX``) on the server *backend* asks, the one
-    that has *pane*."""
+    that has *pane* (never a host's over SSH: its socket's path names a file there)."""
     inside = env.get("TMUX", "")
-    if not inside:
+    if not inside or isinstance(backend, SshTmuxBackend):
         return False
     mine = inside.rsplit(",", 2)[0]
     theirs = backend.run("display-message", "-p", "-t", pane, "#{socket_path}")
@@ -112,22 +123,23 @@ def same_server(backend: TmuxBackend, pane: str, env: Mapping[str, str]) -> bool
         return False
 
 
-def attach(home: Home, backend: TmuxBackend, name: str, env: Mapping[str, str], *,
+def attach(home: Home, backend: Panes, name: str, env: Mapping[str, str], *,
            terminal: bool) -> Attach:
     """The way to bring crew *name*'s pane to this terminal (*terminal*: stdin is one), once
-    the pane is checked to be the crew's; refused in one line naming the fix otherwise."""
+    the pane is checked to be the crew's; refused in one line naming the fix otherwise. For a
+    crew of another host, the way is ``ssh -t`` to that host's tmux (``attach-session``)."""
     undone = "nothing was attached"
-    member, shown = _looked_at(home, backend, name, undone)
+    member, shown, tmux = _looked_at(home, backend, name, undone)
     pane = member.pane
     select = (["select-window", "-t", pane], ["select-pane", "-t", pane])
-    if same_server(backend, pane, env):
-        argv = backend.sequence(*select, ["switch-client", "-t", pane])
+    if same_server(tmux, pane, env):
+        argv = tmux.sequence(*select, ["switch-client", "-t", pane])
         return Attach(member.name, pane, shown, SWITCH, tuple(argv), dict(env))
     if not terminal:
         raise FirstmateError(f"fm crew attach needs a terminal and stdin is not one; {undone} - "
                              f"run it in a terminal, or read the crew's screen with fm crew peek "
                              f"{member.name}")
     how = NESTED if env.get("TMUX") else ATTACH
-    argv = backend.sequence(*select, ["attach-session", "-t", pane])
+    argv = tmux.sequence(*select, ["attach-session", "-t", pane])
     clean_env = {k: v for k, v in env.items() if k not in _TMUX_ENV}
-    return Attach(member.name, pane, shown, how, tuple(argv), clean_env)
+    return Attach(member.name, pane, shown, how, tuple(argv), clean_env, member.host)

@@ -145,9 +145,9 @@ def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> li
     a pane that is gone or runs another program now, nor a position not bound yet), through the
     crew backend (``FM_TMUX``, ``FM_TMUX_SOCKET``; each call bounded by
     :data:`SCREEN_TIMEOUT`). Never raises: a crew whose pane cannot be read gets the reason (a
-    crew of another host: its panes are not reachable from here), and once tmux cannot be asked
+    crew of another host: its pane is read over SSH by ``fm crew peek``, never on the drain's
+    path), and once tmux cannot be asked
     at all the rest get the same reason unasked."""
-    from firstmate.fleet.names import remote_host
     from firstmate.store import crew as crewmod
     from firstmate.watch.backends import screen
     from firstmate.watch.backends.tmux import UNKNOWN, TmuxBackend
@@ -162,10 +162,9 @@ def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> li
         except (FirstmateError, OSError) as exc:
             found.append((name, "?", None, f"its registration cannot be read ({exc})"))
             continue
-        host = remote_host(member.pane)
-        if host is not None:
-            found.append((name, member.shown, None, f"the crew works on host {host}, whose panes "
-                                                    "are not reachable from here"))
+        if member.host is not None:
+            found.append((name, member.shown, None, f"the crew works on host {member.host}; "
+                                                    f"fm crew peek {name} reads its screen there"))
             continue
         if unasked is not None:
             found.append((name, member.shown, None, unasked))

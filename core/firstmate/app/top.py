@@ -43,6 +43,10 @@ from firstmate.store.database import DELIVERIES_KEEP, Store
 from firstmate.store.deliveries import Delivery
 from firstmate.store.home import Home
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from firstmate.watch.backends.hosts import CrewPanes
+
 #: Wakes a frame carries.
 WAKES_SHOWN = 5
 #: Queue rows remembered for matching deliveries (newest kept).
@@ -51,6 +55,8 @@ ROWS_REMEMBERED = 512
 EVENT_TAIL = 1 << 18
 #: Clock slack when matching a stamp to the delivery that followed it (seconds).
 SLACK = 1.0
+#: Longest a frame waits for a fleet host's panes (seconds).
+HOST_WAIT = 2.0
 
 _SIGNAL = re.compile(r"signal: ([A-Za-z0-9_-][A-Za-z0-9._-]*?)\.(status: (.*)|turn-ended\b.*)$",
                      re.DOTALL)
@@ -153,6 +159,8 @@ class Gatherer:
     _used: set[int] = attrs.Factory(set)
     _wakes: dict[tuple[float, int, str], WakeView] = attrs.Factory(dict)
     _last_lines: dict[str, tuple[tuple[int, int, int], _LogView]] = attrs.Factory(dict)
+    #: The tmux servers crews' panes are on (this machine's, and fleet hosts' over SSH).
+    _crew_panes: CrewPanes | None = None
 
     @property
     def home(self) -> Home:
@@ -347,11 +355,15 @@ class Gatherer:
         return tuple(views)
 
     def _panes(self, members: tuple[crewmod.Crew, ...]) -> tuple[tuple[crewmod.Crew, str], ...]:
-        """Each crew and its pane's state, from one tmux call (read only: nothing is bound)."""
+        """Each crew and its pane's state, from one tmux call per server (read only: nothing is
+        bound); a fleet host that does not answer within :data:`HOST_WAIT` seconds shows its
+        crews ``unreachable`` rather than hold the frame."""
         from firstmate.app.crewops import pane_states
-        from firstmate.watch.backends.tmux import TmuxBackend
+        from firstmate.watch.backends.hosts import CrewPanes
 
-        return pane_states(self.home, TmuxBackend.from_env(self.env), members, bind=False)
+        if self._crew_panes is None:
+            self._crew_panes = CrewPanes.from_env(self.home, self.env, cap=HOST_WAIT)
+        return pane_states(self.home, self._crew_panes, members, bind=False)
 
     def _log(self, name: str) -> _LogView:
         """The crew's newest own line and open decisions, read again only when its log

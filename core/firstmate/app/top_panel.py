@@ -37,8 +37,9 @@ from firstmate.app.top import CrewView, Frame
 from firstmate.app.top_view import ALERT, BOLD, DIM, GREEN, Footer, fit, paint, render, width_of
 from firstmate.base.errors import FirstmateError
 from firstmate.store.home import Home
+from firstmate.watch.backends.hosts import CrewPanes
 from firstmate.watch.backends.screen import Tail
-from firstmate.watch.backends.tmux import DEAD, TmuxBackend
+from firstmate.watch.backends.tmux import DEAD
 
 #: What :meth:`Panel.handle` asks of the screen.
 QUIT, REDRAW = "quit", "redraw"
@@ -66,16 +67,17 @@ class Panel:
     _peeking: str | None = None
     _peek: Tail | None = None
     _peek_at: float = 0.0
-    _backend: TmuxBackend | None = None
+    _backend: CrewPanes | None = None
 
     @property
     def home(self) -> Home:
         return Home(Path(self.root))
 
     @property
-    def backend(self) -> TmuxBackend:
+    def backend(self) -> CrewPanes:
+        """The tmux servers crews' panes are on (this machine's, and fleet hosts')."""
         if self._backend is None:
-            self._backend = TmuxBackend.from_env(self.env)
+            self._backend = CrewPanes.from_env(self.home, self.env)
         return self._backend
 
     # --- keys --------------------------------------------------------------------------------
@@ -214,7 +216,8 @@ class Panel:
 
         done = stop(self.home, self.backend, name)
         ended = f"ended pane {done.pane}" if done.killed else f"pane {done.pane} was already gone"
-        return f"stopped {name} ({ended}); its status log stays"
+        return f"stopped {name} ({ended}); its status log stays" + (
+            f"; {done.note}" if done.note else "")
 
     def _attach(self, name: str) -> Attach | None:
         from firstmate.app.crewlook import attach
@@ -228,7 +231,8 @@ class Panel:
             return plan
         try:
             done = subprocess.run(plan.argv, env=dict(plan.env), stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=self.backend.timeout, check=False)
+                                  capture_output=True, timeout=self.backend.local.timeout,
+                                  check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             self._say(f"cannot run tmux to switch to {name}: {exc}", ALERT)
             return None

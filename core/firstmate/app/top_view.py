@@ -44,7 +44,7 @@ RED, GREEN, YELLOW = "31", "32", "33"
 ALERT = "1;31"
 #: Styles of the verbs that matter to the captain; other verbs are plain.
 VERB_STYLES = {"failed": ALERT, "blocked": ALERT, "needs-decision": "1;33", "done": GREEN}
-STATE_STYLES = {"dead": RED, "gone": RED, "unknown": YELLOW, "live": GREEN}
+STATE_STYLES = {"dead": RED, "gone": RED, "unknown": YELLOW, "unreachable": YELLOW, "live": GREEN}
 _VERB = re.compile(r"\s*([A-Za-z][A-Za-z0-9_-]*):")
 _SIGNAL_VERB = re.compile(r"signal: \S+?\.status: ([A-Za-z][A-Za-z0-9_-]*):")
 

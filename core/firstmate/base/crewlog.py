@@ -13,7 +13,7 @@ this module only when crews are registered. Plain tuples:
 ``Mark``      ``(cursor, turn)``: what a drain presented of a crew (``NAME.drain-cursor``): its
               status log up to the cursor and, when it showed lines of the crew, the turn-end
               marker's signature as it was read with them (else None)
-``Binding``   ``(pane, label, pid, started)``: a registration (below)
+``Binding``   ``(pane, label, pid, started, host)``: a registration (below)
 
 A registration (``NAME.pane``) names the crew's pane on its first line: tmux's stable pane id
 (``%12``), resolved when the crew was added or spawned, or, in a registration no fm has bound yet
@@ -21,7 +21,10 @@ A registration (``NAME.pane``) names the crew's pane on its first line: tmux's s
 as it was given. Lines after it are ``key value``: ``label TARGET`` (the target the crew was
 added with, shown as a label) and ``pid PID [START]`` (the pane's program when it was bound: its
 pid and its start time in clock ticks since boot, from ``/proc/PID/stat``). A ``pid`` line that
-does not parse reads as pid 0, which no pane has: such a registration never verifies.
+does not parse reads as pid 0, which no pane has: such a registration never verifies. A crew of
+another host of the home's fleet has a ``host H`` line: its pane, program and start time are
+on host H (docs/fleet-remote.md). A registration written before that line existed names such
+a pane ``fleet://H/<pane>`` on its first line, and still reads as pane ``<pane>`` of host H.
 
 Every file is opened without following a symlink and without blocking, and must be a regular
 file: a symlink, a FIFO, a directory or an unreadable file is a
@@ -52,9 +55,12 @@ if TYPE_CHECKING:
     Cursor = tuple[int, int]
     Decision = tuple[str, str, str, float | None, bool]
     Mark = tuple[Cursor, str | None]
-    Binding = tuple[str, str | None, int | None, int | None]
+    Binding = tuple[str, str | None, int | None, int | None, str | None]
 
 DRAIN_CURSOR = ".drain-cursor"
+#: How a registration written before the ``host`` line named a remote crew's pane:
+#: ``fleet://<host>/<pane on that host>``.
+REMOTE_PREFIX = "fleet://"
 MAX_PANE_CHARS = 256
 #: Most bytes of a registration read (a target and a label of MAX_PANE_CHARS each, and a pid).
 MAX_REGISTRATION_BYTES = 2048
@@ -450,29 +456,38 @@ def _number(text: str) -> int | None:
 
 
 def parse_registration(text: str) -> Binding:
-    """A registration's text as ``(pane, label, pid, started)`` (see the module docstring)."""
+    """A registration's text as ``(pane, label, pid, started, host)`` (see the module
+    docstring)."""
     lines = text.split("\n")
     pane = lines[0].strip()
     label: str | None = None
     pid: int | None = None
     started: int | None = None
+    host: str | None = None
+    if pane.startswith(REMOTE_PREFIX):
+        host, _, pane = pane[len(REMOTE_PREFIX):].partition("/")
+        pane = pane.strip() or "-"
     for line in lines[1:]:
         key, _, value = line.strip().partition(" ")
         if key == "label" and value.strip():
             label = value.strip()
+        elif key == "host" and value.strip():
+            host = value.strip()
         elif key == "pid":
             words = value.split()
             pid = _number(words[0]) if words else None
             started = _number(words[1]) if len(words) > 1 else None
             if pid is None:
                 pid, started = 0, None
-    return pane, label, pid, started
+    return pane, label, pid, started, host or None
 
 
 def encode_registration(binding: Binding) -> bytes:
     """The text :func:`parse_registration` reads back as *binding*."""
-    pane, label, pid, started = binding
+    pane, label, pid, started, host = binding
     lines = [pane]
+    if host is not None:
+        lines.append(f"host {host}")
     if label is not None and label != pane:
         lines.append(f"label {label}")
     if pid is not None:
@@ -529,7 +544,8 @@ def registered(crew_dir: str) -> list[tuple[str, str, float]]:
 
 
 __all__ = ["ANSWER_RE", "DECISION_RE", "DRAIN_CURSOR", "FOLDS", "LINE_MAX", "LINE_RE",
-           "MAX_PANE_CHARS", "MAX_REGISTRATION_BYTES", "PANE", "STATUS", "TURN_ENDED", "VERB_RE",
+           "MAX_PANE_CHARS", "MAX_REGISTRATION_BYTES", "PANE", "REMOTE_PREFIX", "STATUS",
+           "TURN_ENDED", "VERB_RE",
            "answered", "closed_decisions", "crew_path", "cut", "decision", "encode_cursor",
            "encode_registration", "fold_decisions", "from_captain", "marker_signature",
            "open_decision_lines", "open_read", "oversized", "parse_cursor", "parse_line",

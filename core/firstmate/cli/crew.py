@@ -38,6 +38,9 @@ def parser() -> Parser:
                      help="the pane the crew works in (tmux: session:window.pane or %%12)")
     add.add_argument("--replace", action="store_true",
                      help="move an already registered crew to another pane (keeps its logs)")
+    add.add_argument("--host", metavar="HOST",
+                     help="the pane is on fleet host HOST: the crew is registered there (over "
+                          "SSH, fm fleet host add HOST --ssh …) and here as HOST.NAME")
     remove = parser.add_command("remove", "unregister a crew and delete its status log, "
                                 "turn-end marker, pane log and cursors")
     remove.add_argument("name", metavar="NAME", help=_NAME_HELP)
@@ -128,6 +131,8 @@ def _add(rest: list[str]) -> int:
 
     ns = parser().commands["add"].parse(rest)
     home = _home(create=True)
+    if ns.host is not None:
+        return _add_there(home, ns.name, ns.pane, ns.host, ns.replace)
     before = crew.get(home, ns.name) if crew.exists(home, crew.validate_name(ns.name)) else None
     bound, why = _bind(ns.pane)
     if bound is None:
@@ -144,6 +149,23 @@ def _add(rest: list[str]) -> int:
                          f"{before.shown})\n")
     if why is not None:
         sys.stderr.write(why.format(name=added.name) + "\n")
+    return ExitCode.OK
+
+
+def _add_there(home: Home, name: str, target: str, host: str, replace: bool) -> int:
+    """``fm crew add NAME --host HOST --pane TARGET``: registered by the fm on that host."""
+    from firstmate.app.crewremote import add
+
+    done = add(home, os.environ, host, name, target, replace=replace)
+    for note in done.notes:
+        sys.stderr.write(f"{host}: {note}\n")
+    for line in done.said:
+        sys.stdout.write(f"{host}: {line}\n")
+    if done.registered:
+        sys.stdout.write(f"crew: {done.name} is registered here (pane {host}:{done.pane})\n")
+    else:
+        sys.stdout.write(f"crew: note: {done.name}'s registration has not reached this home yet "
+                         "(it comes through the fleet's relay: fm fleet status)\n")
     return ExitCode.OK
 
 
@@ -184,12 +206,12 @@ def _remove(rest: list[str]) -> int:
 def _answer(rest: list[str]) -> int:
     from firstmate.app.crewops import answer
     from firstmate.base.errors import FirstmateError
-    from firstmate.watch.backends.tmux import TmuxBackend
+    from firstmate.watch.backends.hosts import CrewPanes
 
     ns = parser().commands["answer"].parse(rest)
     home = _home(create=False)
-    done = answer(home, TmuxBackend.from_env(os.environ), ns.name, ns.key, " ".join(ns.answer),
-                  send=ns.send)
+    done = answer(home, CrewPanes.from_env(home, os.environ), ns.name, ns.key,
+                  " ".join(ns.answer), send=ns.send)
     sys.stdout.write(f"crew: answered {ns.name} [key={done.decision.key}]\n")
     if done.unsent is not None:
         raise FirstmateError(f"answer recorded, but typing it into pane {done.pane} failed: "

@@ -21,13 +21,14 @@ from firstmate.base.exitcodes import ExitCode
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
+    from firstmate.app.crewremote import Remote
     from firstmate.cli.args import Parser
-    from firstmate.watch.backends.tmux import TmuxBackend
+    from firstmate.watch.backends.hosts import CrewPanes
 
 COMMANDS = ("spawn", "steer", "stop", "list", "peek", "attach")
-SPAWN_USAGE = ("fm crew spawn NAME --harness H [--cwd DIR] [--worktree BRANCH] [--window-name W] "
-               "[--session S] [--harness-arg ARG]... [--fm-command CMD] [--prompt-file FILE] "
-               "[-- PROMPT...]")
+SPAWN_USAGE = ("fm crew spawn NAME --harness H [--host HOST] [--cwd DIR] [--worktree BRANCH] "
+               "[--window-name W] [--session S] [--harness-arg ARG]... [--fm-command CMD] "
+               "[--prompt-file FILE] [-- PROMPT...]")
 
 
 def declare(parser: Parser, name_help: str) -> None:
@@ -40,6 +41,9 @@ def declare(parser: Parser, name_help: str) -> None:
     spawn.add_argument("name", metavar="NAME", help=name_help)
     spawn.add_argument("--harness", required=True, metavar="H",
                        help="the harness plugin that starts the crew (fm plugins lists them)")
+    spawn.add_argument("--host", metavar="HOST",
+                       help="start it on fleet host HOST over SSH (fm fleet host add HOST --ssh "
+                            "…), named HOST.NAME here; --cwd is a directory there")
     spawn.add_argument("--cwd", type=Path, metavar="DIR",
                        help="the crew's directory (default: this one); with --worktree, the "
                             "repository the worktree is made from")
@@ -109,10 +113,10 @@ def _home(*, create: bool) -> Home:
     return open_home(os.environ, create=create)
 
 
-def _backend() -> TmuxBackend:
-    from firstmate.watch.backends.tmux import TmuxBackend
+def _backend(home: Home) -> CrewPanes:
+    from firstmate.watch.backends.hosts import CrewPanes
 
-    return TmuxBackend.from_env(os.environ)
+    return CrewPanes.from_env(home, os.environ)
 
 
 # --- spawn -------------------------------------------------------------------------------------
@@ -143,6 +147,8 @@ def _spawn(rest: list[str], parser: Parser) -> int:
     fm_argv = tuple(shlex.split(ns.fm_command)) if ns.fm_command else ()
     if ns.fm_command is not None and not fm_argv:
         raise parser.usage_error("empty --fm-command: give the fm the crew should run")
+    if ns.host is not None:
+        return _spawn_there(ns, fm_argv, _prompt(ns, rest[cut + 1:]))
     request = SpawnRequest(name=ns.name, harness=ns.harness, task=_prompt(ns, rest[cut + 1:]),
                            cwd=ns.cwd, worktree=ns.worktree, window_name=ns.window_name,
                            session=ns.session, fm_argv=fm_argv,
@@ -159,6 +165,37 @@ def _spawn(rest: list[str], parser: Parser) -> int:
     return ExitCode.OK
 
 
+def _spawn_there(ns: argparse.Namespace, fm_argv: tuple[str, ...], task: str) -> int:
+    """``fm crew spawn NAME --host HOST …``: the same spawn, run by the fm on that host."""
+    from firstmate.app.crewremote import spawn
+
+    options = ["--harness", ns.harness]
+    for flag, value in (("--cwd", ns.cwd), ("--worktree", ns.worktree),
+                        ("--window-name", ns.window_name), ("--session", ns.session)):
+        if value is not None:
+            options += [flag, str(value)]
+    options += [f"--harness-arg={arg}" for arg in ns.harness_arg]
+    if fm_argv:
+        options += ["--fm-command", shlex.join(fm_argv)]
+    home = _home(create=True)
+    done = spawn(home, os.environ, ns.host, ns.name, options, task)
+    _say_remote(done)
+    if done.registered:
+        sys.stdout.write(f"crew: {done.name} is registered here (pane {done.host}:{done.pane}); "
+                         f"steer it with fm crew steer {done.name} \"…\"\n")
+    return ExitCode.OK
+
+
+def _say_remote(done: Remote) -> None:
+    for note in done.notes:
+        sys.stdout.write(f"fleet: {note}\n")
+    for line in done.said:
+        sys.stdout.write(f"{done.host}: {line}\n")
+    if not done.registered:
+        sys.stdout.write(f"crew: note: {done.name}'s registration has not reached this home yet "
+                         "(it comes through the fleet's relay: fm fleet status)\n")
+
+
 # --- steer and stop ----------------------------------------------------------------------------
 
 
@@ -166,7 +203,8 @@ def _steer(rest: list[str], parser: Parser) -> int:
     from firstmate.app.crewops import steer
 
     ns = parser.parse(rest)
-    done = steer(_home(create=False), _backend(), ns.name, " ".join(ns.text))
+    home = _home(create=False)
+    done = steer(home, _backend(home), ns.name, " ".join(ns.text))
     sys.stdout.write(f"crew: sent to {done.name} (pane {done.pane})\n")
     return ExitCode.OK
 
@@ -175,10 +213,13 @@ def _stop(rest: list[str], parser: Parser) -> int:
     from firstmate.app.crewops import stop
 
     ns = parser.parse(rest)
-    done = stop(_home(create=False), _backend(), ns.name)
+    home = _home(create=False)
+    done = stop(home, _backend(home), ns.name)
     ended = f"ended pane {done.pane}" if done.killed else f"pane {done.pane} was already gone"
     kept = f"; its last screen is in {done.pane_log}" if done.pane_log else ""
     sys.stdout.write(f"crew: stopped {done.name} ({ended}){kept}; its status log stays\n")
+    if done.note:
+        sys.stderr.write(f"crew: note: {done.note}\n")
     return ExitCode.OK
 
 
@@ -199,7 +240,7 @@ def _list(rest: list[str], parser: Parser) -> int:
         if os.path.isdir(resolve_root(os.environ)):
             raise
         home = None  # no home yet: nothing is registered
-    found = rows(home, _backend()) if home is not None else []
+    found = rows(home, _backend(home)) if home is not None else []
     now = time.time()
     if ns.json:
         from firstmate.cli import jsonout
@@ -227,7 +268,8 @@ def _peek(rest: list[str], parser: Parser) -> int:
     from firstmate.watch.backends.tmux import DEAD
 
     ns = parser.parse(rest)
-    shown = peek(_home(create=False), _backend(), ns.name, ns.lines or DEFAULT_PEEK_LINES)
+    home = _home(create=False)
+    shown = peek(home, _backend(home), ns.name, ns.lines or DEFAULT_PEEK_LINES)
     sys.stdout.write("".join(line + "\n" for line in shown.lines))
     if shown.state == DEAD:
         sys.stderr.write(f"crew: note: the harness in {shown.name}'s pane {shown.pane} has "
@@ -242,15 +284,17 @@ def _attach(rest: list[str], parser: Parser) -> int:
     from firstmate.base.errors import FirstmateError
 
     ns = parser.parse(rest)
-    backend = _backend()
+    home = _home(create=False)
+    backend = _backend(home)
     terminal = sys.stdin is not None and sys.stdin.isatty()
-    plan = attach(_home(create=False), backend, ns.name, os.environ, terminal=terminal)
+    plan = attach(home, backend, ns.name, os.environ, terminal=terminal)
     for note in plan.notes():
         sys.stderr.write(note + "\n")
     if not plan.takes_terminal:
         try:
             done = subprocess.run(plan.argv, env=dict(plan.env), stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=backend.timeout, check=False)
+                                  capture_output=True, timeout=backend.local.timeout,
+                                  check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             raise FirstmateError(f"cannot run tmux to switch to crew {plan.name!r}: {exc}; check "
                                  "FM_TMUX") from exc
@@ -266,5 +310,6 @@ def _attach(rest: list[str], parser: Parser) -> int:
     try:
         os.execve(plan.argv[0], list(plan.argv), dict(plan.env))
     except OSError as exc:
-        raise FirstmateError(f"cannot run tmux ({plan.argv[0]}): {exc.strerror}; set FM_TMUX to "
-                             "the tmux binary") from exc
+        what = "ssh" if plan.host else "tmux"
+        fix = "set FM_SSH to the ssh client" if plan.host else "set FM_TMUX to the tmux binary"
+        raise FirstmateError(f"cannot run {what} ({plan.argv[0]}): {exc.strerror}; {fix}") from exc

@@ -11,10 +11,16 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from firstmate.base.exitcodes import ExitCode
 from firstmate.cli.args import Parser
 from firstmate.store.home import Home
+
+if TYPE_CHECKING:
+    import argparse
+
+    from firstmate.fleet.sshhosts import SshHost
 
 
 def parser() -> Parser:
@@ -47,6 +53,22 @@ def parser() -> Parser:
     add.add_argument("--nats-creds", metavar="FILE",
                      help="on a server of your own: the host's NATS user (a 0600 JSON file "
                           "as for fm fleet use) to bundle instead of a generated one")
+    add.add_argument("--ssh", metavar="[USER@]ADDRESS",
+                     help="how fm reaches the host's panes: ssh to this address (it logs in "
+                          "with a key, no prompt); checked now, its host key recorded")
+    add.add_argument("--port", type=int, metavar="P", help="with --ssh: the SSH port")
+    add.add_argument("--identity", metavar="FILE",
+                     help="with --ssh: the private key to log in with (default: ssh's own)")
+    add.add_argument("--remote-dir", metavar="DIR",
+                     help="with --ssh: the project directory on the host, where fm crew spawn "
+                          "--host and fm crew add --host run fm (default: the login directory)")
+    add.add_argument("--remote-fm", metavar="CMD",
+                     help="with --ssh: the fm command on the host (default: fm)")
+    add.add_argument("--remote-tmux", metavar="PATH",
+                     help="with --ssh: the tmux program on the host (default: tmux)")
+    add.add_argument("--remote-tmux-socket", metavar="SOCKET",
+                     help="with --ssh: the tmux server the host's crews run on, as "
+                          "FM_TMUX_SOCKET there (default: tmux's own)")
     remove = host.add_command("remove", "drop host NAME: its credentials stop working")
     remove.add_argument("name", metavar="NAME", help="the host's name")
     join = parser.add_command("join", "on another host: join this home to a fleet, so its "
@@ -139,19 +161,55 @@ def main(argv: Sequence[str]) -> int:
         manage.host_remove(home, env, args.name)
         _say(f"fleet: removed host {args.name}; its credentials no longer work")
         return ExitCode.OK
+    ssh = _ssh_settings(args)
     issued = manage.host_add(home, env, args.name, replace=args.replace,
-                             nats_creds=args.nats_creds)
+                             nats_creds=args.nats_creds, ssh=ssh)
+    if issued.ssh is not None and issued.contact is not None:
+        _say(f"fleet: host {issued.entry.name} is reached over SSH as {issued.ssh.shown} "
+             f"({issued.contact.tmux}; {issued.contact.fm}); its crews' panes are read from "
+             "here")
+        if not issued.contact.fm_ok:
+            _say(f"fleet: note: fm crew spawn --host {issued.entry.name} and fm crew add --host "
+                 "run fm there: give it with --remote-fm CMD (and --remote-dir DIR)")
+    if issued.creds is None:
+        return ExitCode.OK
     _say(f"fleet: host {issued.entry.name} may join; its credentials are in {issued.creds} "
          "(0600: copy it to that host privately, e.g. scp)")
     if issued.snippet is not None:
         _say(f"fleet: add the user in {issued.snippet} to your NATS server's authorization "
              "users (it may publish only its own subjects), then reload the server")
-    _say(f"fleet: then run there: fm fleet join {issued.join_url} --creds "
-         f"{os.path.basename(issued.creds)} --host {issued.entry.name}")
+    if issued.ssh is not None:
+        _say(f"fleet: then fm crew spawn NAME --host {issued.entry.name} … joins it for you, "
+             f"or run there: fm fleet join {issued.join_url} --creds "
+             f"{os.path.basename(issued.creds)} --host {issued.entry.name}")
+    else:
+        _say(f"fleet: then run there: fm fleet join {issued.join_url} --creds "
+             f"{os.path.basename(issued.creds)} --host {issued.entry.name}")
     if "://127." in issued.join_url or "://localhost" in issued.join_url:
         _say("fleet: that address is this machine's loopback: another host reaches it through "
              "a tunnel (ssh -L), or serve with --listen 0.0.0.0:PORT --url nats://NAME:PORT")
     return ExitCode.OK
+
+
+def _ssh_settings(args: argparse.Namespace) -> SshHost | None:
+    """The SSH settings ``host add`` was given, checked; None without ``--ssh``."""
+    from firstmate.base.errors import UsageError
+    from firstmate.fleet import sshhosts
+
+    given = [flag for flag, value in (("--port", args.port), ("--identity", args.identity),
+                                      ("--remote-dir", args.remote_dir),
+                                      ("--remote-fm", args.remote_fm),
+                                      ("--remote-tmux", args.remote_tmux),
+                                      ("--remote-tmux-socket", args.remote_tmux_socket))
+             if value is not None]
+    if args.ssh is None:
+        if given:
+            raise UsageError(f"fleet host add: {given[0]} goes with --ssh [USER@]ADDRESS; run "
+                             "'fm fleet host add --help'")
+        return None
+    return sshhosts.settings(args.name, args.ssh, port=args.port, identity=args.identity,
+                             directory=args.remote_dir, fm=args.remote_fm,
+                             tmux=args.remote_tmux, socket=args.remote_tmux_socket)
 
 
 def _hosts_hint(home: Home, primary: object) -> None:
@@ -198,7 +256,8 @@ def _status(as_json: bool) -> int:
         when = "never seen" if seen is None else f"seen {max(0, int(now - seen))}s ago"
         refused = f", {host['refused']} refused ({host['last_refusal']})" if host["refused"] \
             else ""
-        _say(f"  host {host['name']}: {when}, {host['events']} events{refused}")
+        ssh = f"; panes over ssh {host['ssh']}" if host.get("ssh") else ""
+        _say(f"  host {host['name']}: {when}, {host['events']} events{refused}{ssh}")
     for host in data["unknown_hosts"]:
         _say(f"  unknown host {host['name']}: {host['refused']} refused "
              f"({host['last_refusal']})")

@@ -87,9 +87,15 @@ class HostEntry:
     #: The host's own NATS user (on a served fleet; on a fleet using someone else's server, the
     #: user that server was told about).
     auth: Auth
+    #: How the primary reaches the host's tmux over SSH, as stored (with its ``mac``); read and
+    #: verified by :mod:`firstmate.fleet.sshhosts` only, never trusted here.
+    ssh: Mapping[str, Any] | None = attrs.field(default=None, eq=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "auth": self.auth.to_json()}
+        found: dict[str, Any] = {"key": self.key, "auth": self.auth.to_json()}
+        if self.ssh is not None:
+            found["ssh"] = dict(self.ssh)
+        return found
 
 
 @attrs.frozen
@@ -126,7 +132,7 @@ class Primary:
     def of(cls, data: Mapping[str, Any], where: str) -> Primary:
         try:
             hosts = tuple(HostEntry(names.token(name, "host"), _hexkey(entry["key"]),
-                                    Auth.of(entry["auth"], where))
+                                    Auth.of(entry["auth"], where), _block(entry.get("ssh")))
                           for name, entry in sorted(data.get("hosts", {}).items()))
             mode = data["mode"]
             if mode not in ("serve", "use"):
@@ -166,6 +172,11 @@ class Member:
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where} is not a complete fleet credentials file ({exc}); ask "
                              "the primary for a new one: fm fleet host add HOST --replace") from None
+
+
+def _block(value: object) -> Mapping[str, Any] | None:
+    """A host's stored SSH block as it is (an object), else None: it is verified where used."""
+    return dict(value) if isinstance(value, dict) else None
 
 
 def _hexkey(value: object) -> str:
@@ -299,7 +310,10 @@ def issue(primary: Primary, entry: HostEntry) -> Member:
 
 
 def read_creds(path: str | None, env: Mapping[str, str]) -> tuple[dict[str, Any], str]:
-    """The credentials file ``--creds`` names, else ``FM_FLEET_CREDS``: its JSON and its path."""
+    """The credentials file ``--creds`` names, else ``FM_FLEET_CREDS``: its JSON and its path.
+    ``--creds -`` reads them from stdin (how the primary hands them over SSH)."""
+    if path == "-":
+        return _read_stdin(), "stdin"
     where = path or (env.get(CREDS_ENV) or "").strip()
     if not where:
         raise UsageError(f"no credentials: pass --creds FILE or set {CREDS_ENV}=FILE (never the "
@@ -309,6 +323,22 @@ def read_creds(path: str | None, env: Mapping[str, str]) -> tuple[dict[str, Any]
     if data is None:
         raise UsageError(f"credentials file {where} does not exist")
     return data, where
+
+
+def _read_stdin() -> dict[str, Any]:
+    import sys
+
+    raw = sys.stdin.buffer.read(MAX_FILE + 1)
+    if len(raw) > MAX_FILE:
+        raise UsageError("the credentials on stdin are too large to be one")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise UsageError("the credentials on stdin are not JSON (give the file fm fleet host "
+                         "add wrote)") from None
+    if not isinstance(data, dict):
+        raise UsageError("the credentials on stdin are not a JSON object")
+    return data
 
 
 def new_key() -> str:

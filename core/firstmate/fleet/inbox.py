@@ -3,7 +3,8 @@
 The relay hands each batch it fetched from JetStream to :meth:`Inbox.commit`, which makes every
 new event part of the home exactly as a local crew's report is — a line appended to
 ``state/crew/H.C.status``, a line on ``H.C.turn-ended``, a registration ``H.C.pane`` naming
-``fleet://H/<pane>`` — so every reader (the status source, the drain, ``fm crew list``,
+the crew's pane on host H (its id, program and start time there, and a ``host H`` line) — so
+every reader (the status source, the drain, ``fm crew list``,
 ``fm top``) sees remote crews as crews of this home. Only then does the relay acknowledge the
 messages to JetStream.
 
@@ -157,14 +158,14 @@ class Inbox:
                                    f"{event.host}.{event.crew} is over 64 characters"))
             return None
         crew_dir = self.home.crew_dir
-        found = crewlog.registration(str(crew_dir), name)
+        found = crewlog.read_registration(str(crew_dir), name)
         if found is None:
             if event.kind == "crew" and not event.text:
                 return name  # (a crew that left before it was ever registered here)
             make_private_dir(self.home.state)
             make_private_dir(crew_dir)
-            crewmod.add(self.home, name, names.remote_pane(event.host))
-        elif names.remote_host(found[0]) != event.host:
+            crewmod.add(self.home, name, names.UNKNOWN_PANE, host=event.host)
+        elif found[0][4] != event.host:
             refused.append(Refusal(event.host, "crew name taken",
                                    f"{name} is a crew of this home; rename it, or the crew "
                                    f"{event.crew} on {event.host}"))
@@ -215,7 +216,7 @@ class Inbox:
 
     def _intent(self, event: Event, name: str, locks: _Locks) -> _Intent | None:
         if event.kind == "crew":
-            data = names.remote_pane(event.host, _pane(event.text)).encode() if event.text else b""
+            data = _registration(event.host, event.text) if event.text else b""
             return _Intent(event.msg_id, name, crewmod.PANE, REPLACE, data)
         if event.kind == "status":
             text = status_text(event.text)
@@ -256,7 +257,10 @@ class Inbox:
         if not crewmod.exists(self.home, intent.name):
             return
         if intent.data:
-            crewmod.add(self.home, intent.name, intent.data.decode(), replace=True)
+            pane, _label, pid, started, host = crewlog.parse_registration(
+                intent.data.decode("utf-8", "replace"))
+            crewmod.add(self.home, intent.name, pane or names.UNKNOWN_PANE, replace=True,
+                        pid=pid, started=started, host=host)
         else:
             crewmod.unregister(self.home, intent.name)
 
@@ -308,6 +312,22 @@ def _pane(text: str) -> str:
     """A host's pane id as a registration may carry it: one printable word, cut."""
     word = "".join(c for c in text if c.isprintable() and not c.isspace())
     return word[:64]
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
+def _registration(host: str, text: str) -> bytes:
+    """The primary's registration of a host's crew whose ``crew`` event says *text*
+    (:func:`firstmate.fleet.outbox.crew_text`: the pane on that host, then its program's pid
+    and start time there)."""
+    pane, _, program = text.partition("\t")
+    words = program.split()
+    pid = _number(words[0]) if words else None
+    started = _number(words[1]) if pid is not None and len(words) > 1 else None
+    return crewlog.encode_registration((_pane(pane) or names.UNKNOWN_PANE, None, pid, started,
+                                        host))
 
 
 def _compact_marker(path: os.PathLike[str] | str) -> None:

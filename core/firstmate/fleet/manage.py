@@ -18,7 +18,7 @@ import attrs
 
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
-from firstmate.fleet import config, names, natsconn, paths, procs, server
+from firstmate.fleet import config, names, natsconn, paths, procs, server, sshhosts
 from firstmate.fleet.config import Auth, HostEntry, Primary
 from firstmate.store.home import Home
 
@@ -167,30 +167,45 @@ def write_server_conf(home: Home, env: Mapping[str, str], primary: Primary) -> N
 @attrs.frozen
 class Issued:
     entry: HostEntry
-    creds: str
+    #: The credentials file written now (None: the host's were kept: only its SSH changed).
+    creds: str | None
     #: On a fleet using the user's own server: the file with the user block that server needs.
     snippet: str | None
     join_url: str
+    #: What the first contact over SSH found, when SSH settings were given.
+    contact: sshhosts.Contact | None = None
+    ssh: sshhosts.SshHost | None = None
 
 
 def host_add(home: Home, env: Mapping[str, str], name: str, *, replace: bool,
-             nats_creds: str | None) -> Issued:
+             nats_creds: str | None, ssh: sshhosts.SshHost | None = None) -> Issued:
+    """Add host *name* to the fleet (its credentials issued), or, for a host already added and
+    *ssh* given without *replace*, record only how fm reaches its panes over SSH."""
     primary = require_primary(home, env)
     names.token(name, "host")
-    if primary.host(name) is not None and not replace:
-        raise ConflictError(f"host {name} is already in fleet {primary.fleet}; --replace issues "
-                            "new credentials (the old ones stop working)")
+    existing = primary.host(name)
+    root = _root(home)
+    contact = None
+    sealed = None
+    if ssh is not None:
+        contact = sshhosts.first_contact(home, env, ssh)
+        sealed = sshhosts.sealed(root, env, ssh)
+    if existing is not None and not replace:
+        if ssh is None:
+            raise ConflictError(f"host {name} is already in fleet {primary.fleet}; --replace "
+                                "issues new credentials (the old ones stop working), --ssh "
+                                "changes how fm reaches its panes")
+        entry = attrs.evolve(existing, ssh=sealed)
+        _keep_entry(home, env, primary, entry)
+        return Issued(entry, None, None, ",".join(primary.public), contact, ssh)
     if nats_creds is not None:
         data, where = config.read_creds(nats_creds, env)
         auth = Auth.of(data, where)
     else:
         auth = Auth.fresh(f"fm-{primary.fleet}-{name}")
-    entry = HostEntry(name, config.new_key(), auth)
-    hosts = tuple(sorted([*(e for e in primary.hosts if e.name != name), entry],
-                         key=lambda e: e.name))
-    primary = attrs.evolve(primary, hosts=hosts)
-    root = _root(home)
-    config.save_primary(root, env, primary)
+    kept = sealed if sealed is not None else (existing.ssh if existing is not None else None)
+    entry = HostEntry(name, config.new_key(), auth, kept)
+    primary = _keep_entry(home, env, primary, entry)
     creds = config.creds_path(root, env, name)
     config.write_private(creds, config.issue(primary, entry).to_json())
     snippet = None
@@ -201,7 +216,16 @@ def host_add(home: Home, env: Mapping[str, str], name: str, *, replace: bool,
         snippet = creds[: -len(".creds")] + ".nats.conf"
         config.write_private(snippet, (server.user_block(entry, primary.fleet) + "\n").encode())
         _reload(home)
-    return Issued(entry, creds, snippet, ",".join(primary.public))
+    return Issued(entry, creds, snippet, ",".join(primary.public), contact, ssh)
+
+
+def _keep_entry(home: Home, env: Mapping[str, str], primary: Primary,
+                entry: HostEntry) -> Primary:
+    hosts = tuple(sorted([*(e for e in primary.hosts if e.name != entry.name), entry],
+                         key=lambda e: e.name))
+    primary = attrs.evolve(primary, hosts=hosts)
+    config.save_primary(_root(home), env, primary)
+    return primary
 
 
 def host_remove(home: Home, env: Mapping[str, str], name: str) -> None:
@@ -209,6 +233,7 @@ def host_remove(home: Home, env: Mapping[str, str], name: str) -> None:
     if primary.host(name) is None:
         raise UsageError(f"host {name} is not in fleet {primary.fleet} (fm fleet status lists "
                          "its hosts)")
+    _close_ssh(home, env, [name])
     primary = attrs.evolve(primary, hosts=tuple(e for e in primary.hosts if e.name != name))
     root = _root(home)
     config.save_primary(root, env, primary)
@@ -218,6 +243,15 @@ def host_remove(home: Home, env: Mapping[str, str], name: str) -> None:
             os.unlink(path)
     write_server_conf(home, env, primary)
     _reload(home)
+
+
+def _close_ssh(home: Home, env: Mapping[str, str], hosts: list[str] | None) -> bool:
+    """End the control masters of *hosts* (None: every host's); whether one was running."""
+    closed = False
+    for access in sshhosts.every(home, env):
+        if hosts is None or access.host in hosts:
+            closed = sshhosts.close(home, env, access) or closed
+    return closed
 
 
 def _reload(home: Home) -> None:
@@ -230,6 +264,8 @@ def stop(home: Home, env: Mapping[str, str], *, forget: bool) -> list[str]:
     """Stop this home's fleet processes (the supervisor and what it runs, or the forwarder);
     with *forget*, drop the fleet's configuration too. What was stopped or forgotten."""
     done = []
+    if _close_ssh(home, env, None):
+        done.append("SSH connections")
     if procs.stop(home, paths.RUN_LOCK) is not None:
         done.append("supervisor")
     if procs.stop(home, paths.FORWARD_LOCK) is not None:

@@ -1,8 +1,8 @@
 """The fleet's names: fleets, hosts, subjects, message ids and remote crews' names on the primary.
 
-A remote crew ``C`` of host ``H`` is the primary's crew ``H.C``; its registration there names no
-local pane but ``fleet://H/<pane on H>`` (:func:`remote_pane`), which the stale source and the
-crew commands recognise (:func:`remote_host`) and never hand to the local tmux.
+A remote crew ``C`` of host ``H`` is the primary's crew ``H.C``; its registration there names
+its pane on host H and carries a ``host H`` line (:mod:`firstmate.base.crewlog`), so the stale
+source and the crew commands ask H's tmux about it, never the local one.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from firstmate.base.errors import UsageError
 
 #: Fleet and host names: one NATS subject token each (no ``.``, ``*``, ``>`` or blanks).
 TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
-#: The registration prefix of a remote crew on the primary.
-REMOTE_PREFIX = "fleet://"
+#: The pane of a host's crew whose pane the primary has not heard of yet.
+UNKNOWN_PANE = "-"
 #: The JetStream durable consumer the relay reads through.
 CONSUMER = "relay"
 #: What a message carries: the kinds of event, in the order a crew's pump sends them.
@@ -76,18 +76,6 @@ def primary_name(host: str, crew: str) -> str | None:
     return name if CREW_RE.fullmatch(name) else None
 
 
-def remote_pane(host: str, pane: str = "") -> str:
-    return f"{REMOTE_PREFIX}{host}/{pane}"
-
-
-def remote_host(pane: str) -> str | None:
-    """The host of a remote crew's registration *pane*; None for a local pane."""
-    if not pane.startswith(REMOTE_PREFIX):
-        return None
-    host = pane[len(REMOTE_PREFIX):].partition("/")[0]
-    return host if TOKEN_RE.fullmatch(host) else None
-
-
-__all__ = ["CONSUMER", "CREW_RE", "HELLO", "KINDS", "REMOTE_PREFIX", "TOKEN_RE", "host_subjects",
-           "inbox_prefix", "msg_id", "parse_subject", "primary_name", "remote_host",
-           "remote_pane", "stream", "subject", "subjects", "token"]
+__all__ = ["CONSUMER", "CREW_RE", "HELLO", "KINDS", "TOKEN_RE", "UNKNOWN_PANE", "host_subjects",
+           "inbox_prefix", "msg_id", "parse_subject", "primary_name", "stream", "subject",
+           "subjects", "token"]

@@ -5,7 +5,8 @@ A remote crew reports exactly as a local one does (``fm crew status`` appends on
 append-only files in the home's private state *are* the outbox, durable on this host before
 anything is sent. The forwarder turns what follows each crew's cursor into events:
 
-``crew``    the crew's registration changed (its pane), or it left (empty text)
+``crew``    the crew's registration changed (its pane, and the pane's program: :func:`crew_text`),
+            or it left (empty text)
 ``status``  one status line, the ``n``-th non-blank line the crew wrote since the outbox began
 ``turn``    the turn-end marker changed (a turn end, or several while nothing was sent)
 
@@ -158,8 +159,8 @@ class Outbox:
         known = self._panes.get(name)
         if known is not None and known[0] == key:
             return known[1]
-        found = crewlog.registration(os.fspath(self.home.crew_dir), name)
-        pane = "" if found is None else found[0]
+        found = crewlog.read_registration(os.fspath(self.home.crew_dir), name)
+        pane = "" if found is None else crew_text(found[0])
         self._panes[name] = (key, pane)
         return pane
 
@@ -167,9 +168,9 @@ class Outbox:
         """The crew's next events in order, each with the cursor that follows it (none: sent)."""
         cursor = self.cursor(name)
         events: list[tuple[Event, Cursor]] = []
-        registration = crewlog.registration(os.fspath(self.home.crew_dir), name) \
+        registration = crewlog.read_registration(os.fspath(self.home.crew_dir), name) \
             if names.CREW_RE.fullmatch(name) else None
-        pane = "" if registration is None else registration[0]
+        pane = "" if registration is None else crew_text(registration[0])
         if pane != cursor.pane:
             cursor = attrs.evolve(cursor, pane=pane, crew_n=cursor.crew_n + 1)
             events.append((self._event("crew", name, cursor.crew_n, time.time(), pane), cursor))
@@ -263,6 +264,15 @@ class Outbox:
         return Cursor(inode, offset, turn_sig=self._turn_sig(name) or "", head=_head(path))
 
 
+def crew_text(binding: crewlog.Binding) -> str:
+    """What a ``crew`` event says of a registration: its pane, then (after a TAB) its program's
+    pid and start time when they were recorded, which the primary binds the crew to."""
+    pane, _label, pid, started, _host = binding
+    if pid is None:
+        return pane
+    return f"{pane}\t{pid}" + ("" if started is None else f" {started}")
+
+
 def _sig(st: os.stat_result) -> str:
     """A turn-end marker's signature: any append or touch changes it."""
     return f"{st.st_ino} {st.st_size} {st.st_mtime_ns}"
@@ -284,4 +294,4 @@ def _read(path: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
-__all__ = ["CURSOR", "EPOCH", "OUT", "PANE", "Cursor", "Outbox", "out_dir"]
+__all__ = ["CURSOR", "EPOCH", "OUT", "PANE", "Cursor", "Outbox", "crew_text", "out_dir"]

@@ -30,7 +30,8 @@ def _primary(home: Home, env: Mapping[str, str], primary: config.Primary) -> dic
         hosts.append({"name": entry.name, "seen_at": row.get("seen_at"),
                       "events": row.get("events", 0), "refused": row.get("refused", 0),
                       "last_refusal": row.get("last_refusal"),
-                      "creds": config.creds_path(os.fspath(home.root), env, entry.name)})
+                      "creds": config.creds_path(os.fspath(home.root), env, entry.name),
+                      "ssh": _ssh(home, env, entry)})
     strangers = sorted(set(seen) - {entry.name for entry in primary.hosts})
     return {"role": "primary", "fleet": primary.fleet, "mode": primary.mode,
             "urls": list(primary.urls), "join_urls": list(primary.public),
@@ -38,6 +39,20 @@ def _primary(home: Home, env: Mapping[str, str], primary: config.Primary) -> dic
             "supervisor_pid": procs.holder(home, paths.RUN_LOCK),
             "relay_pid": procs.holder(home, paths.RELAY_LOCK), "hosts": hosts,
             "unknown_hosts": [{"name": name, **seen[name]} for name in strangers]}
+
+
+def _ssh(home: Home, env: Mapping[str, str], entry: config.HostEntry) -> str | None:
+    """How fm reaches the host's panes (``user@addr port P``), None when it does not; settings
+    that do not verify say so."""
+    from firstmate.base.errors import StateError
+    from firstmate.fleet import sshhosts
+
+    if entry.ssh is None:
+        return None
+    try:
+        return sshhosts.opened(os.fspath(home.root), env, entry.name, entry.ssh).shown
+    except StateError:
+        return "not authenticated (fm fleet host add --ssh records them again)"
 
 
 def _member(home: Home, member: config.Member) -> dict[str, Any]:

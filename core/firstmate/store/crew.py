@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 #: that names a crew, so no command could address it).
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: A fleet host's name (as :data:`firstmate.fleet.names.TOKEN_RE`, which the store cannot import).
+HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 
 PANE = crewlog.PANE
 STATUS = crewlog.STATUS
@@ -94,6 +96,8 @@ class Crew:
     pid: int | None = None
     #: That program's start time, in clock ticks since boot (None: not recorded).
     started: int | None = None
+    #: The fleet host whose tmux has the pane (None: this machine's; docs/fleet-remote.md).
+    host: str | None = None
 
     @property
     def bound(self) -> bool:
@@ -102,16 +106,18 @@ class Crew:
 
     @property
     def shown(self) -> str:
-        """The pane as shown to a user: its id, and the target it was added with."""
-        return self.pane if self.label is None else f"{self.pane} [{self.label}]"
+        """The pane as shown to a user: its id (on its host, for a crew of another host), and
+        the target it was added with."""
+        pane = self.pane if self.host is None else f"{self.host}:{self.pane}"
+        return pane if self.label is None else f"{pane} [{self.label}]"
 
     @classmethod
     def of(cls, name: str, binding: crewlog.Binding, added_at: float) -> Crew:
-        pane, label, pid, started = binding
-        return cls(name, pane, added_at, label if label != pane else None, pid, started)
+        pane, label, pid, started, host = binding
+        return cls(name, pane, added_at, label if label != pane else None, pid, started, host)
 
     def binding(self) -> crewlog.Binding:
-        return (self.pane, self.label, self.pid, self.started)
+        return (self.pane, self.label, self.pid, self.started, self.host)
 
 
 def is_pane_id(target: str) -> bool:
@@ -321,25 +327,40 @@ def _write_registration(home: Home, member: Crew, *, keep_time: float | None = N
     atomic_write(target, crewlog.encode_registration(member.binding()))
     if keep_time is not None:  # (the registration's mtime is when the crew was added)
         os.utime(target, (keep_time, keep_time), follow_symlinks=False)
+    _forward(home)
+
+
+def _forward(home: Home) -> None:
+    """On a home joined to a fleet, have its forwarder send a registration that changed at
+    once (its periodic look would find it later); one ``stat`` on any other home."""
+    from firstmate.base.crewreport import JOINED
+
+    if os.path.lexists(os.path.join(home.root, JOINED)):
+        from firstmate.base import fleetbell
+
+        fleetbell.ring(str(home.root))
 
 
 def add(home: Home, name: str, pane: str, *, replace: bool = False, label: str | None = None,
-        pid: int | None = None, started: int | None = None) -> Crew:
+        pid: int | None = None, started: int | None = None, host: str | None = None) -> Crew:
     """Register crew *name* watching *pane* (a pane id, with the *label* it was given as and its
-    program's *pid* and *started* time, when known). Re-adding with the same pane is a no-op
-    (its program recorded anew); with a different pane it is a :class:`ConflictError` unless
-    *replace* (which keeps the logs). Re-adding a crew whose registration still names the
-    position *label* names binds it."""
+    program's *pid* and *started* time, when known; on fleet host *host*, None: this machine).
+    Re-adding with the same pane is a no-op (its program recorded anew); with a different pane
+    (or host) it is a :class:`ConflictError` unless *replace* (which keeps the logs). Re-adding
+    a crew whose registration still names the position *label* names binds it."""
     validate_name(name)
     pane = _validate_pane(pane)
     label = None if label is None else _validate_pane(label)
-    wanted = Crew(name, pane, 0.0, label if label != pane else None, pid, started)
+    if host is not None and not HOST_RE.fullmatch(host):
+        raise UsageError(f"invalid host name {host!r}: use 1-32 characters from A-Z a-z 0-9 _ -")
+    wanted = Crew(name, pane, 0.0, label if label != pane else None, pid, started, host)
     _crew_dir(home)
     kept: float | None = None
     with _registry(home):
         if exists(home, name):
             current = get(home, name)
-            same = current.pane == pane or (not current.bound and current.pane == label)
+            same = current.host == host and (
+                current.pane == pane or (not current.bound and current.pane == label))
             if same and wanted.label is None and current.pane == pane:
                 wanted = attrs.evolve(wanted, label=current.label)  # (re-added by its id)
             if same and current.binding() == wanted.binding():
@@ -371,7 +392,7 @@ def bind(home: Home, member: Crew, pane: str, pid: int | None, started: int | No
         if current != member:
             return None
         _write_registration(home, Crew(member.name, pane, 0.0, member.label or member.pane, pid,
-                                       started), keep_time=member.added_at)
+                                       started, member.host), keep_time=member.added_at)
     return get(home, member.name)
 
 
@@ -380,6 +401,7 @@ def remove(home: Home, name: str) -> Crew:
     crew = get(home, name)
     with _registry(home):
         _remove_files(home, name, SUFFIXES)
+    _forward(home)
     return crew
 
 
@@ -389,6 +411,7 @@ def unregister(home: Home, name: str) -> Crew:
     crew = get(home, name)
     with _registry(home):
         _remove_files(home, name, [suffix for suffix in SUFFIXES if suffix not in LOGS])
+    _forward(home)
     return crew
 
 

@@ -18,6 +18,7 @@ import attrs
 
 from firstmate.base.wakeinput import clean
 from firstmate.store.crew import Crew
+from firstmate.watch.backends.hosts import start_reader
 from firstmate.watch.backends.panes import Verdict, judge
 from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, UNKNOWN, PaneFact, TmuxBackend
 
@@ -68,10 +69,15 @@ def clean_lines(text: str, count: int, width: int = LINE_CHARS) -> tuple[str, ..
 
 def tail(backend: TmuxBackend, member: Crew, count: int, width: int = LINE_CHARS) -> Tail:
     """The last *count* (1 to :data:`MAX_LINES`) lines of *member*'s pane, scrollback included,
-    read only when the pane is the one it is bound to. A registration by a position not bound
-    yet is not read (that position may name another crew's pane): ``fm crew list`` binds it.
+    read only when the pane is the one it is bound to (for a crew of another host, *backend* is
+    that host's: the start time of the pane's program is read there). A registration by a
+    position not bound yet is not read (that position may name another crew's pane): ``fm crew list`` binds it.
     Never raises for a missing pane or a tmux that cannot be asked."""
     count = max(1, min(MAX_LINES, count))
+    if member.host is not None and getattr(backend, "host", None) != member.host:
+        return Tail(member.name, member.pane, UNKNOWN,
+                    why=f"its pane is on host {member.host}, read through that host's backend "
+                        "(firstmate.watch.backends.hosts.CrewPanes)")
     if not member.bound:
         return Tail(member.name, member.pane, GONE,
                     why="is a position no pane is bound to yet (fm crew list binds it)")
@@ -86,7 +92,7 @@ def tail(backend: TmuxBackend, member: Crew, count: int, width: int = LINE_CHARS
     if fact is None:
         return Tail(member.name, member.pane, UNKNOWN,
                     why=f"tmux did not describe pane {member.pane}")
-    verdict = judge(member, fact)
+    verdict = judge(member, fact, start_reader(backend))
     if verdict.state not in (LIVE, DEAD):
         return Tail(member.name, member.pane, verdict.state, why=verdict.why,
                     replaced=verdict.replaced)

@@ -52,7 +52,6 @@ import attrs
 from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float, finite
 from firstmate.base.errors import FirstmateError
-from firstmate.fleet.names import remote_host
 from firstmate.store import crew as crewmod
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
@@ -172,6 +171,14 @@ class StaleSource:
     _batch: Any = attrs.field(default=None, init=False)
     #: Pane texts a batch read ahead for this pass, by pane id (``(None, why)``: not read).
     _read: dict[str, Any] = attrs.field(factory=dict, init=False)
+    #: The fleet host whose crews this source looks at (None: this machine's crews). A host's
+    #: panes are listed by :class:`~firstmate.watch.sources.hosts.HostsSource`, which hands the
+    #: listing over in :attr:`given` before each poll; without one, nothing is read.
+    host: str | None = attrs.field(default=None, kw_only=True)
+    given: PaneListing | None = attrs.field(default=None, kw_only=True)
+    #: How much of a poll goes to reading panes (milliseconds), and the knob that changes it.
+    slice_ms: float = attrs.field(default=DEFAULT_SLICE_MS, kw_only=True)
+    slice_env: str = attrs.field(default=SLICE_ENV, kw_only=True)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._pending.clear()
@@ -180,7 +187,7 @@ class StaleSource:
         if self.backend is None:
             return None
         quiet = env_float(ctx.env, "FM_POLL", DEFAULT_QUIET)
-        budget = env_float(ctx.env, SLICE_ENV, DEFAULT_SLICE_MS, allow_zero=True) / 1000
+        budget = env_float(ctx.env, self.slice_env, self.slice_ms, allow_zero=True) / 1000
         listing, self._listing = self._listing, None
         if self._resume and listing is not None and time.monotonic() - listing[0] < _FRESH:
             listed, signatures, members = listing
@@ -188,7 +195,9 @@ class StaleSource:
             # (A look cut short goes on where it stopped, over the fresh listing: every crew
             # gets its turn, and no listing outlives _FRESH however many polls are cut short.)
             self._read.clear()  # (read for a listing this pass no longer goes by)
-            found = self._signatures(ctx)
+            found = self._signatures(ctx) if self.host is None else self.given
+            if found is None and self.host is not None:
+                return None  # (the host could not be listed: its crews are not read)
             listed = time.monotonic()
             if found is _PENDING:
                 # The doorbell rang while tmux lists the panes: it is answered first, and the
@@ -196,8 +205,8 @@ class StaleSource:
                 self._due[_MORE] = ctx.now
                 return None
             signatures = found if isinstance(found, dict) else None
-            # A remote crew's pane is on its host, never in the local tmux.
-            members = tuple(m for m in self.fleet.scan() if remote_host(m.pane) is None)
+            # A crew of another host has its pane there, never in this one's tmux.
+            members = tuple(m for m in self.fleet.scan() if m.host == self.host)
             if isinstance(signatures, PaneListing):
                 members = self._bind(members, signatures)
                 exited = self._exited(ctx, members, signatures)
@@ -246,17 +255,26 @@ class StaleSource:
     def next_due(self, ctx: PollContext) -> float | None:
         return min(self._due.values()) if self._due else None
 
+    @property
+    def continuing(self) -> bool:
+        """The last pass was cut short: the next poll goes on with the listing it had."""
+        return bool(self._resume) and self._listing is not None
+
     # --- bound panes and exits -----------------------------------------------------------------
 
     def _start_of(self, pid: int) -> int | None:
+        starts = getattr(self.given, "starts", None)
+        if self.host is not None:  # (read on the host, with its listing)
+            return starts.get(pid) if isinstance(starts, dict) else None
         if pid not in self._starts:
             self._starts[pid] = start_ticks(pid)
         return self._starts[pid]
 
     def _bind(self, members: tuple[crewmod.Crew, ...],
               listing: PaneListing) -> tuple[crewmod.Crew, ...]:
-        """*members*, each registered by a position now bound to the pane it names (once)."""
-        if all(member.bound for member in members):
+        """*members*, each registered by a position now bound to the pane it names (once); a
+        host's crews are bound on their host."""
+        if self.host is not None or all(member.bound for member in members):
             return members
         found = []
         for member in members:

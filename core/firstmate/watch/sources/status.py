@@ -45,7 +45,6 @@ from firstmate.base import crewlog
 from firstmate.base.crewlog import LINE_MAX
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
-from firstmate.fleet.names import remote_host
 from firstmate.store import crew as crewmod
 from firstmate.store.captain import captain_pattern
 from firstmate.store.crewscan import FleetScan
@@ -304,9 +303,10 @@ class StatusSource:
                          (pending.turn_seen + "\n").encode())
 
     def _working(self, member: crewmod.Crew) -> bool:
-        # (read from the crew's own pane only: firstmate.watch.backends.panes; a remote crew's
-        # pane is on its host, never in the local tmux)
-        return (self.backend is not None and remote_host(member.pane) is None
+        # (read from the crew's own pane only: firstmate.watch.backends.panes; a crew of
+        # another host has its pane there, never in the local tmux, and a reading over SSH would
+        # stand between a report and its wake: it is not read)
+        return (self.backend is not None and member.host is None
                 and pane_busy(self.backend, member))
 
     def _note_once(self, ctx: PollContext, topic: str, message: str) -> None:

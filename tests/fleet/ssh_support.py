@@ -1,0 +1,140 @@
+"""Hosts over SSH for the fleet tests: a real ``sshd`` on 127.0.0.1 on a free port, with a
+throw-away host key and user key the test makes, logging in as this user; each "host" is a
+home of its own with its own private tmux server, reached through that sshd.
+
+Without an ``sshd`` (Debian's openssh-server) the tests that need one are skipped, except under
+CI, where ``FM_TEST_REQUIRE_SSHD=1`` (set by .ci/run, which installs it) makes them fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from firstmate.testing.procs import eventually
+from remote_support import DEADLINE, accepting, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+FAKECREW = REPO / "tests" / "core" / "fakecrew"
+
+
+def sshd_binary() -> str | None:
+    found = shutil.which("sshd") or next(
+        (p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.access(p, os.X_OK)), None)
+    return found
+
+
+def require_sshd() -> str:
+    """The sshd binary; the test is skipped without one (failed under CI)."""
+    found = sshd_binary()
+    if found is None:
+        if os.environ.get("FM_TEST_REQUIRE_SSHD") == "1":
+            pytest.fail("no sshd: install openssh-server (.ci/run does)")
+        pytest.skip("no sshd here (Debian's openssh-server; CI installs it)")
+    return found
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fm-test", "-f",
+                    str(path)], check=True, capture_output=True, timeout=30)
+    return path
+
+
+class Sshd:
+    """One sshd on a loopback port: :attr:`key` logs in as this user; :meth:`stop` ends the
+    listener (sessions already open go on), :meth:`rekey` gives it another host key."""
+
+    def __init__(self, tmp: Path, setenv: dict[str, str] | None = None) -> None:
+        self.binary = require_sshd()
+        self.dir = tmp / "sshd"
+        self.dir.mkdir(mode=0o700)
+        self.host_key = keygen(self.dir / "host_key")
+        self.key = keygen(self.dir / "user_key")
+        (self.dir / "authorized_keys").write_text((self.dir / "user_key.pub").read_text())
+        self.port = free_port()
+        self.user = getpass.getuser()
+        self.setenv = dict(setenv or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = self.dir / "sshd.log"
+
+    @property
+    def dest(self) -> str:
+        return f"{self.user}@127.0.0.1"
+
+    def _config(self) -> Path:
+        lines = [f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
+                 f"PidFile {self.dir / 'sshd.pid'}",
+                 f"AuthorizedKeysFile {self.dir / 'authorized_keys'}", "StrictModes no",
+                 "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+                 "PubkeyAuthentication yes", "PermitRootLogin prohibit-password",
+                 f"AllowUsers {self.user}", "MaxSessions 64", "MaxStartups 64",
+                 "LogLevel ERROR", "PrintMotd no"]
+        if self.setenv:
+            lines.append("SetEnv " + " ".join(f'"{k}={v}"' for k, v in self.setenv.items()))
+        path = self.dir / "sshd_config"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            os.makedirs("/run/sshd", 0o755, exist_ok=True)  # (privilege separation, as root)
+        config = self._config()
+        check = subprocess.run([self.binary, "-t", "-f", str(config)], capture_output=True,
+                               text=True, timeout=30)
+        assert check.returncode == 0, check.stderr
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([self.binary, "-D", "-e", "-f", str(config)],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        eventually(f"sshd on port {self.port}", lambda: accepting(self.port), DEADLINE,
+                   gone=self.proc, gone_means="sshd exited")
+
+    def stop(self) -> None:
+        """End the listener: no new connection is taken (those open go on)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(DEADLINE)
+        self.proc = None
+
+    def rekey(self) -> None:
+        """Another host key from the next start (a host that is not the one fm knows)."""
+        for path in (self.host_key, Path(f"{self.host_key}.pub")):
+            path.unlink()
+        keygen(self.host_key)
+
+    def sessions(self) -> list[int]:
+        """The pids of sshd's per-connection processes (children of no listener of ours)."""
+        found = subprocess.run(["pgrep", "-f", f"sshd: {self.user}"], capture_output=True,
+                               text=True, timeout=30, check=False)
+        return [int(p) for p in found.stdout.split()]
+
+
+def master_pid(ssh_argv_base: list[str], dest: str) -> int | None:
+    """The pid of the control master *ssh_argv_base* (ssh and its options) talks to."""
+    done = subprocess.run([*ssh_argv_base, "-O", "check", "--", dest], capture_output=True,
+                          text=True, timeout=30, check=False)
+    found = re.search(r"pid=(\d+)", done.stderr)
+    return int(found.group(1)) if found else None
+
+
+def kill(pid: int | None) -> None:
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def remote_fm(home: Path, keys: Path, records: Path) -> str:
+    """The fm command a host's settings name: this interpreter's fm, in the host's own home and
+    keys directory, with the stand-in harness plugin importable."""
+    paths = str(FAKECREW)  # (the stand-in harness; fm itself is this interpreter's)
+    words = ["env", f"FM_HOME={home}", f"FIRSTMATE_KEYS_DIR={keys}", f"PYTHONPATH={paths}",
+             f"FAKECREW_DIR={records}", sys.executable, "-m", "firstmate"]
+    return shlex.join(words)
