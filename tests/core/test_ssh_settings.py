@@ -178,3 +178,30 @@ def test_a_home_too_deep_for_a_socket_path_keeps_its_sockets_in_a_private_direct
     assert path.startswith(os.path.join(tempfile.gettempdir(), f"fm-ssh-{os.geteuid()}") + "/")
     assert len(path) <= sshhosts.MAX_CONTROL_PATH and "%" not in path
     assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0
+
+
+# --- hostile host names on the command line ---------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["../x", "-oProxyCommand=touch OWNED", ";touch OWNED", "a\nb",
+                                  "$(touch OWNED)", "g.pu", ""])
+def test_a_host_name_that_is_not_one_is_refused_before_ssh_runs(tmp_path: Path,
+                                                                host: str) -> None:
+    import subprocess
+    import sys
+
+    owned = tmp_path / "OWNED"
+    ran = tmp_path / "ssh-ran"
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(ran))}\nexit 255\n")
+    fake_ssh.chmod(0o755)
+    env = {**os.environ, "FM_HOME": str(tmp_path / "h"), "FM_SSH": str(fake_ssh),
+           "FIRSTMATE_KEYS_DIR": str(tmp_path / "keys")}
+    host = host.replace("OWNED", str(owned))
+    for args in (["crew", "add", "x", f"--host={host}", "--pane", "%1"],
+                 ["crew", "spawn", "x", f"--host={host}", "--harness", "fakecrew"]):
+        done = subprocess.run([sys.executable, "-m", "firstmate", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "invalid host name" in done.stderr and "Traceback" not in done.stderr
+    assert not owned.exists() and not ran.exists()

@@ -210,7 +210,9 @@ def load(home: Home, env: Mapping[str, str], host: str) -> SshHost | None:
 
 
 def require(home: Home, env: Mapping[str, str], host: str) -> SshHost:
-    """:func:`load`, refused in one line when the host has no SSH settings."""
+    """:func:`load`, refused in one line when the host has no SSH settings (or *host* is not a
+    host name at all: exit 2, before anything is looked up or shown)."""
+    names.token(host, "host")
     found = load(home, env, host)
     if found is None:
         raise NoAccess(host)
