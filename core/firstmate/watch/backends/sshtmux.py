@@ -44,6 +44,7 @@ from firstmate.watch.backends.tmux import (
     TmuxBackend,
     literal,
     parse_listing,
+    run_held,
 )
 
 if TYPE_CHECKING:
@@ -208,8 +209,7 @@ class SshTmuxBackend(TmuxBackend):
         what = commands[0][0] if commands and commands[0] else "call"
         try:
             argv = self._argv(mode, marker, commands)
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=self.timeout, check=False, env=dict(self.env))
+            done = run_held(argv, self.timeout, self.env)
         except subprocess.TimeoutExpired:
             return self._unreached(f"no answer from host {self.host} within {self.timeout:g}s "
                                    f"(tmux {what})")

@@ -197,6 +197,23 @@ class Listing(TmuxCall):
         return parse_listing(self.output.decode("utf-8", "replace"))
 
 
+def run_held(argv: Sequence[str], timeout: float,
+             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """*argv* run to its end within *timeout* seconds, its output captured; the child is
+    killed on the timeout or on a stop signal's exception, and a stop that lands while it is
+    started waits until it is ours to kill (never an orphan left mid-fork)."""
+    with stopsignals.held():
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=None if env is None else dict(env))
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 @attrs.define(eq=False)
 class TmuxBackend:
     tmux: str = "tmux"
@@ -249,18 +266,7 @@ class TmuxBackend:
         self.last_exit = None
         what = commands[0][0] if commands and commands[0] else "call"
         try:
-            with stopsignals.held():  # a stop lands once the child is ours to kill, not mid-fork
-                proc = subprocess.Popen(
-                    self.sequence(*commands), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                )
-            with proc:  # (killed on the timeout, or on a stop signal's exception)
-                try:
-                    out, err = proc.communicate(timeout=self.timeout)
-                except BaseException:
-                    proc.kill()
-                    raise
-            done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            done = run_held(self.sequence(*commands), self.timeout)
         except FileNotFoundError:
             self.last_error = f"tmux binary {self.tmux!r} not found (set FM_TMUX)"
             return None

@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from firstmate.base import stopsignals
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.base.safepaths import atomic_write, make_private_dir
@@ -181,10 +182,11 @@ class HostsSource:
             self._note(ctx, f"{host}:settings", f"hosts: {host}: its panes are not read: "
                                                 f"{exc.message}")
             return ""
-        call = backend.start_signatures()
-        if isinstance(call, SshListing):
-            self._calls[host] = call
-            return ""
+        with stopsignals.held():  # recorded before a stop can land: close() kills it
+            call = backend.start_signatures()
+            if isinstance(call, SshListing):
+                self._calls[host] = call
+                return ""
         return backend.unreachable or backend.last_error or "ssh could not run"
 
     def _wait(self, ctx: PollContext) -> bool:
