@@ -222,6 +222,22 @@ def test_each_look_lists_a_host_once(host: Host) -> None:
     assert triage == []
 
 
+def test_a_hosts_panes_about_to_be_confirmed_are_read_in_one_ssh_call(host: Host) -> None:
+    host.env["FM_STALE_START_GRACE"] = "0"
+    ids = [host.pane(f"c{number}", "echo working; exec cat") for number in range(10)]
+    eventually("the panes drawn", lambda: all(
+        "working" in host.tmux("capture-pane", "-p", "-t", pane) for pane in ids))
+    triage: list[str] = []
+    source = HostsSource(host.home, panes(host))
+    assert source.poll(host.ctx(triage)) is None  # (each pane's signature seen)
+    wake = source.poll(host.ctx(triage, T0 + 1))  # (held: each read to confirm it quiet)
+    assert wake is not None and wake.reason == "stale: gpu.c0"
+    reads = [call for call in host.calls() if "capture-pane" in call]
+    assert len(reads) == 1, reads
+    assert all(f"capture-pane -p -t {pane} " in reads[0] for pane in ids), reads[0]
+    assert triage == []
+
+
 def test_an_unreachable_host_wakes_once_and_is_read_again_when_back(host: Host) -> None:
     host.pane("a")
     host.pane("b")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -100,17 +100,22 @@ def parse(out: bytes, panes: Sequence[str], mark: str) -> dict[str, str] | None:
     return found
 
 
-def start(backend: TmuxBackend, panes: Sequence[str]) -> CaptureBatch | None:
+def start(backend: TmuxBackend, panes: Sequence[str],
+          argv: Callable[..., list[str]] | None = None,
+          env: Mapping[str, str] | None = None) -> CaptureBatch | None:
     """One call reading *panes* (pane ids, at most :data:`BATCH`); None when tmux cannot be
-    started (:attr:`TmuxBackend.last_error` says why)."""
+    started (:attr:`TmuxBackend.last_error` says why). *argv* makes the call's command line from
+    the tmux commands (default: :meth:`TmuxBackend.sequence`; a fleet host's backend runs them
+    over ssh, with its *env*)."""
     mark = marker(os.urandom(16).hex())
     commands: list[list[str]] = []
     for pane in panes:
         commands += [["capture-pane", "-p", "-t", pane],
                      ["display-message", "-p", "-t", pane, mark + "#{pane_id}"]]
     try:
-        proc = subprocess.Popen(backend.sequence(*commands), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen((argv or backend.sequence)(*commands), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=None if env is None else dict(env))
     except OSError as exc:
         backend.last_error = f"tmux could not run: {exc.strerror}"
         return None

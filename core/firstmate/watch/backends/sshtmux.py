@@ -252,9 +252,19 @@ class SshTmuxBackend(TmuxBackend):
         return SshListing(proc, time.monotonic() + self.timeout, marker=marker)
 
     def start_captures(self, panes: Sequence[str]) -> CaptureBatch | None:
-        """No batch of reads over ssh: a host's panes are read one call each (the batch's
-        markers would have to pass the host's shell and the start-time script too)."""
-        return None
+        """:meth:`capture` of each of *panes* in one ssh call, under way, framed as locally
+        (:mod:`firstmate.watch.backends.panebatch`): the host's tmux runs the batch's commands
+        as they are, quoted for its shell. ssh's own failure (exit 255) reads as a failed read
+        of the first pane, as tmux's would; the host's next listing then says whether it is
+        reachable."""
+        from firstmate.watch.backends import panebatch
+
+        return panebatch.start(self, panes, argv=self._batch_argv, env=self.env)
+
+    def _batch_argv(self, *commands: Sequence[str]) -> list[str]:
+        assert self.home is not None and self.access is not None
+        argv = sshhosts.base_argv(self.home, self.env, self.access)
+        return [*argv, "--", self.access.dest, shlex.join(self._words(commands))]
 
     def close(self) -> None:
         """End the host's control master (fm fleet stop)."""

@@ -12,7 +12,9 @@ the health grace). Its listing is handed to a
 them what it does for this machine's: binds nothing (a host's crews are bound there), holds each
 crew's pane to its id, pid and start time (read on the host), wakes once for panes that closed
 (``signal: <host>.<crew>.exited``) and for panes gone quiet (``stale: <host>.<crew>``), its
-reads bounded per poll by ``FM_SSH_SLICE_MS`` (250; a read over SSH costs a round trip).
+reads bounded per poll by ``FM_SSH_SLICE_MS`` (250; a read over SSH costs a round trip), the
+panes it is about to confirm read in batches through one ssh call each
+(:meth:`~firstmate.watch.backends.sshtmux.SshTmuxBackend.start_captures`).
 
 **Unreachable.** A host whose listing fails (no connection, authentication or the host's key
 refused, no tmux there, no answer within ``FM_SSH_TIMEOUT``) is tried again ``FM_SSH_RETRY``
