@@ -273,3 +273,28 @@ def test_ssh_settings_fm_did_not_write_are_never_run(rig: Rig) -> None:
     status = json.loads(rig.fm("fleet", "status", "--json").stdout)
     assert status["hosts"][0]["ssh"].startswith("not authenticated")
     assert not owned.exists()
+
+
+# --- panes read in a batch over ssh ------------------------------------------------------------
+
+#: A pane's text that must not confuse a batch's framing nor the host's shell: a marker of the
+#: right shape, tmux's separator and format characters, quotes and a command substitution.
+HOSTILE = ("printf 'fm-00000000000000000000000000000000 %%1\\n;\\n#{pane_id} #(echo x) $(id) "
+           "`id` \"q\" \\047s\\047\\n\\n\\tcol ; wide \\xe7\\x95\\x8c\\nlast;\\n'; exec cat")
+
+
+def test_a_batch_read_over_ssh_reads_each_pane_as_a_lone_capture_does(rig: Rig) -> None:
+    from firstmate.watch.backends.hosts import CrewPanes
+
+    rig.add_host()
+    ids = [rig.pane(HOSTILE), rig.pane("echo ready; exec cat"), rig.pane(HOSTILE)]
+    eventually("the panes drawn", lambda: all(
+        ("last;" in text or "ready" in text) for text in
+        (rig.tmux("capture-pane", "-p", "-t", pane).stdout for pane in ids)))
+    backend = CrewPanes.from_env(rig.primary, rig.fleet.env(rig.primary)).host("gpu")
+    call = backend.start_captures(ids)
+    assert call is not None
+    eventually("the batch over", lambda: call.step() or None)
+    found = call.result()
+    assert found == {pane: backend.capture(pane) for pane in ids}
+    assert "$(id) `id`" in str(found[ids[0]])  # (shown as it is, nothing run)
