@@ -145,6 +145,20 @@ def test_a_wrong_tmux_socket_is_named_with_the_server_that_holds_the_crews(
     assert not of(found, "crews") and "1 of 1" in of(found, "tmux")[0]["detail"]
 
 
+def test_a_crew_of_another_host_is_not_looked_for_in_this_tmux(tmp_path: Path,
+                                                                tmux_server: Any) -> None:
+    from firstmate.store import crew
+
+    socket, tmux = tmux_server
+    pane = tmux("list-panes", "-a", "-F", "#{pane_id}").split()[0]
+    env = user_env(tmp_path, FM_HOME=str(tmp_path / "home"), FM_TMUX_SOCKET=socket)
+    assert fm(env, tmp_path, "crew", "add", "alpha", "--pane", pane).returncode == 0
+    crew.add(Home(tmp_path / "home"), "gpu.trainer", "%1", host="gpu")  # (as the relay adds it)
+    _rc, found = doctor(env, tmp_path)
+    assert of(found, "tmux")[0]["status"] == "ok" and "1 of 1" in of(found, "tmux")[0]["detail"]
+    assert not of(found, "crews")
+
+
 def test_a_socket_where_no_server_runs_is_named(tmp_path: Path) -> None:
     if not HAS_TMUX:
         pytest.skip("tmux is needed")

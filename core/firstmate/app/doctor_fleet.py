@@ -37,13 +37,12 @@ def _server(backend: TmuxBackend) -> str:
 def check_crews(doc: Doctor) -> None:
     """Is the tmux server reachable, and is each registered local crew's pane still its own?"""
     from firstmate.app.crewops import pane_states
-    from firstmate.fleet.names import remote_host
     from firstmate.store import crew as crewmod
     from firstmate.watch.backends.tmux import DEAD, GONE, LIVE, UNKNOWN, TmuxBackend
 
     if not doc.home.state.is_dir():
         return
-    members = tuple(m for m in crewmod.list(doc.home) if remote_host(m.pane) is None)
+    members = tuple(m for m in crewmod.list(doc.home) if m.host is None)  # (this tmux's)
     if not members:
         return
     backend = TmuxBackend.from_env(doc.env)
