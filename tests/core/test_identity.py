@@ -115,6 +115,8 @@ def test_parse_never_raises(text: str) -> None:
 
 
 def test_fast_current_identity_equals_psutil_identity_in_a_child() -> None:
+    # psutil is the fallback where /proc cannot tell: a token either path wrote must match
+    # when the other one checks it.
     proc = spawn(
         "from firstmate.store.identity import current\n"
         "print(current().token(), flush=True)\n"
@@ -124,13 +126,41 @@ def test_fast_current_identity_equals_psutil_identity_in_a_child() -> None:
         reported = ProcessIdentity.parse(read_line(proc))
         assert reported is not None
         assert reported.pid == proc.pid
-        live = identity.identity_of(proc.pid)
+        live = identity.psutil_identity(proc.pid)
         assert live is not None
         assert live.token() == reported.token()
         assert identity.matches(reported)
+        assert identity.identity_of(proc.pid) == reported
     finally:
         proc.kill()
         proc.wait(timeout=DEADLINE)
+
+
+def test_liveness_and_identity_are_read_from_proc_without_psutil(
+        live_child: subprocess.Popen[bytes]) -> None:
+    """On Linux every question about another process is answered from /proc (the standard
+    library's one implementation, firstmate.base.proctoken); psutil is never imported."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("/proc answers on Linux only")
+    code = (
+        "import json, sys\n"
+        "from firstmate.store import identity\n"
+        "from firstmate.store.grants import Grant, owner_state\n"
+        f"pid = {live_child.pid}\n"
+        "live = identity.identity_of(pid)\n"
+        "def grant(token):\n"
+        "    return Grant(owner_pid=pid, identity=token, generation='g', activated_at=0.0,\n"
+        "                 published=True)\n"
+        "reused = f'{pid}:1.00:0000000000000000'  # the pid, but another process\n"
+        "print(json.dumps([identity.is_alive(pid), identity.matches(live), "
+        "identity.matches(identity.current()), owner_state(grant(live.token())), "
+        "owner_state(grant(reused)), "
+        "'psutil' in sys.modules]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=DEADLINE, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == '[true, true, true, "live", "gone", false]'
 
 
 def test_dead_process_identity_does_not_match_and_is_not_signalled() -> None:

@@ -1,10 +1,11 @@
 """Identity tokens of other processes (``pid:start:cmdhash``): parse, compare, and check one
 against ``/proc`` without psutil.
 
-The plain-value half of :class:`firstmate.store.identity.ProcessIdentity` (which parses and
-compares through these functions) for paths that must start fast, such as ``fm status``.
-:func:`running` answers only what ``/proc`` can prove; where it cannot (another platform, an
-unreadable process) it says so, and the caller asks psutil through the store.
+The one implementation of a process's identity: :mod:`firstmate.store.identity` wraps these
+functions in its ``ProcessIdentity`` class and asks psutil only where they answer None.
+:func:`look`, :func:`alive`, :func:`running` and :func:`owner_state` answer only what ``/proc``
+can prove; where it cannot (another platform, an unreadable or dying process) they say so (None),
+and a short command hands over to the full path, which asks psutil.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ import sys
 
 from firstmate.base.envnum import finite
 from firstmate.base.procself import Fields, from_proc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    #: Whether a recorded process still runs, as far as ``/proc`` can prove it.
+    Owner = Literal["live", "gone"]
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -74,21 +82,47 @@ def _state(pid: int) -> str | None:
     return fields[0].decode("ascii", "replace") if fields else None
 
 
+def alive(pid: int) -> bool | None:
+    """True: *pid* names a running process. False: proven not (no such pid, or a zombie).
+    None: ``/proc`` cannot tell (not Linux, unreadable, or dying as we look)."""
+    if pid <= 0:
+        return False
+    if not sys.platform.startswith("linux") or not _digits(str(pid), 10):
+        return None
+    state = _state(pid)
+    if state is None or state == "X":  # (X: dying as we look; let the careful path decide)
+        return None
+    return state not in ("", "Z")
+
+
+def look(pid: int) -> tuple[bool | None, Fields | None]:
+    """What ``/proc`` says of *pid*: ``(True, fields)`` running, its identity read; ``(False,
+    None)`` proven not running; ``(None, None)`` it cannot tell."""
+    state = alive(pid)
+    if state is not True:
+        return state, None
+    live = from_proc(pid)
+    return (None, None) if live is None else (True, live)
+
+
 def running(fields: Fields) -> bool | None:
     """True: the process *fields* names still runs (same pid, start time and command line).
     False: proven gone (no such pid, a zombie, or the pid reused). None: ``/proc`` cannot tell
     (not Linux, or the process cannot be read)."""
-    if not sys.platform.startswith("linux") or not _digits(str(fields[0]), 10):
-        return None
-    state = _state(fields[0])
-    if state is None:
-        return None
-    if state in ("", "Z"):
-        return False
-    if state == "X":
-        return None  # dying as we look: let the careful path decide
-    live = from_proc(fields[0])
-    return None if live is None else same(live, fields)
+    state, live = look(fields[0])
+    return state if live is None else same(live, fields)
 
 
-__all__ = ["START_TOLERANCE", "close_starts", "parse", "running", "same"]
+def owner_state(pid: int, identity: str) -> Owner | None:
+    """``live`` or ``gone``: whether the process recorded as *pid* with the token *identity*
+    (a grant's owner, a lock's holder) still runs; a token that is malformed or names another
+    pid is ``gone``. None: ``/proc`` cannot tell."""
+    recorded = parse(identity)
+    if recorded is None or recorded[0] != pid:
+        return "gone"
+    state = running(recorded)
+    return None if state is None else "live" if state else "gone"
+
+
+__all__ = ["START_TOLERANCE", "alive", "close_starts", "look", "owner_state", "parse", "running",
+           "same"]

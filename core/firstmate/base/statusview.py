@@ -248,15 +248,12 @@ def _queue(conn: sqlite3.Connection) -> dict[str, object]:
 
 def _owner_state(pid: int, identity: str) -> str:
     """``grants.owner_state`` from ``/proc``: live, gone, or unsure (the store asks psutil)."""
-    from firstmate.base import proctoken
+    from firstmate.base.proctoken import owner_state
 
-    recorded = proctoken.parse(identity)
-    if recorded is None or recorded[0] != pid:
-        return "gone"
-    running = proctoken.running(recorded)
-    if running is None:
+    found = owner_state(pid, identity)
+    if found is None:
         raise _Unsure
-    return "live" if running else "gone"
+    return found
 
 
 __all__ = ["SESSION_RECORD", "snapshot"]

@@ -61,12 +61,16 @@ def read(conn: sqlite3.Connection) -> Grant | None:
 
 
 def owner_state(grant: Grant) -> OwnerState:
-    """``live`` (identity matches), ``gone`` (dead or pid reused) or ``unknown`` (unreadable)."""
+    """``live`` (identity matches), ``gone`` (dead or pid reused) or ``unknown`` (unreadable):
+    :func:`firstmate.base.proctoken.owner_state`, psutil asked where ``/proc`` cannot tell."""
+    from firstmate.base.proctoken import owner_state as by_proc
     from firstmate.store.identity import ProcessIdentity, identity_of, is_alive
 
+    known = by_proc(grant.owner_pid, grant.identity)
+    if known is not None:
+        return known
     recorded = ProcessIdentity.parse(grant.identity)
-    if recorded is None or recorded.pid != grant.owner_pid:
-        return "gone"
+    assert recorded is not None  # (a malformed token is "gone" above)
     live = identity_of(grant.owner_pid)
     if live is not None:
         return "live" if live.same_as(recorded) else "gone"

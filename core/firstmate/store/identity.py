@@ -4,8 +4,10 @@ A pid alone is not an identity: the kernel hands pids out again. A recorded
 :class:`ProcessIdentity` whose start time or command line no longer matches the live process is
 a *reused* pid; it is never signalled and never trusted as a lock holder.
 
-psutil is imported lazily: :func:`current` reads ``/proc/self`` directly on Linux so that taking
-a lock on a hot command path does not pay for importing psutil.
+What a process is, whether it runs and whether it is still the one recorded are
+:mod:`firstmate.base.proctoken`'s, read from ``/proc``; this module wraps them in attrs values
+and asks psutil (imported lazily) only where ``/proc`` cannot tell: another platform, or a
+process it cannot read. The ancestry walk and the signalling are this module's own.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ def identity_of(pid: int) -> ProcessIdentity | None:
     """The live identity of *pid*; None when it is dead, a zombie, or cannot be read."""
     if pid <= 0:
         return None
+    state, fields = proctoken.look(pid)
+    if state is not None:
+        return None if fields is None else ProcessIdentity(*fields)
+    return psutil_identity(pid)
+
+
+def psutil_identity(pid: int) -> ProcessIdentity | None:
+    """:func:`identity_of` as psutil reads it: the fallback where ``/proc`` cannot tell."""
     psutil = _psutil()
     try:
         proc = psutil.Process(pid)
@@ -95,8 +105,9 @@ def current() -> ProcessIdentity:
 
 def is_alive(pid: int) -> bool:
     """True when *pid* names a running process; a zombie counts as dead."""
-    if pid <= 0:
-        return False
+    state = proctoken.alive(pid)
+    if state is not None:
+        return state
     psutil = _psutil()
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
@@ -108,6 +119,9 @@ def is_alive(pid: int) -> bool:
 
 def matches(identity: ProcessIdentity) -> bool:
     """True when the recorded process still runs: same pid, start time and command line."""
+    state = proctoken.running(identity.fields())
+    if state is not None:
+        return state
     live = identity_of(identity.pid)
     return live is not None and live.same_as(identity)
 
@@ -202,5 +216,6 @@ __all__ = [
     "is_alive",
     "matches",
     "proc_info",
+    "psutil_identity",
     "signal_verified",
 ]
