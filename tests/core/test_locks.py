@@ -480,3 +480,16 @@ def test_long_running_commands_lock_through_portalocker(
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": CORE}, timeout=120, check=False)
     assert done.stdout.split()[-1] == expected, (done.stdout, done.stderr)
+
+
+def test_a_bounded_wait_tries_at_least_once_and_gives_up_at_its_bound() -> None:
+    from firstmate.base import ownerlock
+
+    calls: list[int] = []
+    assert not ownerlock.poll(lambda: bool(calls.append(1)), 0.0)
+    assert calls == [1]
+    answers = iter([False, False, True])
+    assert ownerlock.poll(lambda: next(answers), DEADLINE)
+    start = time.monotonic()
+    assert not ownerlock.poll(lambda: False, 0.1)
+    assert 0.1 <= time.monotonic() - start < DEADLINE

@@ -16,10 +16,15 @@ from firstmate.base.safepaths import open_private, state_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from firstmate.base.safepaths import StrPath
 
 #: (pid, identity token, acquired_at): the record fields this process wrote.
 Written = tuple[int, str, float]
+#: A bounded wait polls with a delay that doubles from the first value up to the second.
+POLL_START = 0.001
+POLL_MAX = 0.05
 
 
 def _json_str(text: str) -> str:
@@ -94,31 +99,41 @@ def acquire_recorded(path: StrPath, role: str, home: StrPath,
         raise
 
 
+def poll(attempt: Callable[[], bool], bound: float) -> bool:
+    """Call *attempt* until it says True (True) or *bound* seconds ran out (False): the one
+    bounded wait of every lock, with a delay that doubles from :data:`POLL_START` to
+    :data:`POLL_MAX` between tries. It tries at least once."""
+    deadline = time.monotonic() + bound
+    delay = POLL_START
+    while not attempt():
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        time.sleep(min(delay, deadline - now))
+        delay = min(delay * 2, POLL_MAX)
+    return True
+
+
 def try_acquire(path: StrPath, role: str, home: StrPath, bound: float = 0.0) -> int | None:
-    """:func:`acquire_recorded` within *bound* seconds (0: only if nobody holds it now), polling
-    with a delay that doubles from 1 ms to 50 ms (as ``firstmate.store.locks`` does); None
-    when it stayed held. Returns the descriptor (release with :func:`release`)."""
+    """:func:`acquire_recorded` within *bound* seconds (0: only if nobody holds it now, else
+    :func:`poll`); None when it stayed held. Returns the descriptor (release with
+    :func:`release`)."""
     import fcntl
-    import time
 
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
-        deadline = time.monotonic() + bound
-        delay = 0.001
-        while True:
+        def attempt() -> bool:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                pass
+                return False
             except OSError as exc:
                 raise lock_failed(path, exc) from exc
-            now = time.monotonic()
-            if now >= deadline:
-                os.close(fd)
-                return None
-            time.sleep(min(delay, deadline - now))
-            delay = min(delay * 2, 0.05)
+            return True
+
+        if not poll(attempt, bound):
+            os.close(fd)
+            return None
         write_record(fd, path, role, home)
     except BaseException:
         os.close(fd)
@@ -148,5 +163,5 @@ def release(fd: int) -> None:
         os.close(fd)
 
 
-__all__ = ["acquire_recorded", "flock_with_record", "lock_failed", "record_json", "release",
-           "write_record"]
+__all__ = ["POLL_MAX", "POLL_START", "acquire_recorded", "flock_with_record", "lock_failed", "poll",
+           "record_json", "release", "try_acquire", "write_record"]

@@ -34,16 +34,13 @@ from typing import IO, Literal
 
 import attrs
 
-from firstmate.base import lockprobe, ownerrecord
+from firstmate.base import lockprobe, ownerlock, ownerrecord
 from firstmate.base.errors import LockTimeout, StateError, UsageError
 from firstmate.base.ownerlock import acquire_recorded, lock_failed, record_json, write_record
 from firstmate.base.safepaths import open_private
 
 HolderState = Literal["free", "held", "held-unverified"]
 
-#: Bounded waits poll with a delay that doubles from the first value up to the second.
-POLL_START = 0.001
-POLL_MAX = 0.05
 #: An owner record is small; anything longer than this is garbage.
 _RECORD_MAX = lockprobe.RECORD_MAX
 #: Re-reads of an unverifiable record, riding out a holder that is still writing it.
@@ -267,20 +264,16 @@ class FileLock:
             raise lock_failed(self.path, exc) from exc
 
     def _wait_bounded(self, pl: ModuleType, fh: IO[bytes], timeout: float) -> None:
-        start = time.monotonic()
-        deadline = start + timeout
-        delay = POLL_START
-        while True:
+        def attempt() -> bool:
             try:
                 self._lock(pl, fh, pl.LOCK_EX | pl.LOCK_NB)
-                return
             except pl.AlreadyLocked:
-                pass
-            now = time.monotonic()
-            if now >= deadline:
-                raise self._timeout(timeout, now - start)
-            time.sleep(min(delay, deadline - now))
-            delay = min(delay * 2, POLL_MAX)
+                return False
+            return True
+
+        start = time.monotonic()
+        if not ownerlock.poll(attempt, timeout):
+            raise self._timeout(timeout, time.monotonic() - start)
 
     def _timeout(self, timeout: float, waited: float) -> LockTimeout:
         rec = self.holder()
@@ -305,21 +298,21 @@ class FileLock:
                            acquired_at=at, verified=True)
 
     def _probe(self) -> tuple[bool, bytes] | None:
-        """(held, record bytes); None when the lock file does not exist (so nobody holds it)."""
-        if not uses_portalocker():
+        """(held, record bytes); None when the lock file does not exist (so nobody holds it).
+        On POSIX, :func:`firstmate.base.lockprobe.probe` (portalocker's lock there is the same
+        ``flock``); portalocker's own probe elsewhere."""
+        if os.name == "posix":
             return lockprobe.probe(self.path)
-        try:
-            fh = self._open(os.O_RDONLY if os.name == "posix" else os.O_RDWR)
+        try:  # pragma: no cover - off POSIX
+            fh = self._open(os.O_RDWR)
         except StateError as exc:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return None
             raise
         with fh:
             pl = _portalocker()
-            # A shared probe never conflicts with another prober; it only tests for a holder.
-            flags = (pl.LOCK_SH if os.name == "posix" else pl.LOCK_EX) | pl.LOCK_NB
             try:
-                self._lock(pl, fh, flags)
+                self._lock(pl, fh, pl.LOCK_EX | pl.LOCK_NB)
             except pl.AlreadyLocked:
                 try:
                     return True, fh.read(_RECORD_MAX)
@@ -333,7 +326,7 @@ class FileLock:
             return "held", self._record
         data = b""
         rec: OwnerRecord | None = None
-        delay = POLL_START
+        delay = ownerlock.POLL_START
         for attempt in range(_VERIFY_RETRIES + 1):
             probed = self._probe()
             if probed is None or not probed[0]:
@@ -344,7 +337,7 @@ class FileLock:
                 return "held", attrs.evolve(rec, verified=True)
             if attempt < _VERIFY_RETRIES:
                 time.sleep(delay)
-                delay = min(delay * 2, POLL_MAX)
+                delay = min(delay * 2, ownerlock.POLL_MAX)
         if rec is None:
             rec = OwnerRecord(pid=_salvage_pid(data), identity="", home="", role=self.role,
                               acquired_at=0.0)
