@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 from firstmate.base import dbconn, sessionview, watcherverdict
 from firstmate.base.dbconn import sqlite3
@@ -34,6 +33,8 @@ from firstmate.base.dbconn import sqlite3
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from firstmate.base.safepaths import StrPath
 
     #: Publishes the downtime of the watcher whose cycle is open, if it is gone (given the root).
     Publish = Callable[[str], object]
@@ -153,30 +154,25 @@ def _exists(path: str) -> bool:
 
 def _watcher(root: str, state_dir: bool, lock: str, beacon: str,
              limit: float) -> watcherverdict.Verdict:
+    return watcherverdict.read(root, state_dir, lock, beacon, limit, _holder)
+
+
+def _holder(lock: StrPath) -> watcherverdict.Holder | None:
+    """The singleton's holder as ``/proc`` proves it; unsure when it cannot (a record being
+    written or garbled, a holder it cannot read: the full path re-reads and asks psutil)."""
     from firstmate.base import lockprobe, ownerrecord, proctoken
 
-    if not state_dir or not os.path.lexists(lock):
-        return watcherverdict.nobody(limit)
-    try:
-        probed = lockprobe.probe(lock)
-    except Exception as exc:
-        from firstmate.base.errors import StateError
-
-        if isinstance(exc, StateError):
-            return watcherverdict.unreadable(limit)
-        raise
+    probed = lockprobe.probe(lock)
     if probed is None or not probed[0]:
-        return watcherverdict.nobody(limit)
+        return None
     record = ownerrecord.parse(probed[1])
     if record is None:
-        raise _Unsure  # (being written, or garbled: the full path re-reads and salvages)
+        raise _Unsure
     pid, identity, home, role, _at = record
     fields = proctoken.parse(identity)
     if fields is None or fields[0] != pid or proctoken.running(fields) is not True:
         raise _Unsure
-    ours = role == watcherverdict.ROLE and home == root
-    return watcherverdict.judge(pid, identity, ours, watcherverdict.beacon_mtime(beacon),
-                                time.time(), limit)
+    return pid, identity, home, role, True
 
 
 def _open(state: str, db: str) -> sqlite3.Connection:

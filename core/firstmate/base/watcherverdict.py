@@ -1,8 +1,9 @@
 """The watcher-health verdict as plain values: what the singleton's holder and the beacon add up to.
 
-:mod:`firstmate.store.health` documents the states and wraps :func:`judge` in its
-``WatcherHealth`` class; ``fm status`` calls it directly. Nothing here reads the lock: the
-caller names the holder, and says whether it is a verified watcher of this home.
+:mod:`firstmate.store.health` documents the states and wraps :func:`read` in its
+``WatcherHealth`` class; ``fm status`` calls it directly. Both read the singleton's holder their
+own way (the store through its lock class, with psutil where ``/proc`` cannot tell; ``fm
+status`` from ``/proc`` alone, handing over when unsure) and hand it to :func:`read`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from firstmate.base import proctoken
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from firstmate.base.safepaths import StrPath
 
@@ -28,6 +29,9 @@ START_SLACK = 2.0
 
 #: (healthy, state, verified, pid, identity, beacon_age, grace): ``WatcherHealth``'s fields.
 Verdict = tuple[bool, str, bool, "int | None", "str | None", "float | None", float]
+#: The singleton's holder as its owner record names it: ``(pid, identity, home, role,
+#: verified)``, *verified* when the identity names a live process with that pid.
+Holder = tuple["int | None", str, str, str, bool]
 
 
 def grace(env: Mapping[str, str]) -> float:
@@ -76,5 +80,32 @@ def judge(pid: int | None, identity: str, ours: bool, mtime: float | None, now: 
     return True, "healthy", True, pid, token, age, limit
 
 
-__all__ = ["DEFAULT_GRACE", "LOCK_NAME", "ROLE", "START_SLACK", "Verdict", "beacon_mtime", "grace",
-           "judge", "nobody", "unreadable"]
+def read(root: str, state_dir: bool, lock: StrPath, beacon: StrPath, limit: float,
+         holder: Callable[[StrPath], Holder | None], now: float | None = None) -> Verdict:
+    """The verdict on the watcher of the home at *root*: nobody without a state directory
+    (*state_dir* False) or a lock file, else what *holder* (reading the singleton's holder;
+    None: the lock is free; :class:`~firstmate.base.errors.StateError`: it cannot be probed)
+    and the beacon add up to."""
+    if not state_dir or not os.path.lexists(lock):
+        return nobody(limit)
+    try:
+        found = holder(lock)
+    except Exception as exc:
+        from firstmate.base.errors import StateError
+
+        if isinstance(exc, StateError):
+            return unreadable(limit)
+        raise
+    if found is None:
+        return nobody(limit)
+    pid, identity, home, role, verified = found
+    if now is None:
+        import time
+
+        now = time.time()
+    return judge(pid, identity, verified and role == ROLE and home == root,
+                 beacon_mtime(beacon), now, limit)
+
+
+__all__ = ["DEFAULT_GRACE", "LOCK_NAME", "ROLE", "START_SLACK", "Holder", "Verdict",
+           "beacon_mtime", "grace", "judge", "nobody", "read", "unreadable"]

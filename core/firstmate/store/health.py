@@ -24,15 +24,18 @@ Nothing here creates, writes or removes a file.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from firstmate.base import watcherverdict
 from firstmate.base.watcherverdict import DEFAULT_GRACE, LOCK_NAME, ROLE, START_SLACK
 from firstmate.store.home import Home
+
+if TYPE_CHECKING:
+    from firstmate.base.safepaths import StrPath
 
 HealthState = Literal["none", "healthy", "stale-beacon", "unverified"]
 
@@ -76,25 +79,20 @@ def beacon_mtime(home: Home) -> float | None:
 
 def watcher_health(home: Home, env: Mapping[str, str] | None = None, *,
                    now: float | None = None) -> WatcherHealth:
-    """The home's watcher health. Reads the lock, the owner record and the beacon; writes nothing."""
-    env = os.environ if env is None else env
-    limit = grace(env)
-    lock_path = home.lock_path(LOCK_NAME)
-    if not home.state.is_dir() or not os.path.lexists(lock_path):
-        return WatcherHealth.of(watcherverdict.nobody(limit))
-    from firstmate.base.errors import StateError
+    """The home's watcher health (:func:`firstmate.base.watcherverdict.read`, the holder read
+    through the lock class). Reads the lock, the owner record and the beacon; writes nothing."""
     from firstmate.store.locks import FileLock
 
-    try:
-        record = FileLock(lock_path, ROLE, home.root).holder()
-    except StateError:
-        return WatcherHealth.of(watcherverdict.unreadable(limit))
-    if record is None:
-        return WatcherHealth.of(watcherverdict.nobody(limit))
-    ours = record.verified and record.role == ROLE and record.home == str(home.root)
-    return WatcherHealth.of(watcherverdict.judge(
-        record.known_pid, record.identity, ours, beacon_mtime(home),
-        time.time() if now is None else now, limit))
+    def holder(path: StrPath) -> watcherverdict.Holder | None:
+        record = FileLock(Path(path), ROLE, home.root).holder()
+        if record is None:
+            return None
+        return record.known_pid, record.identity, record.home, record.role, record.verified
+
+    limit = grace(os.environ if env is None else env)
+    return WatcherHealth.of(watcherverdict.read(str(home.root), home.state.is_dir(),
+                                                home.lock_path(LOCK_NAME), home.beacon, limit,
+                                                holder, now))
 
 
 __all__ = ["LOCK_NAME", "ROLE", "START_SLACK", "HealthState", "WatcherHealth", "beacon_mtime",
