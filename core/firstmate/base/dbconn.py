@@ -150,6 +150,15 @@ def abort(conn: sqlite3.Connection, path: StrPath, exc: BaseException) -> None:
         raise translate(path, exc) from exc
 
 
+def end_read(conn: sqlite3.Connection) -> None:
+    """End a read transaction, if one is open (nothing was written: the rollback only ends it)."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
 def commit(conn: sqlite3.Connection, path: StrPath) -> None:
     """``COMMIT``, or roll back and raise the StateError naming the file: a
     :class:`~firstmate.base.dbfault.CommitFailed` that says whether anything was written
@@ -341,6 +350,7 @@ __all__ = [
     "begin",
     "check_paths",
     "commit",
+    "end_read",
     "has_foreign_tables",
     "is_busy",
     "kv_get",

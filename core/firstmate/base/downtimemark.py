@@ -1,10 +1,12 @@
 """The open-cycle mark (``kv`` ``watch.open``) and the downtime a reader publishes when the
 watcher it names is proven gone, as plain functions over a connection.
 
-:mod:`firstmate.store.downtime` explains why any reader publishes, and holds the queue lock through
-the store; ``fm status`` calls :func:`publish_if_gone` here, which takes the same lock with
-``flock`` (the POSIX short-command primitive, as ``fm wake append`` does). Both run
-:func:`publish_locked` inside the lock and a write transaction, so there is one transition.
+:mod:`firstmate.store.downtime` explains why any reader publishes. :func:`publish_if_gone` is
+the one implementation: read the mark, judge its watcher from ``/proc`` (or by the caller's
+*gone*), and publish under the queue lock, taken with ``flock`` (the POSIX primitive, as ``fm
+wake append`` takes it); ``fm status`` calls it directly and the store wraps it, deciding with
+psutil where ``/proc`` cannot tell and locking through portalocker off POSIX. The transition
+itself is :func:`publish_locked`, run inside the lock and a write transaction.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import time
 
 from firstmate.base import dbconn, episoderow
 from firstmate.base.dbconn import sqlite3
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: The identity of the watcher whose cycle is open (cleared by its close).
 OPEN_KEY = "watch.open"
@@ -36,11 +42,45 @@ def publish_locked(conn: sqlite3.Connection, token: str) -> bool:
     return True
 
 
-def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, token: str, *,
-                    bound: float = LOCK_BOUND) -> bool:
-    """Publish the downtime of the watcher *token* names (the caller proved it gone) under the
-    queue lock, waiting at most *bound* seconds; True when this call did. POSIX only. Best
-    effort: a busy lock or an unwritable store leaves it to the next reader (False)."""
+def gone_by_proc(token: str) -> bool | None:
+    """The watcher *token* names is proven gone (True), runs (False), or ``/proc`` cannot tell
+    (None); a malformed token names nobody to publish for (False)."""
+    from firstmate.base import proctoken
+
+    fields = proctoken.parse(token)
+    if fields is None:
+        return False
+    running = proctoken.running(fields)
+    return None if running is None else not running
+
+
+def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, *,
+                    gone: Callable[[str], bool | None] = gone_by_proc,
+                    locked: Callable[[str], bool] | None = None,
+                    bound: float = LOCK_BOUND) -> bool | None:
+    """Publish the downtime of the open cycle's watcher when *gone* proves it gone, under the
+    queue lock (taken with ``flock`` within *bound* seconds; *locked*, given the token, takes
+    it another way and runs :func:`publish_locked`). True: this call published. False: it did
+    not (no cycle is open, its watcher runs, or a busy lock or an unwritable store left it to
+    the next reader: best effort). None: *gone* could not tell (the caller may ask psutil). An
+    SQLite error while reading the mark is raised."""
+    conn.execute("BEGIN DEFERRED")
+    try:
+        token = open_mark(conn)
+    finally:
+        dbconn.end_read(conn)
+    if not token:
+        return False
+    proven = gone(token)
+    if not proven:
+        return proven
+    if locked is not None:
+        return locked(token)
+    return _flocked(conn, db, root, token, bound)
+
+
+def _flocked(conn: sqlite3.Connection, db: str, root: str, token: str, bound: float) -> bool:
+    """:func:`publish_locked` under the queue lock taken with ``flock`` (POSIX)."""
     from firstmate.base import ownerlock
     from firstmate.base.errors import FirstmateError
 
@@ -66,4 +106,5 @@ def publish_if_gone(conn: sqlite3.Connection, db: str, root: str, token: str, *,
         return False
 
 
-__all__ = ["LOCK_BOUND", "OPEN_KEY", "open_mark", "publish_if_gone", "publish_locked"]
+__all__ = ["LOCK_BOUND", "OPEN_KEY", "gone_by_proc", "open_mark", "publish_if_gone",
+           "publish_locked"]

@@ -192,10 +192,11 @@ def _open(state: str, db: str) -> sqlite3.Connection:
 
 
 def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite3.Connection | None:
-    """:func:`firstmate.store.downtime.publish_for`: publish the downtime of the open cycle's
-    watcher when it is proven gone. Returns the open connection (None when the store could not
-    be opened: the publication is best effort)."""
-    from firstmate.base import downtimemark, proctoken
+    """:func:`firstmate.base.downtimemark.publish_if_gone`: publish the downtime of the open
+    cycle's watcher when it is proven gone (when ``/proc`` cannot tell, the caller's *publish*
+    asks psutil). Returns the open connection (None when the store could not be opened: the
+    publication is best effort)."""
+    from firstmate.base import downtimemark
     from firstmate.base.errors import FirstmateError
 
     try:
@@ -203,28 +204,13 @@ def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite
     except (FirstmateError, OSError):
         return None
     try:
-        conn.execute("BEGIN DEFERRED")
-        token = downtimemark.open_mark(conn)
+        done = downtimemark.publish_if_gone(conn, db, root)
     except sqlite3.Error:
+        conn.close()
         raise _Unsure from None
-    finally:
-        _end_read(conn)
-    fields = proctoken.parse(token) if token else None
-    if fields is not None:
-        running = proctoken.running(fields)
-        if running is False:
-            downtimemark.publish_if_gone(conn, db, root, token)
-        elif running is None:
-            publish(root)  # /proc cannot tell: the store asks psutil
+    if done is None:
+        publish(root)  # /proc cannot tell: the store asks psutil
     return conn
-
-
-def _end_read(conn: sqlite3.Connection) -> None:
-    try:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    except sqlite3.Error:
-        pass
 
 
 def _queue(conn: sqlite3.Connection) -> dict[str, object]:
@@ -239,7 +225,7 @@ def _queue(conn: sqlite3.Connection) -> dict[str, object]:
     except (sqlite3.Error, ValueError, TypeError):
         raise _Unsure from None
     finally:
-        _end_read(conn)
+        dbconn.end_read(conn)
 
 
 def _owner_state(pid: int, identity: str) -> str:

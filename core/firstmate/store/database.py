@@ -49,6 +49,7 @@ from firstmate.base.dbconn import (
     begin,
     check_paths,
     commit,
+    end_read,
     has_foreign_tables,
     kv_get,
     kv_set,
@@ -270,18 +271,12 @@ class Store:
                 raise translate(self.path, exc) from exc
             raise
         finally:
-            _end_read(conn)
+            end_read(conn)
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
         self._conn = None
-
-
-def _end_read(conn: sqlite3.Connection) -> None:
-    with contextlib.suppress(sqlite3.Error):
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
 
 
 def open_store(home: Home) -> Store:

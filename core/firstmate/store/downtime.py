@@ -6,13 +6,15 @@ it closes, publishing downtime itself on any close without a delivery. One kille
 so ``fm status``, the guards and the away brief said "episode: none" while nothing watched.
 :func:`publish_if_gone` closes that gap: any arm, hook or status read that finds the open mark
 naming a process that no longer runs publishes the downtime and clears the mark, under the
-queue lock, exactly as the dead watcher's own close would have. The transition itself is
-:func:`firstmate.base.downtimemark.publish_locked`, shared with ``fm status``'s attrs-free path.
+queue lock, exactly as the dead watcher's own close would have. That is
+:func:`firstmate.base.downtimemark.publish_if_gone`, which ``fm status``'s attrs-free path calls
+directly; this module wraps it with psutil's answer where ``/proc`` cannot tell.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 
 from firstmate.base import downtimemark
@@ -22,7 +24,8 @@ from firstmate.store.home import Home
 
 
 def proven_gone(token: str) -> bool:
-    """The process *token* names is verifiably no longer running (its pid is dead or reused)."""
+    """The process *token* names is verifiably no longer running (its pid is dead or reused):
+    ``/proc``'s answer, psutil's where it cannot tell (:func:`firstmate.store.identity.matches`)."""
     from firstmate.store.identity import ProcessIdentity, matches
 
     ident = ProcessIdentity.parse(token)
@@ -30,20 +33,24 @@ def proven_gone(token: str) -> bool:
 
 
 def publish_if_gone(db: Store, *, bound: float = LOCK_BOUND) -> bool:
-    """Publish downtime when the open cycle's watcher is proven gone; True when this call did.
-    Best effort: a busy queue lock or an unwritable store leaves it to the next reader or to
-    the next watcher's start."""
-    from firstmate.base.errors import FirstmateError
-    from firstmate.store import queue
+    """Publish downtime when the open cycle's watcher is proven gone; True when this call did:
+    :func:`firstmate.base.downtimemark.publish_if_gone`, judged with psutil where ``/proc``
+    cannot tell, and locked through the store off POSIX. Best effort: a busy queue lock or an
+    unwritable store leaves it to the next reader or to the next watcher's start."""
+    import sqlite3
 
-    with contextlib.suppress(FirstmateError, OSError):
-        with db.reading() as conn:
-            token = downtimemark.open_mark(conn)
-        if not token or not proven_gone(token):
-            return False
+    from firstmate.base.errors import FirstmateError
+
+    def portable(token: str) -> bool:  # pragma: no cover - off POSIX
+        from firstmate.store import queue
+
         with queue.locked(db, timeout=bound) as conn:
-            # False: closed, or a new cycle opened, meanwhile.
             return downtimemark.publish_locked(conn, token)
+
+    with contextlib.suppress(FirstmateError, OSError, sqlite3.Error):
+        return bool(downtimemark.publish_if_gone(
+            db.connection(), str(db.path), str(db.home.root), gone=proven_gone,
+            locked=None if os.name == "posix" else portable, bound=bound))
     return False
 
 
