@@ -2,8 +2,9 @@
 connection: depth, the last sequence number, the oldest usable row, what each actor could
 present, the unusable rows, the episode and the branch grant.
 
-:mod:`firstmate.store.queuestatus` builds its ``QueueStatus`` from these; ``fm status`` calls
-them directly. Every function reads only, inside the caller's read transaction.
+The one implementation: :mod:`firstmate.store.queuestatus` builds its ``QueueStatus`` from these
+(asking psutil for a grant's owner where ``/proc`` cannot tell, and reading an undecodable oldest
+row carefully); ``fm status`` calls them directly. Every function reads only, inside the caller's read transaction.
 """
 
 from __future__ import annotations
@@ -111,24 +112,37 @@ def episode_json(state: episoderow.State) -> dict[str, object]:
                               else "invalid" if isinstance(state, str) else "missing")}
 
 
-def status_json(conn: sqlite3.Connection, owner_state: str | None, *,
-                oldest_row: Row | None, episode: episoderow.State,
-                grant_row: GrantRow | None) -> dict[str, object]:
-    """``QueueStatus.to_json`` from what was read: *owner_state* is the grant owner's
-    (``live``, ``gone`` or ``unknown``; None without a grant)."""
-    live = grant_row is not None and owner_state != "gone"
-    info: dict[str, object] | None = None
-    if grant_row is not None:
-        info = {**grant_json(grant_row), "owner": owner_state, "rows": reserved(conn)}
+def grant_info(conn: sqlite3.Connection, row: GrantRow, owner_state: str | None
+               ) -> dict[str, object]:
+    """The grant as ``--json`` shows it: its row, its owner's state and the rows it reserves."""
+    return {**grant_json(row), "owner": owner_state, "rows": reserved(conn)}
+
+
+def status_dict(depth: int, last_seq: int, oldest: Row | None, pending_main: int,
+                pending_branch: int, unusable: int, episode: episoderow.State,
+                grant: dict[str, object] | None) -> dict[str, object]:
+    """The queue as ``fm status --json`` and ``fm wake query --json`` show it."""
     return {
-        "depth": depth(conn), "last_seq": last_seq(conn),
-        "oldest": None if oldest_row is None else row_json(oldest_row),
-        "pending": {"main": pending(conn, "main", live), "branch": pending(conn, "branch", live)},
-        "unusable": unusable_count(conn),
+        "depth": depth, "last_seq": last_seq,
+        "oldest": None if oldest is None else row_json(oldest),
+        "pending": {"main": pending_main, "branch": pending_branch},
+        "unusable": unusable,
         **episode_json(episode),
-        "grant": info,
+        "grant": grant,
     }
 
 
-__all__ = ["VALID_SQL", "GrantRow", "Row", "depth", "episode_json", "grant", "grant_json",
-           "oldest", "pending", "reserved", "row_json", "status_json", "unusable_count", "usable"]
+def status_json(conn: sqlite3.Connection, owner_state: str | None, *,
+                oldest_row: Row | None, episode: episoderow.State,
+                grant_row: GrantRow | None) -> dict[str, object]:
+    """:func:`status_dict` read from *conn*: *owner_state* is the grant owner's (``live``,
+    ``gone`` or ``unknown``; None without a grant)."""
+    live = grant_row is not None and owner_state != "gone"
+    return status_dict(depth(conn), last_seq(conn), oldest_row, pending(conn, "main", live),
+                       pending(conn, "branch", live), unusable_count(conn), episode,
+                       None if grant_row is None else grant_info(conn, grant_row, owner_state))
+
+
+__all__ = ["VALID_SQL", "GrantRow", "Row", "depth", "episode_json", "grant", "grant_info",
+           "grant_json", "oldest", "pending", "reserved", "row_json", "status_dict", "status_json",
+           "unusable_count", "usable"]

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 #: state/session.lock: the primary session lock's record (continuity.sessionrecord).
 SESSION_RECORD = sessionview.RECORD
+#: The watcher's beacon, in the state directory.
+BEACON = "watcher.beat"
 
 
 class _Unsure(Exception):
@@ -57,22 +59,65 @@ def snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object] | No
         return None
 
 
-def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
-    from firstmate.base.homeroot import find_home, reason
+def locate(env: Mapping[str, str]) -> tuple[str, str, str, str, bool]:
+    """The home a status reports on, ``(root, source, where, state, state_dir)`` (*state_dir*:
+    its state directory exists): found, and refused in one line when it is unsafe, in the same
+    order on both paths. A planted link at the singleton's lock or the beacon is unsafe state,
+    not "no watcher"."""
+    from firstmate.base.homeroot import find_home
     from firstmate.base.safepaths import refuse_non_directory, refuse_symlink
 
     root, source, where = find_home(env)
     state = os.path.join(root, "state")
     refuse_non_directory(root)
     refuse_non_directory(state)
-    lock_state: dict[str, object] = {"state": "free", "pid": None}
-    lock = os.path.join(state, f"{watcherverdict.LOCK_NAME}.lock")
-    beacon = os.path.join(state, "watcher.beat")
     state_dir = _real_dir(state)
     if state_dir:
-        # A planted link at the singleton's lock or the beacon is unsafe state, not "no watcher".
-        refuse_symlink(lock)
-        refuse_symlink(beacon)
+        refuse_symlink(os.path.join(state, f"{watcherverdict.LOCK_NAME}.lock"))
+        refuse_symlink(os.path.join(state, BEACON))
+    return root, source, where, state, state_dir
+
+
+def empty_queue() -> dict[str, object]:
+    """The queue of a home without a database."""
+    return {"depth": 0, "last_seq": 0, "oldest": None, "pending": {"main": 0, "branch": 0},
+            "unusable": 0, "grant": None}
+
+
+def report(home: tuple[str, str, str], verdict: watcherverdict.Verdict,
+           queue: dict[str, object], episode: object, session: dict[str, object], away: bool,
+           bridges: list[str]) -> dict[str, object]:
+    """What ``fm status --json`` prints, from what either path read: *home* is ``(root,
+    source, where)``."""
+    from firstmate.base.homeroot import reason
+
+    root, source, where = home
+    healthy, state_name, _verified, pid, _identity, age, limit = verdict
+    return {
+        "home": root,
+        "home_source": source,
+        "home_reason": reason(root, source, where),
+        "watcher": {
+            "healthy": healthy,
+            "state": state_name,
+            "pid": pid,
+            "beacon_age": None if age is None else round(age, 3),
+            "grace": limit,
+        },
+        "queue": queue,
+        "episode": episode,
+        "session_lock": session,
+        "away": away,
+        "bridges": bridges,
+    }
+
+
+def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
+    root, source, where, state, state_dir = locate(env)
+    lock_state: dict[str, object] = {"state": "free", "pid": None}
+    lock = os.path.join(state, f"{watcherverdict.LOCK_NAME}.lock")
+    beacon = os.path.join(state, BEACON)
+    if state_dir:
         if _bridge_records(state):
             raise _Unsure
         if os.path.lexists(os.path.join(state, SESSION_RECORD)):
@@ -87,8 +132,7 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
     conn = None
     if not verdict[0] and os.path.isfile(db):
         conn = _publish_if_gone(root, state, db, publish)
-    queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
-                                "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
+    queue = empty_queue()
     episode: object = None
     try:
         if os.path.lexists(db):
@@ -105,24 +149,8 @@ def _snapshot(env: Mapping[str, str], publish: Publish) -> dict[str, object]:
                 conn.close()
             except sqlite3.Error:
                 pass
-    healthy, state_name, _verified, pid, _identity, age, limit = verdict
-    return {
-        "home": root,
-        "home_source": source,
-        "home_reason": reason(root, source, where),
-        "watcher": {
-            "healthy": healthy,
-            "state": state_name,
-            "pid": pid,
-            "beacon_age": None if age is None else round(age, 3),
-            "grace": limit,
-        },
-        "queue": queue,
-        "episode": episode,
-        "session_lock": lock_state,
-        "away": _exists(os.path.join(state, "away")),
-        "bridges": [],
-    }
+    return report((root, source, where), verdict, queue, episode, lock_state,
+                  _exists(os.path.join(state, "away")), [])
 
 
 def _real_dir(path: str) -> bool:
@@ -238,4 +266,4 @@ def _owner_state(pid: int, identity: str) -> str:
     return found
 
 
-__all__ = ["SESSION_RECORD", "snapshot"]
+__all__ = ["BEACON", "SESSION_RECORD", "empty_queue", "locate", "report", "snapshot"]

@@ -11,7 +11,6 @@ answers, with the store's classes and the harness plugins' probes.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
 from firstmate.base.exitcodes import ExitCode
@@ -49,23 +48,17 @@ def _publish(root: str) -> None:
 
 
 def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
-    """The snapshot through the store, the session-lock module and the bridge records."""
+    """The snapshot through the store, the session-lock module and the bridge records (the
+    home located and the report worded as :mod:`firstmate.base.statusview` does both)."""
     from pathlib import Path
 
-    from firstmate.base.homeroot import find_home, reason
-    from firstmate.base.safepaths import refuse_non_directory
+    from firstmate.base import statusview
     from firstmate.store import health
-    from firstmate.store.home import Home, refuse_symlink
+    from firstmate.store.home import Home
 
     env = dict(os.environ) if env is None else env
-    root, source, where = find_home(env)
+    root, source, where, _state, state_dir = statusview.locate(env)
     home = Home(Path(root))
-    refuse_non_directory(home.root)
-    refuse_non_directory(home.state)
-    if home.state.is_dir():
-        # A planted link at the singleton's lock or the beacon is unsafe state, not "no watcher".
-        refuse_symlink(home.lock_path(health.LOCK_NAME))
-        refuse_symlink(home.beacon)
     watcher = health.watcher_health(home, env)
     if not watcher.healthy:
         # The one write a status read makes: a watcher proven gone is reported as downtime now,
@@ -73,48 +66,24 @@ def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
         from firstmate.store.downtime import publish_for
 
         publish_for(home)
-    queue: dict[str, object] = {"depth": 0, "last_seq": 0, "oldest": None,
-                                "pending": {"main": 0, "branch": 0}, "unusable": 0, "grant": None}
-    episode: str | None = None
+    queue = statusview.empty_queue()
+    episode: object = None
     if home.db.exists() or home.db.is_symlink():
         from firstmate.store import queuestatus
         from firstmate.store.database import Store
 
         status = queuestatus.query(Store(home)).to_json()
-        episode = status.pop("episode", None)  # type: ignore[assignment]
+        episode = status.pop("episode", None)
         queue.update(status)
-    lock = _session_lock(home)
-    return {
-        "home": str(home.root),
-        "home_source": source,
-        "home_reason": reason(root, source, where),
-        "watcher": {
-            "healthy": watcher.healthy,
-            "state": watcher.state,
-            "pid": watcher.pid,
-            "beacon_age": None if watcher.beacon_age is None else round(watcher.beacon_age, 3),
-            "grace": watcher.grace,
-        },
-        "queue": queue,
-        "episode": episode,
-        "session_lock": lock,
-        "away": home.away_record.exists(),
-        "bridges": _bridge_problems(home, env),
-    }
+    return statusview.report((root, source, where), watcher.verdict(), queue, episode,
+                             _session_lock(home, state_dir), home.away_record.exists(),
+                             _bridge_problems(home, state_dir, env))
 
 
-def _real_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _session_lock(home: Home) -> dict[str, object]:
+def _session_lock(home: Home, state_dir: bool) -> dict[str, object]:
     # With no record at all the lock is free; the session-lock module (and the plugin probe it
     # may run) is imported only when there is a record to judge.
-    state = str(home.state)
-    if not _real_dir(state):
+    if not state_dir:
         return {"state": "free", "pid": None}
     if not os.path.lexists(home.lock_path("session")):  # sessionrecord.RECORD_NAME
         return {"state": "free", "pid": None}
@@ -124,12 +93,11 @@ def _session_lock(home: Home) -> dict[str, object]:
     return {"state": lock.state, "pid": lock.pid}
 
 
-def _bridge_problems(home: Home, env: dict[str, str]) -> list[str]:
-    state = str(home.state)
-    if not _real_dir(state):
+def _bridge_problems(home: Home, state_dir: bool, env: dict[str, str]) -> list[str]:
+    if not state_dir:
         return []
     # Records are state/bridge-<harness>.json: with none, there is nothing to import or judge.
-    if not any(name.startswith("bridge-") for name in os.listdir(state)):
+    if not any(name.startswith("bridge-") for name in os.listdir(home.state)):
         return []
     from firstmate.host.bridge.record import problems
 

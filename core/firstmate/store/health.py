@@ -63,6 +63,10 @@ class WatcherHealth:
         healthy, state, verified, pid, identity, age, limit = verdict
         return cls(healthy, state, verified, pid, identity, age, limit)  # type: ignore[arg-type]
 
+    def verdict(self) -> watcherverdict.Verdict:
+        return (self.healthy, self.state, self.verified, self.pid, self.identity,
+                self.beacon_age, self.grace)
+
     def age_text(self) -> str:
         """The beacon age in whole seconds, as the status lines print it."""
         return "none" if self.beacon_age is None else str(int(max(0.0, self.beacon_age)))

@@ -2,8 +2,9 @@
 branch grant reserves its rows), and one consistent read-only snapshot for ``fm status`` and
 ``fm wake query``.
 
-The counts themselves are plain functions in :mod:`firstmate.base.queueview` (``fm status``
-calls them without attrs); this module wraps them in :class:`QueueStatus`.
+The counts and the JSON are plain functions in :mod:`firstmate.base.queueview` (``fm status``
+calls them without attrs); this module wraps them in :class:`QueueStatus`, judging a grant's
+owner with psutil where ``/proc`` cannot tell.
 """
 
 from __future__ import annotations
@@ -41,14 +42,13 @@ class QueueStatus:
     grant: dict[str, object] | None
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "depth": self.depth, "last_seq": self.last_seq,
-            "oldest": None if self.oldest is None else self.oldest.to_json(),
-            "pending": {"main": self.pending_main, "branch": self.pending_branch},
-            "unusable": self.unusable,
-            **queueview.episode_json(episodes.plain(self.episode)),
-            "grant": self.grant,
-        }
+        oldest = self.oldest
+        return queueview.status_dict(
+            self.depth, self.last_seq,
+            None if oldest is None else (oldest.seq, oldest.at, oldest.kind, oldest.key,
+                                         oldest.payload),
+            self.pending_main, self.pending_branch, self.unusable, episodes.plain(self.episode),
+            self.grant)
 
 
 def query(db: Store) -> QueueStatus:
@@ -56,15 +56,15 @@ def query(db: Store) -> QueueStatus:
     from firstmate.store import grants
 
     with db.reading() as conn:
-        grant = grants.read(conn)
-        info: dict[str, object] | None = None
-        if grant is not None:
-            info = {**grant.to_json(), "owner": grants.owner_state(grant),
-                    "rows": queueview.reserved(conn)}
+        row = queueview.grant(conn)
+        owner = None if row is None else grants.owner_state(grants.Grant(*row))
+        live = row is not None and owner != "gone"
         return QueueStatus(
             depth=depth(conn), last_seq=last_seq(conn), oldest=oldest(conn),
-            pending_main=pending_count(conn, "main"), pending_branch=pending_count(conn, "branch"),
-            unusable=unusable_count(conn), episode=episodes.read(conn), grant=info,
+            pending_main=queueview.pending(conn, "main", live),
+            pending_branch=queueview.pending(conn, "branch", live),
+            unusable=unusable_count(conn), episode=episodes.read(conn),
+            grant=None if row is None else queueview.grant_info(conn, row, owner),
         )
 
 
