@@ -14,8 +14,9 @@ from pathlib import Path
 
 import attrs
 import pytest
+from firstmate.base import presentedrow as presented
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
-from firstmate.store import drain, episodes, grants, identity, presented, queue
+from firstmate.store import drain, episodes, grants, identity, queue
 from firstmate.store.database import Store, last_seq, open_store
 from firstmate.store.home import Home
 from hypothesis import strategies as st

@@ -60,15 +60,14 @@ from firstmate.base.crewview import (
     SECTION_BYTES,
     UNREAD_HEADER,
 )
-from firstmate.base.envnum import env_int
 from firstmate.base.errors import FirstmateError, LockTimeout
+from firstmate.base.wakeactor import lock_timeout
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
     from firstmate.base.crewview import Snapshot
     from firstmate.store.locks import FileLock
 
-DEFAULT_LOCK_TIMEOUT = 10
 #: Longest any one tmux call for a turn-end screen may take (seconds), whatever
 #: ``FM_TMUX_TIMEOUT`` allows: the presentation lock is held meanwhile.
 SCREEN_TIMEOUT = 2.0
@@ -96,8 +95,6 @@ class RowLike(Protocol):
 Row = tuple[str, str, str] | RowLike
 
 
-def lock_timeout(env: Mapping[str, str]) -> int:
-    return env_int(env, "FM_STATUS_PRESENTATION_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT)
 
 
 def _triple(row: Row) -> tuple[str, str, str]:
@@ -202,17 +199,16 @@ def _screens(home: Home, env: Mapping[str, str], names: Sequence[str],
 
 def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = None,
             reader: ScreenReader | None = None) -> Presentation:
-    """Take the lock (bounded) and compute the lines for *rows*, the turn-end screens read
-    (by *reader*, default :func:`read_screens`); nothing is advanced yet.
+    """Take the lock (bounded) and compute the lines for *rows*
+    (:func:`firstmate.base.crewview.present`), the turn-end screens read (by *reader*, default
+    :func:`read_screens`); nothing is advanced yet.
 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit
     changes nothing; when the logs cannot be read it is ``STATUS PRESENTATION INCOMPLETE``.
     """
-    from firstmate.base.captain import relevance
     from firstmate.store.locks import FileLock
 
     env = os.environ if env is None else env
-    triples = [_triple(row) for row in rows]
     bound = lock_timeout(env)
     lock = FileLock(home.lock_path(LOCK_NAME), LOCK_NAME, home.root)
     try:
@@ -221,24 +217,25 @@ def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = 
         who = f"live pid {exc.holder_pid}" if exc.holder_pid else "another process"
         return Presentation(home, [f"STATUS PRESENTATION SKIPPED: lock remains held by {who} after "
                                    f"{bound}s; retry on the next drain."])
+    fields: list[dict[str, object]] = []
+
+    def screens(names: list[str]) -> list[str]:
+        lines, found = _screens(home, env, names, reader or read_screens)
+        fields.extend(found)
+        return lines
+
     try:
-        snaps = crewview.snapshot(str(home.crew_dir))
-    except (FirstmateError, OSError):
-        lock.release()
-        return Presentation(home, [INCOMPLETE])
-    except BaseException:
-        lock.release()
-        raise
-    try:
-        captain = relevance(env.get("FM_CAPTAIN_RE"))
-        screens, fields = _screens(home, env, crewview.ended(snaps, triples), reader or read_screens)
-        annotations, unread, _listed = crewview.parts(snaps, triples, captain)
-        lines = crewview.render(snaps, triples, captain, screens)
+        lines, snaps, context = crewview.present(str(home.crew_dir), env.get("FM_CAPTAIN_RE"),
+                                                 [_triple(row) for row in rows], screens)
         decisions = drainview.decisions(found for snap in snaps for found in snap[3])
     except BaseException:
         lock.release()
         raise
-    return Presentation(home, lines, snaps, lock, [*annotations, *unread], decisions, fields)
+    if not snaps:
+        lock.release()
+        return Presentation(home, lines)
+    return Presentation(home, lines, snaps, lock, context, decisions, fields)
+
 
 def present(home: Home, rows: Iterable[Row], out: TextIO, *, env: Mapping[str, str] | None = None,
             reader: ScreenReader | None = None) -> None:

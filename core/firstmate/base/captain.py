@@ -1,8 +1,7 @@
 """Which crew status lines concern the captain: the ``FM_CAPTAIN_RE`` pattern.
 
 In the standard-library layer, below the watcher and the drain presentation, because both judge
-lines with it, the ``fm wake drain`` fast path among them (:mod:`firstmate.store.captain`
-re-exports it). :func:`relevance` answers for the default pattern without :mod:`re` (the fast
+lines with it, the ``fm wake drain`` fast path among them. :func:`relevance` answers for the default pattern without :mod:`re` (the fast
 path's import budget) whenever the answer is the pattern's own.
 """
 

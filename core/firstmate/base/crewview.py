@@ -1,12 +1,13 @@
 """The crew status a handler needs after a drain's rows, as plain functions over plain values.
 
-The attrs-free core of :mod:`firstmate.app.drain_context` (which documents what is printed and
-wraps these in its value classes) and of the ``fm wake drain`` fast path
-(:mod:`firstmate.base.drainpath`): :func:`snapshot` reads every registered crew's status log
-and drain cursor, :func:`render` makes the lines (pure), and :func:`advance` moves the cursors
-once the lines were written and flushed; :func:`ended` names the crews whose turn-end screens
-a drain shows (read by the full path through the crew backend). Both callers hold
-``state/status-presentation.lock`` throughout.
+The one implementation of the drain's crew-status presentation, for the ``fm wake drain`` fast
+path (:mod:`firstmate.base.drainpath`) and :mod:`firstmate.app.drain_context` (which documents
+what is printed, takes the lock with a bounded wait and reads the turn-end screens through the
+crew backend): :func:`present` makes the lines from a :func:`snapshot` of every registered
+crew's status log and drain cursor (:func:`render` is its pure part), and :func:`advance`
+moves the cursors once the lines were written and flushed; :func:`ended` names the crews whose
+turn-end screens a drain shows. Both callers hold ``state/status-presentation.lock``
+throughout.
 
 A snapshot is ``(name, unread, latest, decisions, turn)``: the span of lines since the crew's
 drain cursor (None: no status log), its newest line not from the captain, its open decisions
@@ -180,6 +181,31 @@ def parts(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
     return annotated, out, listed
 
 
+def present(crew_dir: str, captain_re: str | None, rows: Iterable[tuple[str, str, str]],
+            screens: Callable[[list[str]], Sequence[str]] | None = None
+            ) -> tuple[list[str], list[Snapshot], list[str]]:
+    """The presentation of both drain paths, under the presentation lock the caller holds:
+    the lines for the drained *rows* (``(kind, key, payload)`` each), the snapshot they were
+    made from (for :func:`advance`, once they were written) and what ``--json`` shows as
+    context (the annotations and the unread status). *captain_re* is ``FM_CAPTAIN_RE``;
+    *screens*, given the crews whose turn end was drained (:func:`ended`), gives their screens'
+    lines (the full path reads them; the fast path hands such a drain over). A crew's files
+    that cannot be read give :data:`INCOMPLETE` alone, and nothing to advance."""
+    from firstmate.base.captain import relevance
+    from firstmate.base.errors import FirstmateError
+
+    try:
+        snaps = snapshot(crew_dir)
+    except (FirstmateError, OSError):
+        return [INCOMPLETE], [], []
+    keys = row_keys(snaps)
+    triples = [row for row in rows if row[1] in keys]  # (all of them, usually: a few)
+    captain = relevance(captain_re)
+    shown = list(screens(ended(snaps, triples))) if screens is not None else []
+    annotations, unread, listed = parts(snaps, triples, captain)
+    return [*annotations, *shown, *unread, *listed], snaps, [*annotations, *unread]
+
+
 def ended(snaps: Iterable[Snapshot], rows: Iterable[tuple[str, str, str]]) -> list[str]:
     """The registered crews whose turn end is among the drained *rows* (signal rows keyed
     ``<crew>.turn-ended``), in the rows' order: the crews whose screens a drain shows."""
@@ -212,4 +238,4 @@ def advance(crew_dir: str, snaps: Iterable[Snapshot]) -> None:
 
 __all__ = ["DECISIONS_FOOTER", "DECISIONS_HEADER", "EARLIER", "HISTORICAL", "INCOMPLETE",
            "ITEM_BYTES", "LATEST", "LOCK_NAME", "SECTION_BYTES", "UNREAD_HEADER", "advance",
-           "ended", "parts", "render", "row_keys", "snapshot"]
+           "ended", "parts", "present", "render", "row_keys", "snapshot"]

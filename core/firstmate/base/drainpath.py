@@ -103,22 +103,14 @@ def _crews(state: str) -> frozenset[str] | None:
 
 def _presentation(state: str, env: Mapping[str, str],
                   rows: list[tuple[Any, ...]]) -> tuple[list[str], list[Snapshot]]:
-    """After the drain's commit, under the presentation lock (as
-    :func:`firstmate.app.drain_context.prepare` does it): the crew-status lines for the drained
-    *rows* and the snapshot they were made from; ``INCOMPLETE`` and no snapshot when a crew's
-    files cannot be read."""
+    """After the drain's commit, under the presentation lock: the crew-status lines for the
+    drained *rows* and the snapshot they were made from (:func:`firstmate.base.crewview.present`)."""
     from firstmate.base import crewview
-    from firstmate.base.captain import relevance
-    from firstmate.base.errors import FirstmateError
 
-    try:
-        snaps = crewview.snapshot(os.path.join(state, "crew"))
-    except (FirstmateError, OSError):
-        return [crewview.INCOMPLETE], []
-    keys = crewview.row_keys(snaps)
-    rows = [row for row in rows if row[2] in keys]  # (all of them, usually: a few)
-    return crewview.render(snaps, [(row[1], row[2], row[3]) for row in rows],
-                           relevance(env.get("FM_CAPTAIN_RE"))), snaps
+    lines, snaps, _context = crewview.present(os.path.join(state, "crew"),
+                                              env.get("FM_CAPTAIN_RE"),
+                                              [(row[1], row[2], row[3]) for row in rows])
+    return lines, snaps
 
 
 def _no_grant(conn: sqlite3.Connection) -> None:

@@ -1,8 +1,9 @@
 """What drains presented, as plain functions over a connection: the highest row each actor was
 shown and the generations the acknowledgement commands named, kept in ``kv``.
 
-The attrs-free core of :mod:`firstmate.store.presented` (which re-exports it) and of the ``fm
-wake drain`` fast path (:mod:`firstmate.base.drainpath`).
+Kept so an acknowledgement can refuse what nobody was asked for: both drain paths record here
+and check here (:mod:`firstmate.base.wakedrain`, :mod:`firstmate.base.wakeack`), and a branch
+grant that gives its rows back forgets its actor's record (:mod:`firstmate.store.grants`).
 """
 
 from __future__ import annotations

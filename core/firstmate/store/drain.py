@@ -3,7 +3,7 @@
 Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
 ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
-(:mod:`firstmate.store.presented`) the highest row it presented to its actor and the generation
+(:mod:`firstmate.base.presentedrow`) the highest row it presented to its actor and the generation
 its acknowledgement command named: an acknowledgement through a row never presented is refused
 whole (a usage error naming the right command), so a mistyped number never consumes a row nobody
 saw. The generation binds only the episode: one that is neither the current episode's nor one a

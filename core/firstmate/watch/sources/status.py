@@ -42,11 +42,11 @@ from typing import ClassVar
 import attrs
 
 from firstmate.base import crewlog
+from firstmate.base.captain import captain_pattern
 from firstmate.base.crewlog import LINE_MAX
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
 from firstmate.store import crew as crewmod
-from firstmate.store.captain import captain_pattern
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
