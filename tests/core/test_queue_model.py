@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base import presentedrow as presented
+from firstmate.base import drainsteps as presented
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
 from firstmate.store import drain, episodes, grants, identity, queue
 from firstmate.store.database import Store, last_seq, open_store

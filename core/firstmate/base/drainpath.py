@@ -2,11 +2,11 @@
 
 A plain drain or acknowledgement runs at the start of every handling turn, so in the common
 state (main, a home at the current schema, no supervision grant, every row usable) it runs
-here, over plain values, importing nothing outside the standard-library layer. It runs the same
-steps as :func:`firstmate.store.drain.drain` / :func:`~firstmate.store.drain.acknowledge` and,
-for a drain, :mod:`firstmate.app.drain_context`'s crew-status presentation (the shared cores are
-:mod:`firstmate.base.wakedrain`, :mod:`firstmate.base.wakeack` and
-:mod:`firstmate.base.crewview`) under the same locks (the queue lock ``state/queue.lock`` with
+here, over plain values, importing nothing outside the standard-library layer. It runs the
+drain's one implementation, :mod:`firstmate.base.drainsteps` (which
+:func:`firstmate.store.drain.drain` / :func:`~firstmate.store.drain.acknowledge` run too) and,
+for a drain, the crew-status presentation :mod:`firstmate.app.drain_context` runs
+(:func:`firstmate.base.crewview.present`), under the same locks (the queue lock ``state/queue.lock`` with
 its owner record, and, for a drain, the presentation's ``state/status-presentation.lock``) and
 prints the same bytes in the same order, through the one presentation both paths use
 (:mod:`firstmate.base.drainview`). The crews' status logs and drain cursors are read after the
@@ -232,7 +232,7 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
     of *ended* (a registered crew's turn end) is the full path's."""
     import gc
 
-    from firstmate.base import wakedrain
+    from firstmate.base import drainsteps
 
     _no_grant(conn)
     # Tens of thousands of fresh tuples and strings, none in a cycle: the collector would only
@@ -250,7 +250,7 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
             f"SELECT seq, kind, key, payload, {_FLAG_SQL} FROM wakes ORDER BY seq").fetchall()
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if not rows:
-            presented = wakedrain.episode_only(conn, "main", "")
+            presented = drainsteps.episode_only(conn, "main", "")
             return (None, None, [], set()) if presented is None else (
                 presented[2], presented[3], [], set())
         flags, shown, kinds = _lines(rows, ended)
@@ -263,7 +263,7 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
             gc.enable()
     if flags != _MAIN:
         conn.execute(f"UPDATE wakes SET claim = 'main' WHERE {UNCLAIMED_SQL}")
-    presented = wakedrain.present(conn, "main", rows[-1][0], "", len(shown))
+    presented = drainsteps.present(conn, "main", rows[-1][0], "", len(shown))
     return presented[2], presented[3], shown, kinds
 
 
@@ -288,7 +288,7 @@ def _lines(rows: list[tuple[Any, ...]], ended: frozenset[str] = frozenset()
     by = keys
     if "heartbeat" in kind_set:  # heartbeats collapse into one, whatever their keys
         by = tuple(["" if kind == "heartbeat" else key for kind, key in zip(kinds, keys, strict=True)])
-    # wakedrain.dedupe's rule, built by dict(): first-seen order, the last row shown. Rows of
+    # drainsteps.dedupe's rule, built by dict(): first-seen order, the last row shown. Rows of
     # one kind (the usual case) are told apart by their keys alone: no pair made per row.
     index = by if len(kind_set) == 1 else zip(kinds, by, strict=True)
     shown = list(dict(zip(index, rows, strict=True)).values())
@@ -300,7 +300,7 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, out: Text
     """``fm wake drain --ack-through THROUGH --recovery-generation GENERATION`` as main (both
     already validated): its one-line confirmation to *out*, or its notices to *err*. False:
     nothing done, run the full path."""
-    from firstmate.base import ownerlock, wakeack
+    from firstmate.base import drainsteps, ownerlock
     from firstmate.base.errors import UsageError
     from firstmate.base.wakeactor import refuse_crew
 
@@ -318,10 +318,10 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, out: Text
     def body(conn: sqlite3.Connection) -> None:
         _no_grant(conn)
         try:
-            wakeack.check(conn, "main", through, "")
+            drainsteps.check(conn, "main", through, "")
         except UsageError as exc:
             raise _Fallback from exc
-        consumed = wakeack.consume(conn, "main", through, generation, "")
+        consumed = drainsteps.consume(conn, "main", through, generation, "")
         notices.extend(consumed[3])
         said.extend([consumed[4]] if consumed[4] else [])
         # An unusable row is retired, with its report, before anything else: the full path's

@@ -3,7 +3,7 @@
 Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
 ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
-(:mod:`firstmate.base.presentedrow`) the highest row it presented to its actor and the generation
+(:mod:`firstmate.base.drainsteps`) the highest row it presented to its actor and the generation
 its acknowledgement command named: an acknowledgement through a row never presented is refused
 whole (a usage error naming the right command), so a mistyped number never consumes a row nobody
 saw. The generation binds only the episode: one that is neither the current episode's nor one a
@@ -12,12 +12,11 @@ drain printed still consumes the presented rows, retires nothing, and names the 
 nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
 lock are :mod:`firstmate.store.queue`'s.
 
-The steps both share with the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`) are
-plain functions in the standard-library layer: presenting claimed rows
-(:mod:`firstmate.base.wakedrain`), checking and consuming an acknowledgement
-(:mod:`firstmate.base.wakeack`), the presented record (:mod:`firstmate.base.presentedrow`) and
-the episode's moves (:mod:`firstmate.base.episoderow`); this module adds grants, unusable rows
-and the value classes.
+The drain's logic is :mod:`firstmate.base.drainsteps`, which the ``fm wake drain`` fast path
+(:mod:`firstmate.base.drainpath`) runs too: presenting claimed rows, the presented record,
+checking and consuming an acknowledgement (the episode's moves are
+:mod:`firstmate.base.episoderow`'s). This module wraps it, adding what only the store's path
+handles: grants, unusable rows and the value classes.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import TextIO
 
 import attrs
 
-from firstmate.base import drainview, wakeack, wakedrain
+from firstmate.base import drainsteps, drainview
 from firstmate.base.envnum import decimal
 from firstmate.base.errors import FirstmateError, LockTimeout, UsageError
 from firstmate.base.wakeactor import (
@@ -190,7 +189,7 @@ def drain_locked(
         held = [r.seq for r, c in usable if c == "branch"]
         return DrainResult(actor=actor, notices=tuple(notices), held=grants.held_line(held))
     shown = tuple(dedupe(mine))
-    through, generation, command, note = wakedrain.present(
+    through, generation, command, note = drainsteps.present(
         conn, actor, max(r.seq for r in mine), suffix, len(shown))
     return DrainResult(
         actor=actor,
@@ -207,7 +206,7 @@ def _drain_episode_only(
     conn: sqlite3.Connection, actor: str, notices: list[str], suffix: str
 ) -> DrainResult:
     """No rows: an open episode still needs its generation-bound acknowledgement."""
-    presented = wakedrain.episode_only(conn, actor, suffix)
+    presented = drainsteps.episode_only(conn, actor, suffix)
     if presented is None:
         return DrainResult(actor=actor, notices=tuple(notices))
     through, generation, command, note = presented
@@ -299,10 +298,10 @@ def acknowledge_locked(
             "nothing was acknowledged"
         )
     suffix = command_suffix(actor, env)
-    wakeack.check(conn, actor, cutoff, suffix)
-    consumed, retired, moved, more, said = wakeack.consume(conn, actor, cutoff, generation, suffix)
+    drainsteps.check(conn, actor, cutoff, suffix)
+    consumed, retired, moved, more, said = drainsteps.consume(conn, actor, cutoff, generation, suffix)
     notices += more
-    remaining, episode = wakeack.after(conn)
+    remaining, episode = drainsteps.after(conn)
     return AckResult(actor=actor, through=cutoff, generation=generation, consumed=consumed,
                      retired=retired, moved=moved, notices=tuple(notices),
                      confirmation=said, remaining=remaining, episode=episode)

@@ -93,7 +93,7 @@ def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:
     conn.execute(f"UPDATE wakes SET claim = '{RETURNED}' WHERE claim = 'branch'")
     # What a branch drain presented goes back with the rows: the next branch must drain again
     # before its acknowledgement may take anything.
-    from firstmate.base.presentedrow import forget_presented
+    from firstmate.base.drainsteps import forget_presented
 
     forget_presented(conn, "branch")
     if drop_owner:

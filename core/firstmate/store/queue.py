@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from firstmate.base import queueview, wakedrain
+from firstmate.base import drainsteps, queueview
 from firstmate.base.wakeactor import (
     ACTOR_ENV,
     ACTORS,
@@ -61,7 +61,7 @@ class WakeRow:
 
     def line(self) -> str:
         """The presentation line ``<seq>\\t<kind>\\t<key>\\t<payload>``."""
-        return wakedrain.line(self.seq, self.kind, self.key, self.payload)
+        return drainsteps.line(self.seq, self.kind, self.key, self.payload)
 
     def to_json(self) -> dict[str, object]:
         return {"seq": self.seq, "at": self.at, "kind": self.kind, "key": clean(self.key),
@@ -210,7 +210,7 @@ def _scan_bytes(conn: sqlite3.Connection, where: str, params: Sequence[object]) 
 
 def dedupe(rows: Iterable[WakeRow]) -> list[WakeRow]:
     """One row per (kind, key), in first-seen order, showing the last row; heartbeats collapse."""
-    return wakedrain.dedupe((row.kind, row.key, row) for row in rows)
+    return drainsteps.dedupe((row.kind, row.key, row) for row in rows)
 
 
 # --- unusable rows ---------------------------------------------------------------------------
