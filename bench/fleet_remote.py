@@ -12,7 +12,7 @@ knows all of them (3 × 200 remote crews in its crew directory by default).
 * **Latency**: a chain of real ``fm arm`` successors on the primary (``FM_SIGNAL_GRACE=0``, no
   harness plugin); each sample starts the next arm, waits for ``watcher: started``, and 0–200 ms
   later (one in four at 0 ms) appends one ``done:`` line through ``fm crew status``'s own code
-  (``firstmate.base.crewreport.status``) — alternately for a random remote crew on a random host
+  (``firstmate.fast.crewreport.status``) — alternately for a random remote crew on a random host
   and for the local crew — and times until the arm prints ``signal: <crew>.status: done: …``.
   ``FM_BENCH_WAKES`` (100) samples of each. Goal: remote p99 ≤ 50 ms.
 * **Transport**: the fleet's own part of that, with no arm: a host's append → the line in the
@@ -56,7 +56,7 @@ DEADLINE = 120.0
 
 REPORTER = """
 import sys, json
-from firstmate.base import crewreport
+from firstmate.fast import crewreport
 root, names, count, prefix = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 for i in range(count):
     crewreport.status(root, names[i % len(names)], f"{prefix} {i}")
@@ -153,7 +153,7 @@ class Bench:
         return proc
 
     def sample(self, i: int, remote: bool) -> float:
-        from firstmate.base import crewreport
+        from firstmate.fast import crewreport
 
         arm = self.arm()
         time.sleep(append_delay(i))
@@ -178,7 +178,7 @@ class Bench:
     def transport(self, i: int) -> float:
         """A remote append → its line in the primary's file (the fleet's own part: forwarder,
         JetStream, relay), in ms. (The measurement polls the file; nothing in fm does.)"""
-        from firstmate.base import crewreport
+        from firstmate.fast import crewreport
 
         host = random.choice(list(self.hosts))
         name = f"c{random.randrange(CREWS)}"

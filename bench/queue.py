@@ -4,7 +4,7 @@ Run with ``python bench/queue.py``. Two parts, each against a baseline measured 
 
 * **producers**: for each count in ``FM_BENCH_PRODUCERS`` (default ``1,2,8,32``), that many
   processes released together append ``FM_BENCH_APPENDS`` rows between them (default 2000)
-  through the path ``fm wake append`` takes (:func:`firstmate.base.appendpath.append`: open the
+  through the path ``fm wake append`` takes (:func:`firstmate.fast.appendpath.append`: open the
   home, lock, one durable transaction, ring the doorbell), and time every append. Printed:
   appends per second and the p50 / p99 of one append. The baseline is the original's mechanism
   at the same count: an ``flock``-ed append to a text file with ``fsync``. Goals (issue: fleet
@@ -58,7 +58,7 @@ GOAL_COMMAND_RATIO = 3.0
 # A worker says "ready", waits for "go" on stdin, appends, then prints its latencies (seconds).
 FM_WORKER = """
 import json, sys, time
-from firstmate.base import appendpath
+from firstmate.fast import appendpath
 def fallback(*args):
     raise SystemExit("the home is not at the current schema: the fast path was not taken")
 count, name = int(sys.argv[1]), sys.argv[2]

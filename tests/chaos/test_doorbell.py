@@ -27,7 +27,7 @@ import attrs
 import psutil
 import pytest
 from chaos_support import base_env, fm_argv, run_fm, stop_watcher
-from firstmate.base import bell
+from firstmate.fast import bell
 from firstmate.store.home import Home
 from firstmate.testing import read_line
 

@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from firstmate.base import appendpath, episoderow, wakeinput
+from firstmate.base import wakeinput
 from firstmate.base.dbconn import SCHEMA_VERSION
 from firstmate.base.ownerlock import record_json
+from firstmate.fast import appendpath, episoderow
 from firstmate.store import database as store
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
@@ -62,7 +63,7 @@ def test_cli_append_never_imports_attrs_and_lands_with_downtime_evidence(fm_home
     assert out.returncode == 0, out.stderr
     assert out.stdout == "2\n"
     names = imported_modules(out.stderr)
-    assert "firstmate.base.appendpath" in names  # the measurement saw the path
+    assert "firstmate.fast.appendpath" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
     assert not [n for n in names if n.startswith(("attr.", "psutil.", "pluggy."))]
     assert wake_rows(fm_home)[-1] == (2, "signal", "t1.status", "signal: t1 done", None)
@@ -185,7 +186,7 @@ def test_queue_append_and_the_cli_share_one_implementation() -> None:
 
     assert queue.clean is wakeinput.clean and queue.validate is wakeinput.validate
     assert queue.KINDS is wakeinput.KINDS
-    assert appendpath.insert.__module__ == "firstmate.base.appendpath"
+    assert appendpath.insert.__module__ == "firstmate.fast.appendpath"
 
 
 _TEXT = st.text(alphabet=st.characters(codec=None), max_size=40)

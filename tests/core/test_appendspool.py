@@ -1,4 +1,4 @@
-"""Group commit (firstmate.base.appendspool): producers that wait for the queue lock have their
+"""Group commit (firstmate.fast.appendspool): producers that wait for the queue lock have their
 rows committed by whoever holds it next, exactly once, whoever dies when."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.base import appendpath, appendspool
 from firstmate.base.errors import StateError
+from firstmate.fast import appendpath, appendspool
 from firstmate.store.database import open_store
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
@@ -381,7 +381,7 @@ def test_temporary_files_of_killed_writers_are_removed_once_abandoned(fm_home: H
 
 LEADER = """
 import sys
-from firstmate.base import appendspool
+from firstmate.fast import appendspool
 with appendspool.committing(sys.argv[1]):
     print("leading", flush=True)
     sys.stdin.readline()  # killed here, in the middle of its commit
@@ -521,7 +521,7 @@ def test_a_fifo_in_the_spool_is_set_aside_never_waited_on_and_a_directory_passed
 
 WORKER = """
 import json, sys
-from firstmate.base import appendpath
+from firstmate.fast import appendpath
 def fallback(*a):
     raise SystemExit("the fast path was not taken")
 name, count = sys.argv[1], int(sys.argv[2])

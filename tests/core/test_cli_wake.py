@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 
 import pytest
-from firstmate.base import drainview
 from firstmate.cli import wake as wake_cli
+from firstmate.fast import drainview
 from firstmate.store.drain import DrainResult
 from firstmate.store.home import Home
 from wakeq_support import child_env, claims, finish, fm, live_owner, rows, set_episode

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.base import crewreport
 from firstmate.base.errors import ConflictError, StateError, UsageError
+from firstmate.fast import crewreport
 from firstmate.store import crew
 from firstmate.store.home import Home
 from hypothesis import given

@@ -21,8 +21,8 @@ from firstmate.app import drain_context
 from firstmate.app.crewops import rows
 from firstmate.app.top import Gatherer
 from firstmate.app.top_view import render
-from firstmate.base import crewview
-from firstmate.base.captain import relevance
+from firstmate.fast import crewview
+from firstmate.fast.captain import relevance
 from firstmate.store import crew, deliveries
 from firstmate.store.home import Home
 from firstmate.watch.backends.tmux import PaneListing

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
-from firstmate.base import drainpath
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.cli.main import CAPTAIN_ONLY
+from firstmate.fast import drainpath
 from firstmate.store import crew
 from firstmate.store import drain as store_drain
 from firstmate.store.database import open_store

@@ -1,4 +1,4 @@
-"""The crew-log rules judged by hand (firstmate.base.crewlog, firstmate.base.captain) give the
+"""The crew-log rules judged by hand (firstmate.fast.crewlog, firstmate.fast.captain) give the
 answers of the regular expressions that define them, on any text."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.base import captain, crewlog, wakeinput
+from firstmate.base import wakeinput
+from firstmate.fast import captain, crewlog
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,8 +123,8 @@ def test_cut_marks_a_cut_within_the_bytes() -> None:
 
 
 def test_a_snapshot_refuses_what_is_not_a_regular_file_without_waiting(tmp_path: Path) -> None:
-    from firstmate.base import crewview
     from firstmate.base.errors import StateError
+    from firstmate.fast import crewview
 
     crew_dir = tmp_path / "crew"
     crew_dir.mkdir()

@@ -1,4 +1,4 @@
-"""``fm wake drain`` and its acknowledgement: the attrs-free fast path (firstmate.base.drainpath)
+"""``fm wake drain`` and its acknowledgement: the attrs-free fast path (firstmate.fast.drainpath)
 against the full path, state by state.
 
 Each scenario arranges one home, copies it, and runs the same commands on both copies: once as
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base import drainview
-from firstmate.base.crewview import (
+from firstmate.fast import drainview
+from firstmate.fast.crewview import (
     DECISIONS_FOOTER,
     EARLIER,
     HISTORICAL,
@@ -32,7 +32,7 @@ from firstmate.base.crewview import (
     LATEST,
     UNREAD_HEADER,
 )
-from firstmate.base.drainpath import PRESENTATION_LOCK
+from firstmate.fast.drainpath import PRESENTATION_LOCK
 from firstmate.store import crew
 from firstmate.store.home import Home
 from hypothesis import given
@@ -43,7 +43,7 @@ from wakeq_support import child_env, fm, insert_row, raw, set_episode
 #: switched off.
 RUNNER = """
 import sys
-from firstmate.base import drainpath
+from firstmate.fast import drainpath
 mode, flag = sys.argv[1], sys.argv[2]
 def wrap(name):
     orig = getattr(drainpath, name)
@@ -602,15 +602,15 @@ def test_drain_and_ack_of_a_thousand_rows_import_no_attrs(fm_home: Home) -> None
                          [(seq, f"crew{seq % 40}.status", f"signal: {seq}") for seq in range(2, 1202)])
     drained, names = imported(fm_home, "wake", "drain")
     assert drained.returncode == 0, drained.stderr
-    assert "firstmate.base.drainpath" in names  # the measurement saw the path
+    assert "firstmate.fast.drainpath" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
-    assert "re" not in names and "firstmate.base.crewview" not in names  # no crews: not needed
+    assert "re" not in names and "firstmate.fast.crewview" not in names  # no crews: not needed
     assert len(drained.stdout.splitlines()) == 43  # 40 keys and the heartbeat, two headers
     found = ACK.search(drained.stderr)
     assert found is not None and found.group(1).startswith("--ack-through 1201 ")
     acked, names = imported(fm_home, "wake", "drain", *found.group(1).split())
     assert acked.returncode == 0, acked.stderr
-    assert "firstmate.base.drainpath" in names
+    assert "firstmate.fast.drainpath" in names
     assert sorted(n for n in FORBIDDEN if n in names) == []
     with raw(fm_home) as conn:
         assert conn.execute("SELECT count(*) FROM wakes").fetchone() == (0,)
@@ -626,7 +626,7 @@ def test_a_drain_presenting_crews_imports_no_attrs_and_no_re(fm_home: Home) -> N
                          [(seq, f"crew{seq % 7}.status", f"signal: {seq}") for seq in range(1, 1201)])
     drained, names = imported(fm_home, "wake", "drain")
     assert drained.returncode == 0, drained.stderr
-    assert "firstmate.base.crewview" in names  # the fast path presented them
+    assert "firstmate.fast.crewview" in names  # the fast path presented them
     assert sorted(n for n in FORBIDDEN if n in names) == []
     # Printable text in any script is judged without the patterns.
     assert "re" not in names
@@ -743,7 +743,7 @@ def test_a_held_presentation_lock_hands_the_drain_to_the_full_path(fm_home: Home
 
 def test_the_fast_path_names_what_the_store_names() -> None:
     from firstmate.app import drain_context
-    from firstmate.base import drainpath
+    from firstmate.fast import drainpath
     from firstmate.store import crew
 
     assert drainpath.PRESENTATION_LOCK == drain_context.LOCK_NAME

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from firstmate.base import drainview
+from firstmate.fast import drainview
 from firstmate.store import crew
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.base import crewlog
+from firstmate.fast import crewlog
 from firstmate.fleet.inbox import Inbox, Incoming
 from firstmate.fleet.wire import Event
 from firstmate.store import crew

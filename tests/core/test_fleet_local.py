@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base import crewreport, fleetbell
+from firstmate.fast import crewreport, fleetbell
 from firstmate.fleet import paths
 from firstmate.store import crew
 from firstmate.store.home import Home
@@ -60,7 +60,7 @@ def test_a_home_in_no_fleet_pays_one_stat_and_no_import(home: Home, tmp_path: Pa
     crew.add(home, "alice", "%1")
     code = ("import sys\nfrom firstmate.cli.main import main\n"
             "main(['crew', 'status', 'alice', 'done: local'])\n"
-            "print('firstmate.base.fleetbell' in sys.modules)\n")
+            "print('firstmate.fast.fleetbell' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env_for(home, tmp_path), timeout=60, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr

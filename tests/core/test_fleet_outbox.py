@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from firstmate.base import crewreport
+from firstmate.fast import crewreport
 from firstmate.fleet.outbox import Outbox, out_dir
 from firstmate.store import crew
 from firstmate.store.home import Home

@@ -16,9 +16,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from firstmate.base.crewreport import status_text
 from firstmate.base.wakeinput import clean
 from firstmate.base.waketext import compose, sanitise
+from firstmate.fast.crewreport import status_text
 from firstmate.store import crew
 from firstmate.store.home import Home
 from wakeq_support import child_env, fm

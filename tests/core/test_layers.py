@@ -1,6 +1,7 @@
 """The layout is the architecture (docs/architecture.md): core's subpackages are layers, imports
-point one way (function-level imports included), nothing imports in a cycle, the standard-library
-layer imports nothing outside itself, and no module grows past ~600 lines."""
+point one way (function-level imports included), nothing imports in a cycle, the two
+standard-library layers (the foundations and the hot paths' domain logic) import nothing outside
+themselves, and no module grows past ~600 lines."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ import pytest
 
 ROOT = Path(firstmate.__file__).resolve().parent
 #: Lowest first: a module may import its own layer and the ones before it, never one after.
-LAYERS = ("base", "store", "fleet", "plugin", "watch", "continuity", "host", "guards", "app",
-          "cli", "mcp", "testing")
+LAYERS = ("base", "fast", "store", "fleet", "plugin", "watch", "continuity", "host", "guards",
+          "app", "cli", "mcp", "testing")
+#: The layers that import only the standard library (and the ones among these below them): what
+#: a hot command path may load.
+STDLIB_LAYERS = ("base", "fast")
 #: ``firstmate`` itself gives plugins their ``hookimpl`` marker (pluggy, imported only when a
 #: plugin asks for it): the plugin layer. ``python -m firstmate`` is the command line.
 TOP = {"firstmate": "plugin", "firstmate.__main__": "cli"}
@@ -145,22 +149,26 @@ def test_nothing_imports_in_a_cycle() -> None:
     assert not cycles, "modules that import each other: " + "; ".join(map(str, cycles))
 
 
-def test_the_base_layer_imports_only_the_standard_library_and_itself() -> None:
+@pytest.mark.parametrize("layer", STDLIB_LAYERS)
+def test_the_standard_library_layers_import_only_the_standard_library_and_themselves(
+        layer: str) -> None:
     outside = []
     for module, found in GRAPH.items():
-        if layer_of(module) != "base":
+        if layer_of(module) != layer:
             continue
         outside += [f"{module} imports {name}" for name in sorted(found[""])
                     if name not in sys.stdlib_module_names and name != "__future__"]
         outside += [f"{module} imports {target}" for target in sorted(found["ours"])
-                    if layer_of(target) != "base"]
+                    if layer_of(target) not in STDLIB_LAYERS]
     assert not outside, "\n".join(outside)
 
 
-def test_importing_the_base_layer_loads_nothing_else() -> None:
-    """The same fence at run time: every base module imported in a fresh interpreter, then
-    nothing but the standard library and the base layer is loaded."""
-    base = sorted(m for m in MODULES if layer_of(m) == "base")
+@pytest.mark.parametrize("layer", STDLIB_LAYERS)
+def test_importing_a_standard_library_layer_loads_nothing_else(layer: str) -> None:
+    """The same fence at run time: every module of *layer* imported in a fresh interpreter,
+    then nothing but the standard library and that layer (with the ones below it) is loaded."""
+    mine = sorted(m for m in MODULES if layer_of(m) == layer)
+    allowed = STDLIB_LAYERS[: STDLIB_LAYERS.index(layer) + 1]
 
     def loaded(names: list[str]) -> set[str]:
         code = ("import importlib, json, sys\n"
@@ -172,13 +180,13 @@ def test_importing_the_base_layer_loads_nothing_else() -> None:
         assert done.returncode == 0, done.stderr
         return set(json.loads(done.stdout))
 
-    # What the interpreter loads by itself (site, .pth hooks) is not the base layer's doing.
-    extra = loaded(base) - loaded([])
+    # What the interpreter loads by itself (site, .pth hooks) is not the layer's doing.
+    extra = loaded(mine) - loaded([])
     foreign = sorted(name for name in extra
                      if not (name.split(".")[0] in sys.stdlib_module_names
                              or name == "firstmate"
-                             or (name.startswith("firstmate.") and layer_of(name) == "base")))
-    assert not foreign, f"importing the base layer loaded {foreign}"
+                             or (name.startswith("firstmate.") and layer_of(name) in allowed)))
+    assert not foreign, f"importing the {layer} layer loaded {foreign}"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

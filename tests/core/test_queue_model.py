@@ -14,8 +14,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from firstmate.base import drainsteps as presented
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
+from firstmate.fast import drainsteps as presented
 from firstmate.store import drain, episodes, grants, identity, queue
 from firstmate.store.database import Store, last_seq, open_store
 from firstmate.store.home import Home

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from firstmate.app.top import Gatherer
 from firstmate.app.top_view import render
-from firstmate.base import rearmadvice
 from firstmate.cli.status import render as status_text
+from firstmate.fast import rearmadvice
 from firstmate.testing import DEADLINE, fm_command
 
 

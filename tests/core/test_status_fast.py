@@ -1,4 +1,4 @@
-"""``fm status``'s attrs-free read (firstmate.base.statusview) against the full path.
+"""``fm status``'s attrs-free read (firstmate.fast.statusview) against the full path.
 
 Across homes in every state the status can report, the fast snapshot must equal the full one
 (text and JSON), raise the same one-line error, or hand over to the full path; and it must leave
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from firstmate.base import statusview
-from firstmate.base.appendpath import commit_locked
 from firstmate.cli import status
+from firstmate.fast import statusview
+from firstmate.fast.appendpath import commit_locked
 from firstmate.store import grants
 from firstmate.store.database import open_store
 from firstmate.store.home import Home
@@ -365,7 +365,7 @@ def test_a_status_call_on_a_deep_queue_imports_nothing_heavy(fm_home: Home,
     assert "queue: 1200 row(s), oldest row 1" in out.stdout
     assert "watcher: healthy pid=" in out.stdout
     names = imported_modules(out.stderr)
-    assert "firstmate.base.statusview" in names  # the measurement saw the path
+    assert "firstmate.fast.statusview" in names  # the measurement saw the path
     assert sorted(n for n in FORBIDDEN if n in names) == []
     assert not [n for n in names if n.startswith(("attr.", "psutil.", "pluggy.", "typing."))]
 

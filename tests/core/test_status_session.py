@@ -1,5 +1,5 @@
 """``fm status`` with the session lock held: the memo ``fm lock acquire`` leaves lets the status
-call the lock held on its attrs-free path (firstmate.base.sessionview), and in every state the
+call the lock held on its attrs-free path (firstmate.fast.sessionview), and in every state the
 memo does not vouch for, the full path answers. Real holder processes, real ``/proc``."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.base import sessionview, statusview
 from firstmate.continuity.sessionrecord import SessionRecord
+from firstmate.fast import sessionview, statusview
 from firstmate.store.home import Home
 from firstmate.testing import read_line
 from hypothesis import given
@@ -82,7 +82,7 @@ def test_a_held_lock_is_judged_from_the_memo_as_the_full_path_judges_it(
                          env=child_env(fm_home, FM_HARNESS_PROCESS_NAMES=NAME))
     assert f"session lock: held (pid {proc.pid})" in out.stdout
     names = imported_modules(out.stderr)
-    assert "firstmate.base.sessionview" in names
+    assert "firstmate.fast.sessionview" in names
     assert sorted(n for n in FORBIDDEN if n in names) == []
     memo(fm_home).unlink()
     assert fast(fm_home, monkeypatch) is None

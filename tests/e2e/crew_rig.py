@@ -318,7 +318,7 @@ class CrewRig:
         """Whether crew *name*'s turn-end marker, as it is now, wakes no watcher: a watcher's
         status source took it (``NAME.turn-seen``), or a drain showed it with the crew's lines
         (the turn signature in its presentation mark, ``NAME.drain-cursor``)."""
-        from firstmate.base import crewlog
+        from firstmate.fast import crewlog
         from firstmate.store import crew
 
         signature = crew.turn_signature(self.home, name)

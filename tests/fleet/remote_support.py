@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from firstmate.base import crewlog
+from firstmate.fast import crewlog
 from firstmate.fleet import config, paths, procs, server
 from firstmate.fleet.config import Auth, HostEntry, Primary
 from firstmate.store import crew
@@ -208,7 +208,7 @@ class LocalFleet:
 
 def report_many(root: Path, plan: list[tuple[str, str]], pause: float = 0.0) -> None:
     """Report *plan*'s ``(crew, text)`` lines from this process, as fm crew status does."""
-    from firstmate.base import crewreport
+    from firstmate.fast import crewreport
 
     for name, text in plan:
         crewreport.status(str(root), name, text)
@@ -218,7 +218,7 @@ def report_many(root: Path, plan: list[tuple[str, str]], pause: float = 0.0) -> 
 
 REPORTER = """
 import sys, time, json
-from firstmate.base import crewreport
+from firstmate.fast import crewreport
 root, plan, pause = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
 for name, text in plan:
     crewreport.status(root, name, text)

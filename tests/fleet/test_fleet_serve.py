@@ -98,7 +98,7 @@ def test_the_relay_killed_mid_consume_loses_and_repeats_nothing(served: Served) 
 
 
 def test_a_host_that_went_down_sends_its_backlog_once_when_it_returns(served: Served) -> None:
-    from firstmate.base.crewreport import append_whole, crew_file
+    from firstmate.fast.crewreport import append_whole, crew_file
 
     home = served.homes["build"]
     served.add_crews("build", ["c0"])

@@ -52,7 +52,7 @@ SCENARIO_BOUND_S = 240.0
 #: How long a crew lingers after its script (the demo itself ends well before).
 CREW_LIFETIME_S = 180
 ACK_RE = re.compile(r"WAKE_ACK_REQUIRED: .*--ack-through (\d+) --recovery-generation (\S+)")
-#: A drained row's line (firstmate.base.drainview.line): ``  #<seq> …``.
+#: A drained row's line (firstmate.fast.drainview.line): ``  #<seq> …``.
 ROW_RE = re.compile(r"  #(\d+) ")
 
 
@@ -188,7 +188,7 @@ class Demo:
             "charlie": ([(4.0, "working: flaky test hunt"), (2.0, "blocked: CI runner out of disk"),
                          (6.0, "done: runner cleaned, CI green")], False),
         }
-        from firstmate.base.captain import relevance
+        from firstmate.fast.captain import relevance
 
         relevant = relevance(self.env.get("FM_CAPTAIN_RE"))
         self.scripted = [status for steps, _ in plans.values() for _, status in steps

@@ -105,8 +105,8 @@ class Doctor:
 
     def restart(self) -> str:
         """What brings the watcher back, said to a person: start or restart the harness set up
-        here (firstmate.base.rearmadvice)."""
-        from firstmate.base.rearmadvice import how, project_of, start_harness
+        here (firstmate.fast.rearmadvice)."""
+        from firstmate.fast.rearmadvice import how, project_of, start_harness
 
         where = str(self.project) if self.setup else project_of(str(self.home.root))
         return start_harness([(info.display_name, how(info.rearm_owner, info.rearm_event,

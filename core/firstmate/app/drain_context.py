@@ -33,8 +33,8 @@ The whole presentation runs under ``state/status-presentation.lock`` with a boun
 and leaves every cursor. Cursors (``state/crew/NAME.drain-cursor``) advance only after the
 output was written and flushed.
 
-The rules are plain functions in :mod:`firstmate.base.crewview` and
-:mod:`firstmate.base.drainview` (shared with the ``fm wake drain`` fast path, which hands a
+The rules are plain functions in :mod:`firstmate.fast.crewview` and
+:mod:`firstmate.fast.drainview` (shared with the ``fm wake drain`` fast path, which hands a
 drain with a registered crew's turn end over to this one: the screens are read here); this
 module holds them under the store's bounded lock for the full path.
 """
@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 import attrs
 
-from firstmate.base import crewview, drainview
-from firstmate.base.crewview import (
+from firstmate.base.errors import FirstmateError, LockTimeout
+from firstmate.fast import crewview, drainview
+from firstmate.fast.crewview import (
     DECISIONS_FOOTER,
     DECISIONS_HEADER,
     EARLIER,
@@ -60,19 +61,18 @@ from firstmate.base.crewview import (
     SECTION_BYTES,
     UNREAD_HEADER,
 )
-from firstmate.base.errors import FirstmateError, LockTimeout
-from firstmate.base.wakeactor import lock_timeout
+from firstmate.fast.wakeactor import lock_timeout
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
-    from firstmate.base.crewview import Snapshot
+    from firstmate.fast.crewview import Snapshot
     from firstmate.store.locks import FileLock
 
 #: Longest any one tmux call for a turn-end screen may take (seconds), whatever
 #: ``FM_TMUX_TIMEOUT`` allows: the presentation lock is held meanwhile.
 SCREEN_TIMEOUT = 2.0
 #: Lines of a turn-end screen read (scrollback included), of which the drain shows the last
-#: non-blank ones (:data:`firstmate.base.drainview.SCREEN_LINES`).
+#: non-blank ones (:data:`firstmate.fast.drainview.SCREEN_LINES`).
 SCREEN_READ = 50
 
 #: One crew's screen as read: ``(crew, pane, text or None, why it could not be read)``.
@@ -115,7 +115,7 @@ class Presentation:
     _snaps: list[Snapshot] = attrs.field(factory=list)
     _lock: FileLock | None = None
     #: What ``--json`` shows: the annotations and unread status as lines (``context``), the
-    #: open decisions as fields (:func:`firstmate.base.drainview.decisions`) and the turn-end
+    #: open decisions as fields (:func:`firstmate.fast.drainview.decisions`) and the turn-end
     #: screens as fields.
     context: list[str] = attrs.field(factory=list)
     decisions: list[dict[str, object]] = attrs.field(factory=list)
@@ -180,7 +180,7 @@ def read_screens(home: Home, env: Mapping[str, str], names: Sequence[str]) -> li
 def _screens(home: Home, env: Mapping[str, str], names: Sequence[str],
              reader: ScreenReader) -> tuple[list[str], list[dict[str, object]]]:
     """The screens' lines and ``--json`` fields for the crews *names* (at most
-    :data:`~firstmate.base.drainview.SCREENS_MAX` are read)."""
+    :data:`~firstmate.fast.drainview.SCREENS_MAX` are read)."""
     lines: list[str] = []
     fields: list[dict[str, object]] = []
     try:
@@ -200,7 +200,7 @@ def _screens(home: Home, env: Mapping[str, str], names: Sequence[str],
 def prepare(home: Home, rows: Iterable[Row], *, env: Mapping[str, str] | None = None,
             reader: ScreenReader | None = None) -> Presentation:
     """Take the lock (bounded) and compute the lines for *rows*
-    (:func:`firstmate.base.crewview.present`), the turn-end screens read (by *reader*, default
+    (:func:`firstmate.fast.crewview.present`), the turn-end screens read (by *reader*, default
     :func:`read_screens`); nothing is advanced yet.
 
     On a lock timeout the only line is the ``STATUS PRESENTATION SKIPPED`` notice and commit

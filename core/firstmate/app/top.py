@@ -122,7 +122,7 @@ class Frame:
     #: A one-line reason the home could not be read (unsafe or damaged state).
     problem: str | None = None
     #: With no healthy watcher: what brings it back, said to the person watching
-    #: (firstmate.base.rearmadvice).
+    #: (firstmate.fast.rearmadvice).
     restart: str = ""
 
     def steady(self) -> Frame:
@@ -213,7 +213,7 @@ class Gatherer:
             beacon_at = health.beacon_mtime(home)
         restart = ""
         if not watcher.healthy:
-            from firstmate.base.rearmadvice import for_home
+            from firstmate.fast.rearmadvice import for_home
 
             restart = for_home(str(home.root))
         frame = attrs.evolve(

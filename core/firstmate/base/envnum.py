@@ -6,7 +6,7 @@ the default for an empty, non-numeric, negative or otherwise unusable value.
 
 from __future__ import annotations
 
-# Not imported at run time: collections costs a status call (firstmate.base.statusview) more
+# Not imported at run time: collections costs a status call (firstmate.fast.statusview) more
 # than this whole module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

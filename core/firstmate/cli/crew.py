@@ -2,7 +2,7 @@
 
 ``fm crew status`` and ``fm crew turn-ended`` run from crews' shells and harness hooks on every
 report, so they are parsed by hand and import only the standard-library layer
-(:mod:`firstmate.base.crewreport`); not even :mod:`typing`, which costs half an interpreter's
+(:mod:`firstmate.fast.crewreport`); not even :mod:`typing`, which costs half an interpreter's
 start.
 """
 
@@ -96,8 +96,8 @@ def main(argv: Sequence[str]) -> int:
 
 def _report_root() -> str:
     """The home a crew reports to, verified and still there (standard library only)."""
-    from firstmate.base.crewreport import check_ground
     from firstmate.base.homeroot import find_root
+    from firstmate.fast.crewreport import check_ground
 
     root = find_root(os.environ)
     check_ground(root)
@@ -105,7 +105,7 @@ def _report_root() -> str:
 
 
 def _status(rest: list[str]) -> int:
-    from firstmate.base import crewreport
+    from firstmate.fast import crewreport
 
     if len(rest) < 2 or rest[0].startswith("-"):
         # (A name starting with - is an option to fm crew add, so no crew has one.)
@@ -115,7 +115,7 @@ def _status(rest: list[str]) -> int:
 
 
 def _turn_ended(rest: list[str]) -> int:
-    from firstmate.base import crewreport
+    from firstmate.fast import crewreport
 
     if len(rest) != 1 or rest[0].startswith("-"):
         parser().commands["turn-ended"].refuse(rest, "expected one NAME")

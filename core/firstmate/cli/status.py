@@ -3,7 +3,7 @@
 A home that was never used (no ``state/`` or no database yet) is reported as empty; nothing is
 created. An unsafe or corrupt state is reported with its one-line fix and exit 4.
 
-The common case is read by :mod:`firstmate.base.statusview` without attrs (a status call must
+The common case is read by :mod:`firstmate.fast.statusview` without attrs (a status call must
 start about as fast as an interpreter); whenever that path is not sure, :func:`full_snapshot`
 answers, with the store's classes and the harness plugins' probes.
 """
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 
 
 def snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
-    """What ``fm status --json`` prints: :mod:`firstmate.base.statusview`'s answer, else
+    """What ``fm status --json`` prints: :mod:`firstmate.fast.statusview`'s answer, else
     :func:`full_snapshot`'s."""
     return _answer(dict(os.environ) if env is None else env)[0]
 
 
 def _answer(env: dict[str, str]) -> tuple[dict[str, object], bool]:
     """The snapshot, and whether the standard-library path gave it (it closes what it opens)."""
-    from firstmate.base.statusview import snapshot as quick
+    from firstmate.fast.statusview import snapshot as quick
 
     data = quick(env, _publish)
     return (full_snapshot(env), False) if data is None else (data, True)
@@ -49,10 +49,10 @@ def _publish(root: str) -> None:
 
 def full_snapshot(env: dict[str, str] | None = None) -> dict[str, object]:
     """The snapshot through the store, the session-lock module and the bridge records (the
-    home located and the report worded as :mod:`firstmate.base.statusview` does both)."""
+    home located and the report worded as :mod:`firstmate.fast.statusview` does both)."""
     from pathlib import Path
 
-    from firstmate.base import statusview
+    from firstmate.fast import statusview
     from firstmate.store import health
     from firstmate.store.home import Home
 
@@ -113,13 +113,13 @@ def render(data: dict[str, object]) -> str:
     if watcher["healthy"]:
         wline = f"watcher: healthy pid={watcher['pid']} (beacon {int(age)}s)"
     elif watcher["state"] == "none":
-        from firstmate.base.rearmadvice import for_home
+        from firstmate.fast.rearmadvice import for_home
 
         # Who reads this is told what returns: fm arm would hold their shell until the next
         # wake, and the model in a harness is never to run it.
         wline = f"watcher: none ({for_home(str(data['home']))})"
     elif watcher["state"] == "stale-beacon":
-        from firstmate.base.rearmadvice import for_home
+        from firstmate.fast.rearmadvice import for_home
 
         wline = (f"watcher: stale beacon pid={watcher['pid']} (beacon {int(age)}s, grace "
                  f"{int(watcher['grace'])}s); the harness replaces it once it stays wedged, "

@@ -2,7 +2,7 @@
 
 ``fm wake append`` and ``fm wake drain`` run on hot paths, so this module imports nothing at the
 top beyond the standard library basics, append parses its three arguments by hand (no argparse),
-and a plain drain or acknowledgement as main runs attrs-free (:mod:`firstmate.base.drainpath`),
+and a plain drain or acknowledgement as main runs attrs-free (:mod:`firstmate.fast.drainpath`),
 falling back to the store's path whenever that one is not sure.
 """
 
@@ -163,7 +163,7 @@ def _append(args: list[str], env: Mapping[str, str]) -> int:
         parser().commands["append"].refuse(args, "expected KIND KEY PAYLOAD")
     # The attrs-free implementation queue.append shares: validation first (nothing written on
     # bad input), then the home, the lock, one transaction and the doorbell.
-    from firstmate.base.appendpath import append
+    from firstmate.fast.appendpath import append
 
     seq = append(args[0], args[1], args[2], env, fallback=_append_full, close=True)
     # The row is committed: a caller must not append it again, so telling its number is best
@@ -238,7 +238,7 @@ def _options(args: list[str], verb: str) -> dict[str, str]:
 
 def _drain(args: list[str], env: Mapping[str, str]) -> int:
     opts = _options(args, "drain")
-    from firstmate.base.wakeactor import resolve_actor
+    from firstmate.fast.wakeactor import resolve_actor
 
     actor = resolve_actor(opts.get("--actor"), env)
     as_json = "--json" in opts
@@ -249,8 +249,8 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
         return 0
     if actor == "main" and not DRAIN_CONTEXT:
         # The common drain, attrs-free; it hands over (having changed nothing) whenever the
-        # state needs the full path below (see firstmate.base.drainpath).
-        from firstmate.base import drainpath
+        # state needs the full path below (see firstmate.fast.drainpath).
+        from firstmate.fast import drainpath
 
         if drainpath.drain(env, sys.stdout, sys.stderr):
             return _done()
@@ -329,7 +329,7 @@ def ack_arguments(through: str | None, generation: str | None) -> tuple[int, str
     """The acknowledgement's cutoff and generation from their text, or the usage error that
     names what is wrong with them (nothing is read or changed before)."""
     from firstmate.base.envnum import decimal
-    from firstmate.base.episoderow import valid_generation
+    from firstmate.fast.episoderow import valid_generation
 
     if through is None:
         raise _usage("wake drain: --recovery-generation needs --ack-through; run 'fm wake "
@@ -359,7 +359,7 @@ def _acknowledge(opts: dict[str, str], actor: str, as_json: bool, env: Mapping[s
     through, generation = ack_arguments(opts.get("--ack-through"),
                                         opts.get("--recovery-generation", ""))
     if actor == "main" and not as_json:
-        from firstmate.base import drainpath
+        from firstmate.fast import drainpath
 
         if _committed(lambda: drainpath.acknowledge(env, through, generation, sys.stdout,
                                                      sys.stderr)):

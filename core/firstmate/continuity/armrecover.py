@@ -75,7 +75,7 @@ def replace_wedged(arm: Arm, health: WatcherHealth, *, origin: str,
     record the replacement. The answer: the watcher's health when it answered the ring,
     ``again`` when it went away meanwhile, ``start`` when a fresh cycle may start, or the
     message of a failure."""
-    from firstmate.base import bell
+    from firstmate.fast import bell
     from firstmate.store import queue
 
     assert health.pid is not None

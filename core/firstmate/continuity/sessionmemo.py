@@ -1,6 +1,6 @@
 """The session lock's verdict memo, ``state/session.verified``: what ``fm lock acquire`` leaves
 once it has judged its holder live, so that ``fm status`` can call the lock held without
-loading the holder's harness plugin (:mod:`firstmate.base.sessionview` reads it and says what
+loading the holder's harness plugin (:mod:`firstmate.fast.sessionview` reads it and says what
 it is tied to)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from firstmate.base import sessionview
 from firstmate.continuity.sessionrecord import SessionRecord
+from firstmate.fast import sessionview
 from firstmate.store.home import Home, atomic_write
 
 

@@ -1,7 +1,7 @@
 """``fm fleet forward``: a joined home's long-lived forwarder, its crews' events to the fleet.
 
 One per home (``state/fleet/forward.lock``). Started by ``fm fleet join``; any report that finds
-it gone starts it again (:mod:`firstmate.base.fleetbell`). It waits on its doorbell, which every
+it gone starts it again (:mod:`firstmate.fast.fleetbell`). It waits on its doorbell, which every
 ``fm crew status`` and ``fm crew turn-ended`` rings, and looks at the crews' files anyway every
 ``FM_FLEET_RESCAN`` seconds (15; a turn end recorded with a bare ``touch`` rings nothing). Each
 crew with something new gets a pump that publishes its events in order, one at a time — the next

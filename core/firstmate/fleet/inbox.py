@@ -40,10 +40,10 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from firstmate.base import crewlog, crewreport
-from firstmate.base.crewreport import TURN_MARKER_MAX, status_text
 from firstmate.base.errors import FirstmateError
 from firstmate.base.safepaths import atomic_write, make_private_dir, open_private
+from firstmate.fast import crewlog, crewreport
+from firstmate.fast.crewreport import TURN_MARKER_MAX, status_text
 from firstmate.fleet import names
 from firstmate.fleet.wire import Event
 from firstmate.store import crew as crewmod

@@ -28,9 +28,9 @@ from collections.abc import Iterator
 
 import attrs
 
-from firstmate.base import crewlog
-from firstmate.base.crewreport import PANE, STATUS, TURN_ENDED
 from firstmate.base.safepaths import atomic_write, make_private_dir, open_private
+from firstmate.fast import crewlog
+from firstmate.fast.crewreport import PANE, STATUS, TURN_ENDED
 from firstmate.fleet import names
 from firstmate.fleet.wire import Event
 from firstmate.store.home import Home

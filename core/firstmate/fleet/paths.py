@@ -2,7 +2,7 @@
 
 ``forward.lock``    the forwarder's singleton (a kernel lock and its owner record); its presence
                     is what makes the home a joined one for ``fm crew status``
-                    (:mod:`firstmate.base.fleetbell`)
+                    (:mod:`firstmate.fast.fleetbell`)
 ``forward.bell``    the forwarder's doorbell (a unix datagram socket), rung by every report
 ``forward.spawned`` when a report last started a forwarder that was not running
 ``out/``            the outbox's cursors (:mod:`firstmate.fleet.outbox`)
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from firstmate.base import fleetbell
+from firstmate.fast import fleetbell
 from firstmate.store.home import Home, make_private_dir
 from firstmate.store.ledgers import BoundedLog
 

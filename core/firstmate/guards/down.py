@@ -85,7 +85,7 @@ def fix(health: WatcherHealth, owner: str = "", rearm: Rearm | None = None) -> s
         return (f"do not run `fm arm` yourself: {owner} owns re-arming here and restores the "
                 "watcher; run `fm status`, and tell the captain if it stays down")
     if rearm.kind in SELF_REARMING:
-        from firstmate.base.rearmadvice import how
+        from firstmate.fast.rearmadvice import how
 
         said = how(rearm.kind, rearm.event) or "re-arm owner starts the watcher"
         who = rearm.display or "the harness"

@@ -60,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
 def _announce(env: dict[str, str], *, given: bool) -> None:
     """Say on stderr which home the tools act on, and why (it is read again at every call)."""
     from firstmate.base.homeroot import locate, reason
-    from firstmate.base.wakeactor import ACTOR_ENV
+    from firstmate.fast.wakeactor import ACTOR_ENV
 
     root, source, where = locate(env)
     why = "--home" if given else reason(root, source, where)

@@ -5,7 +5,7 @@ status line is one ``O_APPEND`` write; a turn end may be a bare ``touch``). Per 
 
 ``NAME.pane``           the registration: the crew's pane, bound to tmux's stable pane id, the target
                         it was added with as a label, and the pane's program (pid and start time;
-                        :mod:`firstmate.base.crewlog` describes the lines)
+                        :mod:`firstmate.fast.crewlog` describes the lines)
 ``NAME.status``         the status log: ``<epoch>\\t<line>`` per report, append-only
 ``NAME.turn-ended``     the turn-end marker: one ``<epoch>`` line appended (or touched) per turn end
 ``NAME.signal-cursor``  the watcher's status-source cursor (``<inode> <offset>``)
@@ -26,7 +26,7 @@ after the verb, else by its line number (``line<N>``). It stays open until an
 ``answered: key=K <answer>`` line, written by :func:`answer` (``fm crew answer``), closes it.
 
 Reading the registry, the logs and the cursors, and these line rules, are plain functions in
-:mod:`firstmate.base.crewlog` (shared with the ``fm wake drain`` fast path); the value classes
+:mod:`firstmate.fast.crewlog` (shared with the ``fm wake drain`` fast path); the value classes
 here wrap what they return.
 """
 
@@ -40,11 +40,11 @@ from pathlib import Path
 
 import attrs
 
-from firstmate.base import crewlog
-from firstmate.base.crewlog import MAX_PANE_CHARS as MAX_PANE_CHARS
-from firstmate.base.crewlog import cut as cut
-from firstmate.base.crewreport import MAX_STATUS_BYTES
 from firstmate.base.errors import ConflictError, StateError, UsageError
+from firstmate.fast import crewlog
+from firstmate.fast.crewlog import MAX_PANE_CHARS as MAX_PANE_CHARS
+from firstmate.fast.crewlog import cut as cut
+from firstmate.fast.crewreport import MAX_STATUS_BYTES
 from firstmate.store.home import Home, atomic_write, make_private_dir, refuse_symlink
 
 TYPE_CHECKING = False
@@ -148,7 +148,7 @@ class StatusLine:
 
     @property
     def oversized(self) -> bool:
-        """The line was longer than :data:`~firstmate.base.crewlog.LINE_MAX` bytes: only its
+        """The line was longer than :data:`~firstmate.fast.crewlog.LINE_MAX` bytes: only its
         beginning was kept."""
         return crewlog.oversized((self.text, self.at, self.start, self.end))
 
@@ -164,7 +164,7 @@ class Span:
 
     @classmethod
     def of(cls, span: crewlog.Span) -> Span:
-        """The value of a :func:`firstmate.base.crewlog.read_span` result."""
+        """The value of a :func:`firstmate.fast.crewlog.read_span` result."""
         return cls(span[0], span[1], span[2], tuple(StatusLine(*line) for line in span[3]))
 
 
@@ -218,8 +218,8 @@ def _crew_dir(home: Home) -> None:
 
 
 def clean_text(text: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
-    """One printable line, cut to *max_bytes* (:func:`firstmate.base.crewreport.status_text`)."""
-    from firstmate.base.crewreport import status_text
+    """One printable line, cut to *max_bytes* (:func:`firstmate.fast.crewreport.status_text`)."""
+    from firstmate.fast.crewreport import status_text
 
     return status_text(text, max_bytes)
 
@@ -234,8 +234,8 @@ def _open_read(p: str | Path) -> int | None:
 
 def _append(p: Path, data: bytes) -> int:
     """Append *data* whole or not at all; returns the new size
-    (:func:`firstmate.base.crewreport.append_whole`)."""
-    from firstmate.base.crewreport import append_whole
+    (:func:`firstmate.fast.crewreport.append_whole`)."""
+    from firstmate.fast.crewreport import append_whole
 
     return append_whole(str(p), data)
 
@@ -247,7 +247,7 @@ def parse_line(raw: str, start: int, end: int) -> StatusLine:
 def read_span(p: Path, start: int = 0, *, inode: int | None = None,
               limit: int | None = None) -> Span | None:
     """Complete lines of *p* from byte *start* (at most *limit* bytes, default all); None when
-    *p* is absent (:func:`firstmate.base.crewlog.read_span`).
+    *p* is absent (:func:`firstmate.fast.crewlog.read_span`).
 
     When the file is no longer the one the offset belongs to (another *inode*) or it shrank
     below *start*, reading restarts at 0.
@@ -305,7 +305,7 @@ def get(home: Home, name: str) -> Crew:
     validate_name(name)
     found = crewlog.read_registration(str(home.crew_dir), name)
     if found is None:
-        from firstmate.base.crewreport import unknown_crew
+        from firstmate.fast.crewreport import unknown_crew
 
         raise unknown_crew(str(home.crew_dir), name)
     return Crew.of(name, *found)
@@ -449,7 +449,7 @@ def _remove_files(home: Home, name: str, suffixes: Iterable[str]) -> None:
 
 
 def list(home: Home) -> tuple[Crew, ...]:
-    """Every registered crew, by name (:func:`firstmate.base.crewlog.registrations`)."""
+    """Every registered crew, by name (:func:`firstmate.fast.crewlog.registrations`)."""
     return tuple(Crew.of(*found) for found in crewlog.registrations(str(home.crew_dir)))
 
 
@@ -461,8 +461,8 @@ list_crews = list
 
 def append_status(home: Home, name: str, line: str, *, now: float | None = None) -> StatusLine:
     """Append ``<epoch>\t<line>`` to the crew's status log and ring the watcher's doorbell
-    (the one implementation, :func:`firstmate.base.crewreport.status`)."""
-    from firstmate.base import crewreport
+    (the one implementation, :func:`firstmate.fast.crewreport.status`)."""
+    from firstmate.fast import crewreport
 
     text, at, start, end = crewreport.status(str(home.root), name, line, now=now)
     return StatusLine(text, at, start, end)
@@ -470,7 +470,7 @@ def append_status(home: Home, name: str, line: str, *, now: float | None = None)
 
 def mark_turn_ended(home: Home, name: str, *, now: float | None = None) -> None:
     """Record that the crew's harness ended a turn (a line per turn; ``touch`` works as well)."""
-    from firstmate.base import crewreport
+    from firstmate.fast import crewreport
 
     crewreport.turn_ended(str(home.root), name, now=now)
 
@@ -509,14 +509,14 @@ def last_line(home: Home, name: str, *, tail: int = 65536) -> StatusLine | None:
 
 def open_decisions(home: Home, name: str) -> builtins.list[Decision]:
     """The crew's open decisions, folded from its whole status log
-    (:func:`firstmate.base.crewlog.fold_decisions`)."""
+    (:func:`firstmate.fast.crewlog.fold_decisions`)."""
     span = crewlog.read_span(os.fspath(path(home, name, STATUS)), 0)
     return [] if span is None else [Decision(*found) for found in crewlog.fold_decisions(name, span[3])]
 
 
 def unseen_decisions(home: Home, name: str) -> builtins.list[Decision]:
     """The crew's open decisions that no drain has presented yet: asked after its presentation
-    mark (the drain cursor; :mod:`firstmate.base.crewview`)."""
+    mark (the drain cursor; :mod:`firstmate.fast.crewview`)."""
     span = crewlog.read_span(os.fspath(path(home, name, STATUS)), 0)
     if span is None:
         return []

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import attrs
 
-from firstmate.base import crewlog
 from firstmate.base.errors import StateError, UsageError
+from firstmate.fast import crewlog
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 

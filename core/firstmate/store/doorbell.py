@@ -15,7 +15,7 @@ answers at most :data:`RATE` a second, and while it may not answer it does not e
 socket (rings pile up in the kernel's queue, whose senders never block), so a runaway writer
 costs the watcher a bounded number of polls a second, however fast it rings.
 
-The ringing side (:func:`ring`, :func:`address`) lives in the attrs-free :mod:`firstmate.base.bell`
+The ringing side (:func:`ring`, :func:`address`) lives in the attrs-free :mod:`firstmate.fast.bell`
 and is re-exported here.
 """
 
@@ -30,7 +30,7 @@ import time
 
 import attrs
 
-from firstmate.base.bell import address, reach, ring
+from firstmate.fast.bell import address, reach, ring
 from firstmate.store.home import Home, private_umask
 
 #: Rings answered at once before the rate applies (a burst of crews reporting together).

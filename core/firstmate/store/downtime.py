@@ -7,7 +7,7 @@ so ``fm status``, the guards and the away brief said "episode: none" while nothi
 :func:`publish_if_gone` closes that gap: any arm, hook or status read that finds the open mark
 naming a process that no longer runs publishes the downtime and clears the mark, under the
 queue lock, exactly as the dead watcher's own close would have. That is
-:func:`firstmate.base.downtimemark.publish_if_gone`, which ``fm status``'s attrs-free path calls
+:func:`firstmate.fast.downtimemark.publish_if_gone`, which ``fm status``'s attrs-free path calls
 directly; this module wraps it with psutil's answer where ``/proc`` cannot tell.
 """
 
@@ -17,8 +17,8 @@ import contextlib
 import os
 from collections.abc import Mapping
 
-from firstmate.base import downtimemark
-from firstmate.base.downtimemark import LOCK_BOUND, OPEN_KEY
+from firstmate.fast import downtimemark
+from firstmate.fast.downtimemark import LOCK_BOUND, OPEN_KEY
 from firstmate.store.database import Store
 from firstmate.store.home import Home
 
@@ -34,7 +34,7 @@ def proven_gone(token: str) -> bool:
 
 def publish_if_gone(db: Store, *, bound: float = LOCK_BOUND) -> bool:
     """Publish downtime when the open cycle's watcher is proven gone; True when this call did:
-    :func:`firstmate.base.downtimemark.publish_if_gone`, judged with psutil where ``/proc``
+    :func:`firstmate.fast.downtimemark.publish_if_gone`, judged with psutil where ``/proc``
     cannot tell, and locked through the store off POSIX. Best effort: a busy queue lock or an
     unwritable store leaves it to the next reader or to the next watcher's start."""
     import sqlite3

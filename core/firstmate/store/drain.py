@@ -3,7 +3,7 @@
 Every presented row is claimed by exactly one actor (``main`` or ``branch``, see
 :mod:`firstmate.store.grants`) in the same transaction that presents it, and an acknowledgement only
 ever deletes the acknowledging actor's own rows at or below its cutoff. A drain also records
-(:mod:`firstmate.base.drainsteps`) the highest row it presented to its actor and the generation
+(:mod:`firstmate.fast.drainsteps`) the highest row it presented to its actor and the generation
 its acknowledgement command named: an acknowledgement through a row never presented is refused
 whole (a usage error naming the right command), so a mistyped number never consumes a row nobody
 saw. The generation binds only the episode: one that is neither the current episode's nor one a
@@ -12,10 +12,10 @@ drain printed still consumes the presented rows, retires nothing, and names the 
 nothing and says so in one line; an acknowledgement waits as long as it must. The rows and the
 lock are :mod:`firstmate.store.queue`'s.
 
-The drain's logic is :mod:`firstmate.base.drainsteps`, which the ``fm wake drain`` fast path
-(:mod:`firstmate.base.drainpath`) runs too: presenting claimed rows, the presented record,
+The drain's logic is :mod:`firstmate.fast.drainsteps`, which the ``fm wake drain`` fast path
+(:mod:`firstmate.fast.drainpath`) runs too: presenting claimed rows, the presented record,
 checking and consuming an acknowledgement (the episode's moves are
-:mod:`firstmate.base.episoderow`'s). This module wraps it, adding what only the store's path
+:mod:`firstmate.fast.episoderow`'s). This module wraps it, adding what only the store's path
 handles: grants, unusable rows and the value classes.
 """
 
@@ -27,10 +27,10 @@ from typing import TextIO
 
 import attrs
 
-from firstmate.base import drainsteps, drainview
 from firstmate.base.envnum import decimal
 from firstmate.base.errors import FirstmateError, LockTimeout, UsageError
-from firstmate.base.wakeactor import (
+from firstmate.fast import drainsteps, drainview
+from firstmate.fast.wakeactor import (
     UNCLAIMED_SQL,
     ack_command,
     ack_required,
@@ -61,7 +61,7 @@ class DrainResult:
     #: The one-line WAKE DRAIN SKIPPED advisory (stdout); nothing was changed.
     skipped: str | None = None
     #: What the recovery episode behind this drain means, in plain words (stdout, first;
-    #: :func:`firstmate.base.drainview.episode_note`).
+    #: :func:`firstmate.fast.drainview.episode_note`).
     note: str | None = None
 
     @property
@@ -84,7 +84,7 @@ class DrainResult:
         }
 
     def emit(self, out: TextIO, err: TextIO, context: Sequence[str]) -> None:
-        """Print this drain as lines (:func:`firstmate.base.drainview.emit`), *context* after
+        """Print this drain as lines (:func:`firstmate.fast.drainview.emit`), *context* after
         the rows; the notices go first, to *err*."""
         if self.notices:
             err.write("".join(line + "\n" for line in self.notices))

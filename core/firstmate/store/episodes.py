@@ -13,7 +13,7 @@ Besides a valid :class:`Episode` the row can be :data:`MISSING` (never written) 
 meets it first keeps the bad record in ``set_aside`` and starts a fresh generation.
 
 The row itself and the transitions appends, drains and acknowledgements make are plain
-functions in :mod:`firstmate.base.episoderow` (the ``fm wake append`` and ``fm wake drain`` fast
+functions in :mod:`firstmate.fast.episoderow` (the ``fm wake append`` and ``fm wake drain`` fast
 paths use them without attrs); this module wraps them in value classes.
 
 Every function here takes a connection that is already inside a write transaction
@@ -62,9 +62,9 @@ import sqlite3
 
 import attrs
 
-from firstmate.base import episoderow
-from firstmate.base.episoderow import GENERATION_MAX, KINDS, STATUSES
 from firstmate.base.errors import UsageError
+from firstmate.fast import episoderow
+from firstmate.fast.episoderow import GENERATION_MAX, KINDS, STATUSES
 from firstmate.store import database as store
 
 GENERATION_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -176,7 +176,7 @@ def _state(state: episoderow.State) -> EpisodeState:
 
 
 def plain(state: EpisodeState) -> episoderow.State:
-    """*state* as :mod:`firstmate.base.episoderow`'s plain value."""
+    """*state* as :mod:`firstmate.fast.episoderow`'s plain value."""
     if isinstance(state, Episode):
         return state.status, state.kind, state.generation
     return state.record if isinstance(state, Invalid) else None

@@ -24,9 +24,9 @@ from typing import Literal
 
 import attrs
 
-from firstmate.base import queueview
 from firstmate.base.envnum import PID_MAX, decimal
 from firstmate.base.errors import ConflictError, FirstmateError, UsageError
+from firstmate.fast import queueview
 from firstmate.store import episodes
 from firstmate.store.database import Store, kv_get, kv_set
 
@@ -93,7 +93,7 @@ def _clear(conn: sqlite3.Connection, *, drop_owner: bool) -> None:
     conn.execute(f"UPDATE wakes SET claim = '{RETURNED}' WHERE claim = 'branch'")
     # What a branch drain presented goes back with the rows: the next branch must drain again
     # before its acknowledgement may take anything.
-    from firstmate.base.drainsteps import forget_presented
+    from firstmate.fast.drainsteps import forget_presented
 
     forget_presented(conn, "branch")
     if drop_owner:

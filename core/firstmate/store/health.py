@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from firstmate.base import watcherverdict
-from firstmate.base.watcherverdict import DEFAULT_GRACE, LOCK_NAME, ROLE, START_SLACK
+from firstmate.fast import watcherverdict
+from firstmate.fast.watcherverdict import DEFAULT_GRACE, LOCK_NAME, ROLE, START_SLACK
 from firstmate.store.home import Home
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def beacon_mtime(home: Home) -> float | None:
 
 def watcher_health(home: Home, env: Mapping[str, str] | None = None, *,
                    now: float | None = None) -> WatcherHealth:
-    """The home's watcher health (:func:`firstmate.base.watcherverdict.read`, the holder read
+    """The home's watcher health (:func:`firstmate.fast.watcherverdict.read`, the holder read
     through the lock class). Reads the lock, the owner record and the beacon; writes nothing."""
     from firstmate.store.locks import FileLock
 

@@ -14,9 +14,9 @@ drain bounds its wait with ``FM_STATUS_PRESENTATION_LOCK_TIMEOUT`` (default 10 s
 bound runs out, changes nothing and says so in one line.
 
 Presenting rows to an actor and acknowledging them is :mod:`firstmate.store.drain`. Appending is
-:mod:`firstmate.base.appendpath` (attrs-free, shared with the ``fm wake append`` fast
+:mod:`firstmate.fast.appendpath` (attrs-free, shared with the ``fm wake append`` fast
 path); the input rules are :mod:`firstmate.base.wakeinput`; the actors, the SQL predicates
-and the drain's lock bound are :mod:`firstmate.base.wakeactor`. All are re-exported here.
+and the drain's lock bound are :mod:`firstmate.fast.wakeactor`. All are re-exported here.
 
 Text hygiene: keys and payloads are stored on one line. TAB, CR, LF and other line breaks become
 spaces, terminal escape sequences and other control characters are removed, and a payload longer
@@ -33,8 +33,9 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from firstmate.base import drainsteps, queueview
-from firstmate.base.wakeactor import (
+from firstmate.base.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
+from firstmate.fast import drainsteps, queueview
+from firstmate.fast.wakeactor import (
     ACTOR_ENV,
     ACTORS,
     DEFAULT_LOCK_TIMEOUT,
@@ -45,7 +46,6 @@ from firstmate.base.wakeactor import (
     lock_timeout,
     resolve_actor,
 )
-from firstmate.base.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
 from firstmate.store.database import SET_ASIDE_KEEP, Store, advance_seq
 
 #: Unusable rows quoted verbatim in a retirement report before the remainder is only counted.
@@ -99,7 +99,7 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
 
     Returns the new row's sequence number. Rings the watcher's doorbell after the commit.
     """
-    from firstmate.base import appendpath
+    from firstmate.fast import appendpath
     from firstmate.store.identity import current
 
     kind, key, payload = validate(kind, key, payload)
@@ -108,7 +108,7 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
                                  db.home.root, kind, key, payload, at=at, token=current().token())
     with locked(db) as conn:  # pragma: no cover - portalocker's lock, through FileLock
         seq = appendpath.insert(conn, kind, key, payload, at)
-    from firstmate.base import bell
+    from firstmate.fast import bell
 
     bell.ring(db.home)
     return seq
@@ -123,7 +123,7 @@ def append_locked(
 
 
 def _insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: float | None) -> int:
-    from firstmate.base import appendpath
+    from firstmate.fast import appendpath
 
     return appendpath.insert(conn, kind, key, payload, at)
 

@@ -2,7 +2,7 @@
 branch grant reserves its rows), and one consistent read-only snapshot for ``fm status`` and
 ``fm wake query``.
 
-The counts and the JSON are plain functions in :mod:`firstmate.base.queueview` (``fm status``
+The counts and the JSON are plain functions in :mod:`firstmate.fast.queueview` (``fm status``
 calls them without attrs); this module wraps them in :class:`QueueStatus`, judging a grant's
 owner with psutil where ``/proc`` cannot tell.
 """
@@ -13,7 +13,7 @@ import sqlite3
 
 import attrs
 
-from firstmate.base import queueview
+from firstmate.fast import queueview
 from firstmate.store import episodes
 from firstmate.store.database import Store, last_seq
 from firstmate.store.queue import WakeRow, depth, oldest, unusable_count

@@ -26,7 +26,7 @@ from typing import ClassVar
 import attrs
 
 from firstmate.base.dbconn import about_the_file, translate
-from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
+from firstmate.fast.wakeactor import UNCLAIMED_SQL, VALID_SQL
 from firstmate.store.database import Store, kv_get, kv_set
 from firstmate.store.home import Home
 from firstmate.watch.sources.base import WAKE_KINDS, PollContext, Wake

@@ -41,11 +41,11 @@ from typing import ClassVar
 
 import attrs
 
-from firstmate.base import crewlog
-from firstmate.base.captain import captain_pattern
-from firstmate.base.crewlog import LINE_MAX
 from firstmate.base.envnum import env_float
 from firstmate.base.errors import FirstmateError
+from firstmate.fast import crewlog
+from firstmate.fast.captain import captain_pattern
+from firstmate.fast.crewlog import LINE_MAX
 from firstmate.store import crew as crewmod
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write

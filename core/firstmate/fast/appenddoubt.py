@@ -1,7 +1,7 @@
 """Appends whose commit ended in doubt, and their retries: ``state/spool/.doubt``.
 
 An append retries its transaction in the same process when the disk fails it
-(:func:`firstmate.base.appendpath.commit_locked`), and a failed ``COMMIT`` is settled when it
+(:func:`firstmate.fast.appendpath.commit_locked`), and a failed ``COMMIT`` is settled when it
 can be (:mod:`firstmate.base.dbfault`), so nearly every failure is known to have written nothing.
 When it is not known (no transaction on the same connection could commit afterwards), the row
 may still take effect later, when the write-ahead log is next recovered. Its producer then
@@ -10,7 +10,7 @@ leaves the row here (one framed record, like a riding one, with the id whose mar
 (same kind, key and payload: the producer running the same append again) looks for that
 marker first: when the doubtful row did commit, its number is given and nothing is inserted
 again; either way the record is dropped. Records older than the markers
-(:data:`firstmate.base.appendspool.ABANDONED_SECONDS`) are dropped unread.
+(:data:`firstmate.fast.appendspool.ABANDONED_SECONDS`) are dropped unread.
 
 Only a leader holding the queue lock reads or writes the file, so it needs no lock of its own.
 Standard library only (the append path's layer); loaded once the note exists or a commit failed.
@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 import time
 
-from firstmate.base import appendspool
+from firstmate.fast import appendspool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from firstmate.base.appendspool import Entry
     from firstmate.base.dbconn import sqlite3
     from firstmate.base.safepaths import StrPath
+    from firstmate.fast.appendspool import Entry
 
 NAME = ".doubt"
 

@@ -7,7 +7,7 @@ path's import budget) whenever the answer is the pattern's own.
 
 from __future__ import annotations
 
-from firstmate.base.crewlog import FOLDS
+from firstmate.fast.crewlog import FOLDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

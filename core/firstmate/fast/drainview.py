@@ -1,5 +1,5 @@
 """What ``fm wake drain`` prints, as plain functions over plain values: the one presentation
-both drain paths use (the attrs-free fast path, :mod:`firstmate.base.drainpath`, and the
+both drain paths use (the attrs-free fast path, :mod:`firstmate.fast.drainpath`, and the
 store's, :mod:`firstmate.cli.wake`), so they print the same bytes by construction.
 
 A drain's text, in order (stdout, then the acknowledgement on stderr):
@@ -13,7 +13,7 @@ A drain's text, in order (stdout, then the acknowledgement on stderr):
    key) (:func:`pieces`);
 3. the ``WAKE ROWS HELD BY SUPERVISION BRANCH: …`` line, or :data:`NOTHING` when there is
    nothing at all to handle or acknowledge;
-4. the crew-status context (:mod:`firstmate.base.crewview`, with the turn-end screens of
+4. the crew-status context (:mod:`firstmate.fast.crewview`, with the turn-end screens of
    :func:`screen_lines`) and any drain-context hook's lines;
 5. on stderr, last, ``WAKE_ACK_REQUIRED: after handling completes run <command>``.
 
@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import time
 
-from firstmate.base.wakeactor import ack_required
 from firstmate.base.wakeinput import clean
+from firstmate.fast.wakeactor import ack_required
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Sequence
     from typing import Any, TextIO
 
-    from firstmate.base.episoderow import State
+    from firstmate.fast.episoderow import State
 
 #: Each kind's section, in the order they are printed: its title and, in plain words, what a row
 #: of the kind means and what to do about it.
@@ -260,7 +260,7 @@ def answer_command(crew: str, key: str) -> str:
 
 
 def decisions(found: Iterable[tuple[str, str, str, float | None, bool]]) -> list[dict[str, object]]:
-    """Open decisions (``(crew, key, note, at, keyed)``, :func:`firstmate.base.crewlog.fold_decisions`)
+    """Open decisions (``(crew, key, note, at, keyed)``, :func:`firstmate.fast.crewlog.fold_decisions`)
     as ``fm wake drain --json`` gives them: crew, key, the question, the options it offers when
     they can be read from it, when it was asked, and the exact command that answers it."""
     out: list[dict[str, object]] = []

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import time
 
-from firstmate.base import dbconn, episoderow
+from firstmate.base import dbconn
 from firstmate.base.dbconn import sqlite3
+from firstmate.fast import episoderow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

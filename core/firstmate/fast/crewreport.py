@@ -110,17 +110,17 @@ def append_whole(path: str, data: bytes) -> int:
         os.close(fd)
 
 
-#: What marks a home joined to a fleet (:data:`firstmate.base.fleetbell.LOCK` in
+#: What marks a home joined to a fleet (:data:`firstmate.fast.fleetbell.LOCK` in
 #: ``state/fleet``), spelled here so that every other home pays one ``stat`` and no import.
 JOINED = os.path.join("state", "fleet", "forward.lock")
 
 
 def ring(root: str) -> None:
-    from firstmate.base import bell
+    from firstmate.fast import bell
 
     bell.ring_address(bell.address_of(os.path.join(root, "state")))
     if os.path.lexists(os.path.join(root, JOINED)):
-        from firstmate.base import fleetbell
+        from firstmate.fast import fleetbell
 
         fleetbell.ring(root)  # (a joined home's forwarder sends the report on)
 

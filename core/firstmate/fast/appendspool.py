@@ -64,7 +64,7 @@ MARKER = "spool:"
 #: The marker of a row that rode an announcement.
 RIDER = "rode:"
 #: The marker of a leader's own row: a retry of an append left in doubt looks for it
-#: (:mod:`firstmate.base.appenddoubt`).
+#: (:mod:`firstmate.fast.appenddoubt`).
 LED = "led:"
 #: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"

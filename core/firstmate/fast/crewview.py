@@ -1,7 +1,7 @@
 """The crew status a handler needs after a drain's rows, as plain functions over plain values.
 
 The one implementation of the drain's crew-status presentation, for the ``fm wake drain`` fast
-path (:mod:`firstmate.base.drainpath`) and :mod:`firstmate.app.drain_context` (which documents
+path (:mod:`firstmate.fast.drainpath`) and :mod:`firstmate.app.drain_context` (which documents
 what is printed, takes the lock with a bounded wait and reads the turn-end screens through the
 crew backend): :func:`present` makes the lines from a :func:`snapshot` of every registered
 crew's status log and drain cursor (:func:`render` is its pure part), and :func:`advance`
@@ -11,11 +11,11 @@ throughout.
 
 A snapshot is ``(name, unread, latest, decisions, turn)``: the span of lines since the crew's
 drain cursor (None: no status log), its newest line not from the captain, its open decisions
-(tuples of :mod:`firstmate.base.crewlog`) and its turn-end marker's signature, read before the
+(tuples of :mod:`firstmate.fast.crewlog`) and its turn-end marker's signature, read before the
 log.
 
 **What a presentation consumes.** Its drain cursor is a presentation mark
-(:data:`firstmate.base.crewlog.Mark`) the watcher's status source honours as well as its own
+(:data:`firstmate.fast.crewlog.Mark`) the watcher's status source honours as well as its own
 cursor: a line up to the mark was shown to the captain (annotated, listed under UNREAD STATUS,
 or counted in an omission line), so it wakes no one again; a line written after the snapshot
 read the log is past the mark and wakes as usual. When the presentation showed lines of a crew
@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import os
 
-from firstmate.base import crewlog
-from firstmate.base.crewlog import DRAIN_CURSOR, PANE, STATUS, TURN_ENDED
-from firstmate.base.crewreport import status_text
+from firstmate.fast import crewlog
+from firstmate.fast.crewlog import DRAIN_CURSOR, PANE, STATUS, TURN_ENDED
+from firstmate.fast.crewreport import status_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from firstmate.base.crewlog import Decision, Line, Span
+    from firstmate.fast.crewlog import Decision, Line, Span
 
     Snapshot = tuple[str, Span | None, Line | None, tuple[Decision, ...], str | None]
 
@@ -109,8 +109,8 @@ def render(snaps: Sequence[Snapshot], rows: Iterable[tuple[str, str, str]],
            captain: Callable[[str], object], screens: Sequence[str] = ()) -> list[str]:
     """The presentation's lines for the drained *rows* (``(kind, key, payload)`` each);
     *captain* tells the lines that concern the captain
-    (:func:`firstmate.base.captain.relevance`); *screens* (the turn-end screens,
-    :func:`firstmate.base.drainview.screen_lines`) go after the annotations. Pure: reads
+    (:func:`firstmate.fast.captain.relevance`); *screens* (the turn-end screens,
+    :func:`firstmate.fast.drainview.screen_lines`) go after the annotations. Pure: reads
     nothing, writes nothing."""
     annotations, unread, decisions = parts(snaps, rows, captain)
     return [*annotations, *screens, *unread, *decisions]
@@ -191,8 +191,8 @@ def present(crew_dir: str, captain_re: str | None, rows: Iterable[tuple[str, str
     *screens*, given the crews whose turn end was drained (:func:`ended`), gives their screens'
     lines (the full path reads them; the fast path hands such a drain over). A crew's files
     that cannot be read give :data:`INCOMPLETE` alone, and nothing to advance."""
-    from firstmate.base.captain import relevance
     from firstmate.base.errors import FirstmateError
+    from firstmate.fast.captain import relevance
 
     try:
         snaps = snapshot(crew_dir)

@@ -9,10 +9,10 @@ row carefully); ``fm status`` calls them directly. Every function reads only, in
 
 from __future__ import annotations
 
-from firstmate.base import episoderow
 from firstmate.base.dbconn import last_seq
-from firstmate.base.wakeactor import VALID_SQL
 from firstmate.base.wakeinput import KINDS
+from firstmate.fast import episoderow
+from firstmate.fast.wakeactor import VALID_SQL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,12 +1,12 @@
 """What a drain and an acknowledgement do inside the queue lock and one write transaction, as
 plain functions over a connection: the one implementation of the drain's logic, which both
-paths run (the ``fm wake drain`` fast path, :mod:`firstmate.base.drainpath`, and the store's,
+paths run (the ``fm wake drain`` fast path, :mod:`firstmate.fast.drainpath`, and the store's,
 :mod:`firstmate.store.drain`, which adds grants, unusable rows and its value classes).
 
 **Presenting.** Once the actor's rows are claimed, :func:`present` opens (or reuses) the
 recovery episode, moves it to handling and records what was presented; :func:`episode_only`
 does the same for an open episode when no rows are queued. Both say, in plain words, what the
-episode they found means (:func:`firstmate.base.drainview.episode_note`). :func:`dedupe` picks
+episode they found means (:func:`firstmate.fast.drainview.episode_note`). :func:`dedupe` picks
 the rows shown, and :func:`line` is a row's fields as ``fm wake query`` shows them.
 
 **What was presented** is kept in ``kv``: the highest row each actor was shown and the
@@ -19,7 +19,7 @@ called by :mod:`firstmate.store.grants`).
 through rows nobody was shown; :func:`consume` deletes the actor's presented rows up to the
 cutoff, retires the episode when no rows remain, and says what the caller must know: a notice
 when something went otherwise than asked, else the one-line confirmation
-(:func:`firstmate.base.drainview.ack_line`: what was consumed, the episode, what is still
+(:func:`firstmate.fast.drainview.ack_line`: what was consumed, the episode, what is still
 queued). The generation binds only the episode part. Rows the actor was shown and handled are
 consumed whatever generation the command names: a generation no drain printed (mistyped, made
 up) or an older printed one retires nothing, and the notice names the remedy, so handled rows
@@ -28,10 +28,10 @@ never come back because of a wrong episode name.
 
 from __future__ import annotations
 
-from firstmate.base import episoderow
 from firstmate.base.dbconn import kv_get, kv_set
-from firstmate.base.wakeactor import VALID_SQL, ack_command
 from firstmate.base.wakeinput import clean
+from firstmate.fast import episoderow
+from firstmate.fast.wakeactor import VALID_SQL, ack_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 #: What an acknowledgement needs, ``(through, generation, command)``, and the episode's plain
-#: note (:func:`firstmate.base.drainview.episode_note`; None: nothing to say).
+#: note (:func:`firstmate.fast.drainview.episode_note`; None: nothing to say).
 Presented = tuple[int, str, str, "str | None"]
 #: What :func:`consume` did: rows deleted, episode retired, episode moved on, notices (stderr),
 #: and the one-line confirmation (stdout; None when a notice says what happened instead).
@@ -103,7 +103,7 @@ def note(conn: sqlite3.Connection, actor: str, state: episoderow.State, through:
          shown: int) -> str | None:
     """What the episode *state* (before this drain moves it) means for the *shown* rows (up to
     *through*, claimed for *actor*), in plain words."""
-    from firstmate.base.drainview import episode_note
+    from firstmate.fast.drainview import episode_note
 
     oldest = None
     if shown and isinstance(state, tuple) and state[0] == "announced":
@@ -151,7 +151,7 @@ def dedupe(rows: Iterable[tuple[str, str, T]]) -> list[T]:
 
 def line(seq: int, kind: str, key: str, payload: str) -> str:
     """A row's fields, ``<seq>\\t<kind>\\t<key>\\t<payload>``, each on one line (``fm wake
-    query``'s oldest row; a drain shows rows as :mod:`firstmate.base.drainview` words them)."""
+    query``'s oldest row; a drain shows rows as :mod:`firstmate.fast.drainview` words them)."""
     return f"{seq}\t{clean(kind)}\t{clean(key)}\t{clean(payload)}"
 
 
@@ -256,7 +256,7 @@ def consume(conn: sqlite3.Connection, actor: str, cutoff: int, generation: str,
         )
     said = None
     if not notices:
-        from firstmate.base.drainview import ack_line
+        from firstmate.fast.drainview import ack_line
 
         said = ack_line(cutoff, consumed, retired, remaining, state, suffix)
     return consumed, retired, moved, notices, said

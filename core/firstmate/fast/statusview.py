@@ -4,12 +4,12 @@
 pass`` at 10,000 queued rows), and importing attrs alone costs more than that. So the snapshot is
 read here with plain functions over plain values (:mod:`firstmate.base.lockprobe`,
 :mod:`firstmate.base.ownerrecord`, :mod:`firstmate.base.proctoken`,
-:mod:`firstmate.base.watcherverdict`, :mod:`firstmate.base.queueview`), and
+:mod:`firstmate.fast.watcherverdict`, :mod:`firstmate.fast.queueview`), and
 :func:`snapshot` returns None whenever it is not sure, for :func:`firstmate.cli.status.snapshot`
 to take the full path instead:
 
 * a bridge record is present, or a session-lock record that
-  :func:`firstmate.base.sessionview.judge` cannot call held without probing a harness plugin;
+  :func:`firstmate.fast.sessionview.judge` cannot call held without probing a harness plugin;
 * the database is not at the current schema (the store migrates it);
 * the watcher singleton is held but its holder cannot be verified from ``/proc`` at once (the
   full path re-reads a record still being written), or a grant's owner cannot be read;
@@ -17,7 +17,7 @@ to take the full path instead:
 
 Refusals (a planted symlink, a non-directory) are the full path's own functions, called in the
 same order, so every error is the same one line. The one write a status read makes, publishing
-the downtime of a watcher proven gone, is :func:`firstmate.base.downtimemark.publish_if_gone`;
+the downtime of a watcher proven gone, is :func:`firstmate.fast.downtimemark.publish_if_gone`;
 when ``/proc`` cannot tell whether that watcher runs, the caller's *publish* (the store's
 :func:`firstmate.store.downtime.publish_for`, which asks psutil) decides.
 """
@@ -27,8 +27,9 @@ from __future__ import annotations
 import os
 import stat
 
-from firstmate.base import dbconn, sessionview, watcherverdict
+from firstmate.base import dbconn
 from firstmate.base.dbconn import sqlite3
+from firstmate.fast import sessionview, watcherverdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -220,12 +221,12 @@ def _open(state: str, db: str) -> sqlite3.Connection:
 
 
 def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite3.Connection | None:
-    """:func:`firstmate.base.downtimemark.publish_if_gone`: publish the downtime of the open
+    """:func:`firstmate.fast.downtimemark.publish_if_gone`: publish the downtime of the open
     cycle's watcher when it is proven gone (when ``/proc`` cannot tell, the caller's *publish*
     asks psutil). Returns the open connection (None when the store could not be opened: the
     publication is best effort)."""
-    from firstmate.base import downtimemark
     from firstmate.base.errors import FirstmateError
+    from firstmate.fast import downtimemark
 
     try:
         conn = _open(state, db)
@@ -242,7 +243,7 @@ def _publish_if_gone(root: str, state: str, db: str, publish: Publish) -> sqlite
 
 
 def _queue(conn: sqlite3.Connection) -> dict[str, object]:
-    from firstmate.base import episoderow, queueview
+    from firstmate.fast import episoderow, queueview
 
     try:
         conn.execute("BEGIN DEFERRED")

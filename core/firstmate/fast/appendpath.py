@@ -5,13 +5,13 @@ values and nothing imports attrs (nor psutil, pluggy, argparse, hashlib or socke
 always the same, whoever calls them:
 
 1. validate and clean the arguments (:mod:`firstmate.base.wakeinput`), before touching the home;
-2. lead the commit, or follow one (:mod:`firstmate.base.appendspool`: a producer that finds
+2. lead the commit, or follow one (:mod:`firstmate.fast.appendspool`: a producer that finds
    another committing rides its row on that commit's announcement, and that commit or the next
    takes it);
 3. the leader takes the queue lock ``state/queue.lock`` (a kernel ``flock`` with the usual owner
    record, so ``FileLock.holder()`` names us) and waits for it as long as it takes;
    ``BEGIN IMMEDIATE``; publishes downtime evidence for the append
-   (:func:`firstmate.base.episoderow.publish_downtime`), allocates the sequence numbers and
+   (:func:`firstmate.fast.episoderow.publish_downtime`), allocates the sequence numbers and
    inserts its row and the ones that rode with it; ``COMMIT`` (so a queued row never exists
    without its episode); releases the lock;
 4. ring the watcher's doorbell, at once after the ``COMMIT`` (before the lock is released and
@@ -20,7 +20,7 @@ always the same, whoever calls them:
 A disk that fails step 3 gets up to three tries on the same connection, each failed commit
 settled first (:mod:`firstmate.base.dbfault`), so no try inserts a row twice, and the error of the
 last says whether the row may still take effect; when it may, the row is left in doubt
-(:mod:`firstmate.base.appenddoubt`) and the same append run again is queued once.
+(:mod:`firstmate.fast.appenddoubt`) and the same append run again is queued once.
 
 The command-line entry :func:`append` opens the database itself, when it exists, only when it
 needs it (a follower told its number by the commit that took its row never does), and writes
@@ -35,15 +35,16 @@ from __future__ import annotations
 import os
 import time
 
-from firstmate.base import dbconn, episoderow
+from firstmate.base import dbconn
 from firstmate.base.dbconn import sqlite3  # the C module alone (see dbconn)
+from firstmate.fast import episoderow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from firstmate.base.appendspool import Entry
     from firstmate.base.safepaths import StrPath
+    from firstmate.fast.appendspool import Entry
 
 
 def insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: float | None = None) -> int:
@@ -73,7 +74,7 @@ def commit(conn: sqlite3.Connection, db_path: StrPath, lock_path: StrPath, root:
     transaction commits (before it lets go of the queue lock); a row another producer's commit
     took was rung by that producer.
 
-    Producers take turns before the queue lock (:mod:`firstmate.base.appendspool`). One that
+    Producers take turns before the queue lock (:mod:`firstmate.fast.appendspool`). One that
     finds no commit in progress leads: it takes the queue lock and commits, in one transaction,
     its row and every one that rode its announcement. One that finds a commit in progress
     rides its row on that announcement and sleeps until that commit ends; its row went in with
@@ -133,8 +134,9 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     to be at the current schema (nothing was written: the caller appends through the store)."""
     import fcntl
 
-    from firstmate.base import appendspool, bell, ownerlock
+    from firstmate.base import ownerlock
     from firstmate.base.safepaths import open_private
+    from firstmate.fast import appendspool, bell
 
     kind, key, payload = row
     state = os.path.dirname(os.fspath(lock_path))
@@ -235,7 +237,7 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     read), every row an earlier version spooled as a file, and *own* ``(at, kind, key,
     payload)`` as *ident* (a fresh id when None), which is inserted unless a commit already
     took it (its marker) or it is the retry of an append left in doubt that did take effect
-    (:mod:`firstmate.base.appenddoubt`); returns *own*'s sequence number. Every row inserted
+    (:mod:`firstmate.fast.appenddoubt`); returns *own*'s sequence number. Every row inserted
     gets its marker. Once committed, *served* gets ``(id, seq)`` for each row it took and each
     one an earlier commit took (for the announcement).
 
@@ -244,7 +246,7 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     (:mod:`firstmate.base.dbfault`), so the next cannot insert a row twice. When none commits,
     the error says whether the row may still take effect, and when it may, the row is left in
     doubt for a retry of the same append to resolve."""
-    from firstmate.base import appendspool
+    from firstmate.fast import appendspool
 
     # A row that rode an earlier announcement may have been taken by its commit: its marker.
     rode = ident is not None
@@ -254,7 +256,8 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
         try:
             seq, done = _transact(conn, db_path, state, (ident, *own), note, rode)
         except Exception as exc:
-            from firstmate.base import appenddoubt, dbfault
+            from firstmate.base import dbfault
+            from firstmate.fast import appenddoubt
 
             outcome = dbfault.outcome(exc)
             if outcome is None:
@@ -275,7 +278,7 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
 def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
               own: Entry, note: int, rode_before: bool) -> tuple[int, list[tuple[str, int]]]:
     """One try of :func:`commit_locked`: *own*'s number and the ``(id, seq)`` list it served."""
-    from firstmate.base import appendspool
+    from firstmate.fast import appendspool
 
     dbconn.start(conn, db_path)
     doubts: list[Entry] | None = None
@@ -301,7 +304,7 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                 already.append((ident, got))
         doubts = _doubts(state)
         if doubts:
-            from firstmate.base import appenddoubt
+            from firstmate.fast import appenddoubt
 
             files, gone = appenddoubt.resolve(conn, doubts, files, already)
             rode, more = appenddoubt.resolve(conn, doubts, rode, already)
@@ -324,7 +327,7 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
         raise
     dbconn.commit(conn, db_path)
     if doubts is not None:
-        from firstmate.base import appenddoubt
+        from firstmate.fast import appenddoubt
 
         appenddoubt.forget(state, doubts, resolved)
     served = done + already
@@ -333,9 +336,9 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
 
 
 def _doubts(state: StrPath) -> list[Entry] | None:
-    """The appends left in doubt (:mod:`firstmate.base.appenddoubt`); None when there is no
+    """The appends left in doubt (:mod:`firstmate.fast.appenddoubt`); None when there is no
     such file, known from one ``lstat`` (the module is imported only when there is)."""
-    from firstmate.base.appendspool import spool_dir
+    from firstmate.fast.appendspool import spool_dir
 
     try:
         os.lstat(os.path.join(spool_dir(state), ".doubt"))
@@ -343,7 +346,7 @@ def _doubts(state: StrPath) -> list[Entry] | None:
         return None
     except OSError:
         return []
-    from firstmate.base import appenddoubt
+    from firstmate.fast import appenddoubt
 
     return appenddoubt.read(state)
 

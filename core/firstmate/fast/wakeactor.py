@@ -1,7 +1,7 @@
 """Who consumes the wake queue and how its commands are spelled, as plain functions.
 
 The attrs-free core shared by :mod:`firstmate.store.queue` / :mod:`firstmate.store.drain` and
-the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`): the SQL predicates for a
+the ``fm wake drain`` fast path (:mod:`firstmate.fast.drainpath`): the SQL predicates for a
 usable and an unclaimed row, the actor an environment names, the bounded wait of a drain, and
 the acknowledgement command a drain prints.
 """

@@ -46,7 +46,7 @@ def ring(root: str) -> None:
     finally:
         os.close(fd)
     if running:
-        from firstmate.base import bell
+        from firstmate.fast import bell
 
         bell.ring_address(os.path.join(directory, BELL))
     else:

@@ -3,13 +3,13 @@
 A plain drain or acknowledgement runs at the start of every handling turn, so in the common
 state (main, a home at the current schema, no supervision grant, every row usable) it runs
 here, over plain values, importing nothing outside the standard-library layer. It runs the
-drain's one implementation, :mod:`firstmate.base.drainsteps` (which
+drain's one implementation, :mod:`firstmate.fast.drainsteps` (which
 :func:`firstmate.store.drain.drain` / :func:`~firstmate.store.drain.acknowledge` run too) and,
 for a drain, the crew-status presentation :mod:`firstmate.app.drain_context` runs
-(:func:`firstmate.base.crewview.present`), under the same locks (the queue lock ``state/queue.lock`` with
+(:func:`firstmate.fast.crewview.present`), under the same locks (the queue lock ``state/queue.lock`` with
 its owner record, and, for a drain, the presentation's ``state/status-presentation.lock``) and
 prints the same bytes in the same order, through the one presentation both paths use
-(:mod:`firstmate.base.drainview`). The crews' status logs and drain cursors are read after the
+(:mod:`firstmate.fast.drainview`). The crews' status logs and drain cursors are read after the
 commit, with the queue lock already released, as the full path reads them; the cursors advance
 only once every line was written and flushed.
 
@@ -28,17 +28,18 @@ from __future__ import annotations
 
 import os
 
-from firstmate.base import dbconn, episoderow
+from firstmate.base import dbconn
 from firstmate.base.dbconn import sqlite3
-from firstmate.base.wakeactor import UNCLAIMED_SQL, VALID_SQL
 from firstmate.base.wakeinput import KINDS
+from firstmate.fast import episoderow
+from firstmate.fast.wakeactor import UNCLAIMED_SQL, VALID_SQL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TextIO, TypeVar
 
-    from firstmate.base.crewview import Snapshot
+    from firstmate.fast.crewview import Snapshot
 
     T = TypeVar("T")
 
@@ -104,8 +105,8 @@ def _crews(state: str) -> frozenset[str] | None:
 def _presentation(state: str, env: Mapping[str, str],
                   rows: list[tuple[Any, ...]]) -> tuple[list[str], list[Snapshot]]:
     """After the drain's commit, under the presentation lock: the crew-status lines for the
-    drained *rows* and the snapshot they were made from (:func:`firstmate.base.crewview.present`)."""
-    from firstmate.base import crewview
+    drained *rows* and the snapshot they were made from (:func:`firstmate.fast.crewview.present`)."""
+    from firstmate.fast import crewview
 
     lines, snaps, _context = crewview.present(os.path.join(state, "crew"),
                                               env.get("FM_CAPTAIN_RE"),
@@ -141,7 +142,7 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
     """``fm wake drain`` as main, printed to *out* / *err*; False: nothing done, run the full
     path."""
     from firstmate.base import ownerlock
-    from firstmate.base.wakeactor import lock_timeout, refuse_crew, skip_line
+    from firstmate.fast.wakeactor import lock_timeout, refuse_crew, skip_line
 
     refuse_crew(env)
     found = _home(env)
@@ -185,12 +186,12 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                 ownerlock.release(queue)
             # Read once the queue lock is free again (appends never wait on crews' logs).
             lines, snaps = _presentation(state, env, shown) if crews else ([], [])
-            from firstmate.base import drainview
+            from firstmate.fast import drainview
 
             drainview.emit(out, err, shown, note=note, held=None, command=command, context=lines,
                            kinds=kinds)
             if snaps:
-                from firstmate.base import crewview
+                from firstmate.fast import crewview
 
                 # Only now, with the lines written and flushed, do they count as seen.
                 crewview.advance(os.path.join(state, "crew"), snaps)
@@ -232,7 +233,7 @@ def _drain_locked(conn: sqlite3.Connection, ended: frozenset[str]
     of *ended* (a registered crew's turn end) is the full path's."""
     import gc
 
-    from firstmate.base import drainsteps
+    from firstmate.fast import drainsteps
 
     _no_grant(conn)
     # Tens of thousands of fresh tuples and strings, none in a cycle: the collector would only
@@ -300,9 +301,10 @@ def acknowledge(env: Mapping[str, str], through: int, generation: str, out: Text
     """``fm wake drain --ack-through THROUGH --recovery-generation GENERATION`` as main (both
     already validated): its one-line confirmation to *out*, or its notices to *err*. False:
     nothing done, run the full path."""
-    from firstmate.base import drainsteps, ownerlock
+    from firstmate.base import ownerlock
     from firstmate.base.errors import UsageError
-    from firstmate.base.wakeactor import refuse_crew
+    from firstmate.fast import drainsteps
+    from firstmate.fast.wakeactor import refuse_crew
 
     refuse_crew(env)
     found = _home(env)

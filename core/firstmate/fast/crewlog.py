@@ -1,7 +1,7 @@
 """A crew's files as plain values: its registration, its status log and a cursor into it.
 
 The attrs-free rules behind :mod:`firstmate.store.crew` (whose value classes wrap what these
-return) and the ``fm wake drain`` fast path (:mod:`firstmate.base.drainpath`), which imports
+return) and the ``fm wake drain`` fast path (:mod:`firstmate.fast.drainpath`), which imports
 this module only when crews are registered. Plain tuples:
 
 ``Line``      ``(text, at, start, end)``: one status line, its ``fm crew status`` stamp (None for
@@ -42,8 +42,8 @@ import errno
 import os
 import stat
 
-from firstmate.base.crewreport import PANE, STATUS, TURN_ENDED, valid_name
 from firstmate.base.safepaths import atomic_write, refuse_symlink, state_error
+from firstmate.fast.crewreport import PANE, STATUS, TURN_ENDED, valid_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
