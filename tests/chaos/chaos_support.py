@@ -28,6 +28,7 @@ from firstmate.store.database import open_store
 from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity, matches, signal_verified
 from firstmate.store.locks import FileLock
+from firstmate.testing.procs import eventually
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.
@@ -200,10 +201,8 @@ def stop_watcher(home: Home, sig: signal.Signals = signal.SIGKILL) -> None:
         return
     signal_verified(ident, signal.SIGCONT)
     signal_verified(ident, sig)
-    end = time.monotonic() + DEADLINE
-    while matches(ident):
-        assert time.monotonic() < end, f"watcher {ident.pid} outlived {sig.name}"
-        time.sleep(0.02)
+    eventually(f"watcher {ident.pid} to end on {sig.name}", lambda: not matches(ident), DEADLINE,
+               interval=0.02)
 
 
 def lock_states(home: Home) -> dict[str, tuple[str, int | None]]:

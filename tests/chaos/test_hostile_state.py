@@ -37,6 +37,7 @@ from chaos_support import (
 from firstmate.continuity.watchchild import REASON_RE
 from firstmate.store.home import Home
 from firstmate.store.identity import matches
+from firstmate.testing.procs import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -416,15 +417,15 @@ def test_the_home_removed_while_an_arm_follows_its_watcher(rig: Rig) -> None:
 
     ident = identity_of(watcher_pid)
     if ident is not None:  # the arm stopped its child; it must not linger
-        end_ok = _wait(lambda: not matches(ident))
-        assert end_ok, f"watcher {watcher_pid} outlived its removed home"
+        eventually(f"watcher {watcher_pid} to end with its removed home",
+                   lambda: not matches(ident), DEADLINE)
 
 
 def test_the_home_removed_under_a_bare_watcher(rig: Rig) -> None:
     watch = subprocess.Popen(fm_argv("watch"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env={**rig.env, "FM_POLL": "1"})
     try:
-        assert _wait(lambda: rig.home.beacon.exists())
+        eventually("the watcher's beacon", rig.home.beacon.exists, DEADLINE)
         remove_home(rig.root)
         out, err = watch.communicate(timeout=DEADLINE)
     finally:
@@ -445,17 +446,6 @@ def remove_home(root: Path) -> None:
     gone = root.with_name(root.name + ".removed")
     root.rename(gone)
     shutil.rmtree(gone, ignore_errors=True)
-
-
-def _wait(condition: Callable[[], bool], deadline: float = DEADLINE) -> bool:
-    import time
-
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 # --- corrupt databases ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,10 +21,6 @@ CORE = Path(__file__).resolve().parents[2] / "core"
 FAKE = Path(__file__).resolve().parent / "fakecrew"
 DEADLINE = 30.0
 T = TypeVar("T")
-
-def wait_for(check: Callable[[], T | None], what: str, deadline: float = DEADLINE) -> T:
-    return eventually(what, check, deadline)
-
 
 @attrs.define
 class Fleet:
@@ -57,7 +53,7 @@ class Fleet:
                 return None
             return value if isinstance(value, dict) else None
 
-        return wait_for(whole, f"the agent of {name} to record its start")
+        return eventually(f"the agent of {name} to record its start", whole)
 
     def turns(self, name: str) -> list[str]:
         path = self.records / f"{name}.turns"

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 
 import attrs
-import pytest
-from firstmate.testing.procs import DEADLINE
+from firstmate.testing.procs import DEADLINE, eventually
 
 PROMPT = "fmtest$ "
 
@@ -33,13 +31,13 @@ class Pane:
         return self.tmux("display-message", "-p", "-t", self.target, f"#{{{name}}}").stdout.strip()
 
     def wait_for(self, ok: Callable[[str], bool], what: str) -> str:
-        end = time.monotonic() + DEADLINE
-        while time.monotonic() < end:
-            shown = self.screen()
-            if ok(shown):
-                return shown
-            time.sleep(0.02)  # pacing only: we wait for the pane to show it, not for time
-        pytest.fail(f"the pane never showed {what}; it shows:\n{self.screen()}")
+        """The pane's screen once it shows *what* (*ok* says so; capture-pane's screen is never
+        empty, so the screen itself is the truthy answer)."""
+        def shown() -> str:
+            screen = self.screen()
+            return screen if ok(screen) else ""
+        return eventually(f"the pane to show {what}", shown, DEADLINE, interval=0.02,
+                          diag=lambda: f"it shows:\n{self.screen()}")
 
     def type(self, line: str) -> None:
         self.keys(line)

@@ -18,7 +18,8 @@ from firstmate.fast import appendpath, appendspool
 from firstmate.store.database import open_store
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
-from wakeq_support import DEADLINE, child_env, finish, raw, rows, wait_for
+from firstmate.testing.procs import eventually
+from wakeq_support import DEADLINE, child_env, finish, raw, rows
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_waiting_producers_are_served_by_the_next_commit_without_taking_the_lock
     gate.__enter__()
     procs = [producer(fm_home, f"waiter-{i}") for i in range(3)]
     try:
-        wait_for(lambda: riding(fm_home) == 3)
+        eventually("the condition", lambda: riding(fm_home) == 3)
         served: list[tuple[str, int]] = []
         own = commit_as_holder(fm_home, "holder", served, gate.note)
         appendspool.publish(gate.note, served)
@@ -138,7 +139,7 @@ def test_following_a_commit_in_progress_needs_no_gate(fm_home: Home, queue_lock:
     fcntl.flock(gate, fcntl.LOCK_EX)
     proc = producer(fm_home, "follower")
     try:
-        wait_for(lambda: riding(fm_home) == 1)
+        eventually("the condition", lambda: riding(fm_home) == 1)
         served: list[tuple[str, int]] = []
         own = commit_as_holder(fm_home, "leader", served, leading.note)
         appendspool.publish(leading.note, served)
@@ -160,7 +161,7 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
     proc = producer(fm_home, "sleepy")
     second = -1
     try:
-        wait_for(lambda: riding(fm_home) == 1)
+        eventually("the condition", lambda: riding(fm_home) == 1)
         first = gate.note
         took: list[tuple[str, int]] = []
         commit_as_holder(fm_home, "first", took, first)  # takes the row; its list is never written
@@ -168,7 +169,7 @@ def test_a_follower_that_slept_through_the_commit_of_its_row_learns_it_from_the_
         # follower rides it again, and the second commit names the row instead of inserting it.
         second = appendspool.announce(fm_home.state)
         os.close(first)
-        wait_for(lambda: riding(fm_home) == 1)
+        eventually("the condition", lambda: riding(fm_home) == 1)
         served: list[tuple[str, int]] = []
         commit_as_holder(fm_home, "second", served, second)
         appendspool.publish(second, served)
@@ -196,7 +197,7 @@ def test_a_follower_whose_row_was_committed_before_it_led_does_not_commit_it_aga
     gate.__enter__()
     proc = producer(fm_home, "late")
     try:
-        wait_for(lambda: riding(fm_home) == 1)
+        eventually("the condition", lambda: riding(fm_home) == 1)
         holder = commit_as_holder(fm_home, "holder", note=gate.note)
         gate.__exit__(None, None, None)
         # It now leads, and reads its marker once no commit can be in flight: with the queue lock.
@@ -253,9 +254,9 @@ def test_a_leader_reads_its_marker_only_once_the_commit_before_it_has_ended(
     kept = os.open(Path(appendspool.spool_dir(fm_home.state)) / appendspool.NOTE, os.O_RDONLY)
     proc = producer(fm_home, "early")
     try:
-        wait_for(lambda: riding(fm_home) == 1)
+        eventually("the condition", lambda: riding(fm_home) == 1)
         ending.__exit__(None, None, None)  # (nothing listed, nothing read yet: it leads next)
-        wait_for(lambda: leading(fm_home))
+        eventually("the condition", lambda: leading(fm_home))
         holder = commit_as_holder(fm_home, "holder", note=kept)  # takes the row, holding the lock
         assert leading(fm_home)  # (the follower's own announcement was not taken off the name)
         queue_lock.release()
@@ -397,7 +398,7 @@ def test_followers_of_a_leader_killed_mid_commit_commit_their_rows_once(fm_home:
     try:
         assert leader.stdout is not None and leader.stdout.readline().strip() == "leading"
         procs = [producer(fm_home, f"orphaned-{i}") for i in range(4)]
-        wait_for(lambda: riding(fm_home) == 4)  # each rides the leader's commit
+        eventually("the condition", lambda: riding(fm_home) == 4)  # each rides the leader's commit
         leader.kill()
         leader.wait(timeout=DEADLINE)
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
@@ -522,6 +523,7 @@ def test_a_fifo_in_the_spool_is_set_aside_never_waited_on_and_a_directory_passed
 WORKER = """
 import json, sys
 from firstmate.fast import appendpath
+from firstmate.testing.procs import eventually
 def fallback(*a):
     raise SystemExit("the fast path was not taken")
 name, count = sys.argv[1], int(sys.argv[2])
@@ -591,9 +593,9 @@ def test_producers_that_come_while_an_unannounced_commit_runs_go_in_together_nex
     procs: list[subprocess.Popen[str]] = []
     try:
         procs.append(producer(fm_home, "next-leader"))
-        wait_for(lambda: leading(fm_home))  # it announced the next commit and waits for the lock
+        eventually("the condition", lambda: leading(fm_home))  # it announced the next commit and waits for the lock
         procs += [producer(fm_home, f"rider-{i}") for i in range(2)]
-        wait_for(lambda: riding(fm_home) == 2)
+        eventually("the condition", lambda: riding(fm_home) == 2)
         os.close(held)
         outs = [p.communicate(timeout=DEADLINE) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outs

@@ -18,6 +18,7 @@ from firstmate.store import cyclelog, episodes
 from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
 from firstmate.store.identity import identity_of
+from firstmate.testing.procs import eventually
 from watch_support import (
     Rig,
     alive,
@@ -26,7 +27,6 @@ from watch_support import (
     hold_lock,
     rig,
     started_pid,
-    wait_for,
 )
 
 __all__ = ["rig"]
@@ -113,7 +113,7 @@ def test_a_killed_watcher_with_nothing_queued_is_retired_silently(rig: Rig) -> N
         state = episode(rig.home)
         return isinstance(state, episodes.Episode) and state.status == "acked"
 
-    wait_for(retired, "the downtime episode to be retired silently")
+    eventually("the downtime episode to be retired silently", retired)
     rig.append("check", "x", "check: after the silent retirement")
     assert nxt.line() == "check: after the silent retirement"
     assert nxt.wait() == 0
@@ -125,8 +125,8 @@ def test_a_stale_watcher_under_the_stall_bound_is_reported_and_left_alone(rig: R
     pid = started_pid(owner.line())
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: watcher_health(rig.home, {**rig.env, **grace}).state == "stale-beacon",
-                 "the beacon to go stale")
+        eventually("the beacon to go stale",
+                   lambda: watcher_health(rig.home, {**rig.env, **grace}).state == "stale-beacon")
         other = rig.spawn("arm", env=grace)
         line = other.line()
         assert line.startswith(f"watcher: FAILED - live watcher pid={pid} has a stale beacon")
@@ -179,11 +179,11 @@ def test_a_wedged_watcher_is_replaced_by_the_next_re_arm_and_nothing_is_delivere
     wedged = started_pid(owner.line())
     _stop_between_polls(rig, wedged)  # alive, holding the singleton, never polling again
     rig.append("check", "during", "check: appended during the wedge")
-    wait_for(lambda: _wedged(rig, wedged), "the beacon to pass the stall bound")
+    eventually("the beacon to pass the stall bound", lambda: _wedged(rig, wedged))
     rearm = rig.spawn("arm", env=WEDGE)
     fresh = started_pid(rearm.line())
     assert fresh != wedged
-    wait_for(lambda: not alive(wedged), "the wedged watcher to be stopped")
+    eventually("the wedged watcher to be stopped", lambda: not alive(wedged))
     reason = rearm.line()
     assert not reason.startswith("watcher: FAILED"), reason
     assert rearm.wait() == 0
@@ -217,7 +217,7 @@ def test_a_watcher_that_answers_the_ring_within_the_ping_window_is_kept(rig: Rig
     owner = rig.spawn("arm", env=slow)
     pid = started_pid(owner.line())
     os.kill(pid, signal.SIGSTOP)
-    wait_for(lambda: _wedged(rig, pid), "the beacon to pass the stall bound")
+    eventually("the beacon to pass the stall bound", lambda: _wedged(rig, pid))
     rearm = rig.spawn("arm", env=slow)
     # Like a laptop waking from sleep: it runs again, answers the ring, refreshes its beacon.
     os.kill(pid, signal.SIGCONT)
@@ -443,7 +443,7 @@ def test_an_attached_arm_resolves_from_the_ledger_after_the_wake_was_handled(rig
         rig.append("signal", "c.status", "signal: c.status: done: shipped")
         assert owner.line() == "signal: c.status: done: shipped"
         assert owner.wait() == 0
-        wait_for(lambda: not alive(pid), "the watcher to exit")
+        eventually("the watcher to exit", lambda: not alive(pid))
         _drain_and_ack(rig)
         db = open_store(rig.home)
         with db.reading() as conn:
@@ -539,6 +539,7 @@ EARLY_STOP = """
 import os, signal, sys
 sys.argv = ["fm", "arm"]
 from firstmate.cli import main as cli
+from firstmate.testing.procs import eventually
 dispatch = cli.dispatch
 
 def stopped_first(args):
@@ -600,7 +601,7 @@ def test_a_stop_while_the_failed_line_is_printed_writes_no_second_row(rig: Rig) 
         return [row for row in cyclelog.rows(rig.home) if row.arm_pid == arm.pid]
 
     try:
-        wait_for(mine, "the failed cycle's row")
+        eventually("the failed cycle's row", mine)
         arm.send_signal(signal.SIGTERM)
         printed = _read_all(r).lstrip(b"x").decode()
         assert arm.wait(timeout=30) == 143

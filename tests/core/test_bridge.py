@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
-from watch_support import CORE, bridge_plugin, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import CORE, bridge_plugin
 
 
 class Shim:
@@ -197,7 +198,7 @@ def _supervising(shim: Shim, env: dict[str, str], home: Home) -> int:
     _crew(env)
     shim.hello()
     assert shim.start()["state"] == "started"
-    pid = wait_for(lambda: _watcher(home), "the first watcher")
+    pid = eventually("the first watcher", lambda: _watcher(home))
     assert isinstance(pid, int)
     return pid
 
@@ -254,7 +255,7 @@ def test_session_start_waits_for_need_then_wakes_with_a_successor_already_watchi
     _crew(env)
     shim.send("idle", generation=shim.generation, session="s-1")
     assert "started" in shim.next("notice")["text"]
-    watcher = wait_for(lambda: _watcher(fm_home), "the first watcher")
+    watcher = eventually("the first watcher", lambda: _watcher(fm_home))
     _append(env, "signal: builder done: WAKE-ONE")
     deliver = shim.next("deliver")
     assert "WAKE-ONE" in deliver["text"] and deliver["text"].startswith("FIRSTMATE_OP:")
@@ -277,7 +278,7 @@ def test_a_close_during_handoff_is_delivered_once_to_the_replacement(
                         reason="new")["state"] == "handoff"
     _append(env, "signal: builder done: DURING-HANDOFF")
     # The successor is started while the session is being replaced; the wake is held.
-    wait_for(lambda: _watcher(fm_home) not in (None, watcher), "the successor watcher")
+    eventually("the successor watcher", lambda: _watcher(fm_home) not in (None, watcher))
     assert [m for m in shim.pending() if m["type"] == "deliver"] == []
     old = shim.generation
     assert shim.start("new")["state"] == "unchanged"
@@ -311,7 +312,7 @@ def test_quit_stops_the_arms_and_refuses_late_rearms(
     _supervising(shim, env, fm_home)
     assert shim.request("session_shutdown", generation=shim.generation,
                         reason="quit")["state"] == "quit"
-    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+    eventually("the watcher to stop", lambda: _watcher(fm_home) is None)
     late = shim.request("arm", generation=shim.generation)
     assert late["state"] == "not-armed" and "shutting down" in late["text"]
     assert shim.proc.stdin is not None
@@ -326,7 +327,7 @@ def test_end_of_input_ends_the_bridge_and_its_watcher(
     assert shim.proc.stdin is not None
     shim.proc.stdin.close()
     assert shim.proc.wait(30) == 0
-    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+    eventually("the watcher to stop", lambda: _watcher(fm_home) is None)
 
 
 @pytest.mark.parametrize("bridge", ["bridgeomp"], indirect=True)
@@ -336,7 +337,7 @@ def test_omp_retires_its_arm_at_shutdown_and_replays_the_pending_close(
     _supervising(shim, env, fm_home)
     assert shim.request("session_shutdown", generation=shim.generation,
                         reason="unknown")["state"] == "handoff"
-    wait_for(lambda: _watcher(fm_home) is None, "the retired arm's watcher to stop")
+    eventually("the retired arm's watcher to stop", lambda: _watcher(fm_home) is None)
     _append(env, "signal: builder done: OMP-REPLAY")
     assert shim.start("unknown")["state"] in ("started", "unchanged")
     deliver = shim.next("deliver", deadline=90)
@@ -395,9 +396,9 @@ def test_a_session_started_after_quit_supervises_afresh(
     shim, env = bridge
     _supervising(shim, env, fm_home)
     shim.request("session_shutdown", generation=shim.generation, reason="quit")
-    wait_for(lambda: _watcher(fm_home) is None, "the watcher to stop")
+    eventually("the watcher to stop", lambda: _watcher(fm_home) is None)
     assert shim.start("new")["state"] == "started"
-    wait_for(lambda: _watcher(fm_home), "a watcher for the new session")
+    eventually("a watcher for the new session", lambda: _watcher(fm_home))
     _append(env, "signal: builder done: AFTER-QUIT")
     deliver = shim.next("deliver")
     assert "AFTER-QUIT" in deliver["text"]
@@ -411,7 +412,7 @@ def test_the_arm_tool_starts_then_answers_unchanged(
     assert shim.start()["state"] == "not-needed"
     # An explicit repair arms even before anything is registered.
     assert shim.request("arm", generation=shim.generation)["state"] == "started"
-    wait_for(lambda: _watcher(fm_home), "the watcher the tool armed")
+    eventually("the watcher the tool armed", lambda: _watcher(fm_home))
     again = shim.request("arm", generation=shim.generation)
     assert again["state"] == "unchanged" and "already running" in again["text"]
 

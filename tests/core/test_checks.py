@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -18,6 +17,7 @@ from firstmate.base import keyring
 from firstmate.base.errors import ConflictError, UsageError
 from firstmate.store import checks
 from firstmate.store.home import Home
+from firstmate.testing.procs import eventually
 from firstmate.watch.sources.base import PollContext, Source, Wake
 from firstmate.watch.sources.checks import ChecksSource
 
@@ -45,12 +45,9 @@ def runs(counter: Path) -> int:
 
 
 def wait_for_file(path: Path) -> str:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.01)  # pacing only
-    pytest.fail(f"{path} never appeared")
+    return eventually(f"{path} to appear",
+                      lambda: path.read_text().strip() if path.exists() else "", DEADLINE,
+                      interval=0.01)
 
 
 def gone(pid: int) -> bool:
@@ -62,12 +59,7 @@ def gone(pid: int) -> bool:
 
 
 def wait_gone(pid: int) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        if gone(pid):
-            return
-        time.sleep(0.02)
-    pytest.fail(f"pid {pid} is still running")
+    eventually(f"pid {pid} to end", lambda: gone(pid), DEADLINE, interval=0.02)
 
 
 def test_it_is_a_source() -> None:
@@ -213,9 +205,8 @@ def test_kill_running_interrupts_a_check_in_flight(home: Home, tmp_path: Path) -
     worker = threading.Thread(target=lambda: box.append(checks.run_check(definition, 600, dict(os.environ))))
     worker.start()
     grandchild = int(wait_for_file(pidfile))
-    deadline = time.monotonic() + DEADLINE
-    while not checks.running_groups() and time.monotonic() < deadline:
-        time.sleep(0.01)  # the thread registers the group just after the fork
+    # The thread registers the group just after the fork.
+    eventually("the check's process group", checks.running_groups, DEADLINE, interval=0.01)
     assert len(checks.running_groups()) == 1
     assert checks.kill_running() == checks.running_groups()
     worker.join(DEADLINE)

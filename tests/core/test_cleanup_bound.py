@@ -9,10 +9,11 @@ import sys
 import pytest
 from firstmate.store import episodes
 from firstmate.store.database import kv_get, open_store
+from firstmate.testing.procs import eventually
 from firstmate.watch.watcher import cleanup_lock_bound
 from hypothesis import given
 from hypothesis import strategies as st
-from watch_support import Rig, rig, wait_for
+from watch_support import Rig, rig
 
 __all__ = ["rig"]
 
@@ -62,6 +63,7 @@ HOLD = """
 import sys
 from pathlib import Path
 from firstmate.store.locks import FileLock
+from firstmate.testing.procs import eventually
 lock = FileLock(Path(sys.argv[1]), "test-holder", Path(sys.argv[2]))
 lock.acquire(None)
 print("acquired", flush=True)
@@ -77,7 +79,7 @@ def test_a_term_with_a_live_queue_lock_holder_ends_within_the_bound_and_keeps_ev
     # queue lock and its startup is complete.
     successor = {"FM_WATCH_PREDECESSOR_ARM_PID": "2", "FM_WATCHER_CLEANUP_LOCK_BOUND": raw}
     watch = rig.spawn("watch", env=successor)
-    pid = wait_for(rig.healthy_pid, "the watcher to become healthy")
+    pid = eventually("the watcher to become healthy", rig.healthy_pid)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(rig.home.lock_path("queue")), str(rig.home.root)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=rig.env,
@@ -98,7 +100,7 @@ def test_a_term_with_a_live_queue_lock_holder_ends_within_the_bound_and_keeps_ev
     holder.stdin.close()
     holder.wait()
     nxt = rig.spawn("watch", env=successor)
-    wait_for(lambda: rig.healthy_pid() not in (None, pid), "the next watcher")
+    eventually("the next watcher", lambda: rig.healthy_pid() not in (None, pid))
     with db.reading() as conn:
         state = episodes.read(conn)
     db.close()

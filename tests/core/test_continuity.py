@@ -30,7 +30,8 @@ from firstmate.store.database import open_store
 from firstmate.store.health import WatcherHealth, watcher_health
 from firstmate.store.home import Home, atomic_write
 from firstmate.store.identity import current, identity_of
-from watch_support import DEADLINE, Rig, make_rig, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import DEADLINE, Rig, make_rig
 
 FM = " ".join(shlex.quote(part) for part in (sys.executable, "-m", "firstmate", "arm"))
 
@@ -147,13 +148,13 @@ def ready(engine: Continuity) -> int:
             return None
         return slot.readiness.watcher_pid
 
-    pid = wait_for(found, "the owner's arm to be ready")
+    pid = eventually("the owner's arm to be ready", found)
     assert isinstance(pid, int)
     return pid
 
 
 def received(harness: FakeHarness, count: int) -> list[Got]:
-    wait_for(lambda: len(harness.received) >= count, f"{count} delivered wake(s)")
+    eventually(f"{count} delivered wake(s)", lambda: len(harness.received) >= count)
     return harness.received[:count]
 
 
@@ -282,14 +283,14 @@ def test_a_dead_child_is_an_empty_slot_while_its_close_is_still_pending(bench: B
     successor = engine.state().arm_pid
     assert successor is not None and engine.state().slot == "arm"
     os.kill(successor, signal.SIGKILL)
-    wait_for(lambda: engine.state().slot == "empty", "the dead successor to count as no arm")
+    eventually("the dead successor to count as no arm", lambda: engine.state().slot == "empty")
     assert engine.state().launches[-1] == successor  # its close is still waiting for the pump
     gate.set()
     got = received(harness, 1)[0]
     assert got.wake.reasons == ("check: p",)
     # The dead successor's close is then handled: a fresh arm restores the watch.
-    wait_for(lambda: len(engine.state().launches) == 3 and engine.state().slot == "arm",
-             "a fresh arm after the successor died")
+    eventually("a fresh arm after the successor died",
+               lambda: len(engine.state().launches) == 3 and engine.state().slot == "arm")
 
 
 # --- unready successors -----------------------------------------------------------------------
@@ -392,8 +393,8 @@ def test_a_successor_that_ignores_term_gets_the_fallback_at_once_and_no_overlapp
     assert engine.state().launches == state.launches
     # The stuck arm's own close is a new supervised event: restored, the fallback not replayed.
     os.kill(stuck, signal.SIGKILL)
-    wait_for(lambda: len(engine.state().launches) == 3 and engine.state().slot == "arm",
-             "a fresh arm after the stuck one died")
+    eventually("a fresh arm after the stuck one died",
+               lambda: len(engine.state().launches) == 3 and engine.state().slot == "arm")
     ready(engine)
     assert engine.flush()
     assert len(harness.received) + engine.state().pending_deliveries == 1
@@ -427,7 +428,7 @@ os._exit(1)
     ready(engine)
     first = engine.state().launches[0]
     _write_fifo(go_exit, b"go")
-    wait_for(lambda: engine.state().slot == "retry-scheduled", "the provisional failure retry")
+    eventually("the provisional failure retry", lambda: engine.state().slot == "retry-scheduled")
     _write_fifo(go_speak, b"go")
     wake = received(harness, 1)[0].wake
     assert wake.reasons == ("check: late",) and wake.restoration_failure is None
@@ -444,7 +445,7 @@ def _write_fifo(path: Path, data: bytes) -> None:
         except OSError:
             return None  # no reader yet
 
-    fd = wait_for(opened, f"a reader on {path.name}")
+    fd = eventually(f"a reader on {path.name}", opened)
     assert isinstance(fd, int)
     os.write(fd, data)
     os.close(fd)
@@ -477,7 +478,7 @@ def test_overlapping_closes_restore_at_once_and_deliver_in_order(bench: Bench) -
                     and health.pid not in seen and engine.state().pending_deliveries == n)
 
         # Restoration does not wait for the held delivery: a new watcher is live already.
-        wait_for(restored, f"the successor of close {n} while delivery 1 is held")
+        eventually(f"the successor of close {n} while delivery 1 is held", restored)
         seen.add(watcher_health(bench.home, bench.rig.env).pid)
         assert len(harness.received) == 1
     gate.set()
@@ -507,7 +508,7 @@ def test_a_failed_delivery_never_cancels_restoration(bench: Bench) -> None:
         bench.rig.append("check", f"f{n}", f"check: f{n}")
         got = received(harness, n)[-1]
         assert got.problem is None and got.health.healthy
-    wait_for(lambda: len(engine.receipts) == 3, "three receipts")
+    eventually("three receipts", lambda: len(engine.receipts) == 3)
     receipts = [receipt for _, receipt in engine.receipts]
     assert receipts[0] == DeliveryReceipt(False, "RuntimeError: harness went away")
     assert receipts[1] == DeliveryReceipt(False, "harness refused the follow-up")
@@ -535,7 +536,7 @@ def test_a_lost_session_lock_gives_a_typed_line_and_launches_nothing(bench: Benc
     assert wake.text.count("watcher: FAILED") == 1
     assert len(engine.state().launches) == 1  # no successor was started
     assert engine.state().standing_down == failure
-    wait_for(lambda: dead(watcher), "the closed watcher to exit")
+    eventually("the closed watcher to exit", lambda: dead(watcher))
     assert watcher_health(bench.home, bench.rig.env).state == "none"
 
 
@@ -577,8 +578,8 @@ echo "watcher: attached pid=$$ (beacon 0s)"; exec sleep 600""")
     first = engine.state().arm_pid
     assert first is not None
     assert engine.suspend()
-    wait_for(lambda: dead(first), "the suspended arm to stop")
-    wait_for(lambda: engine._deferred, "its actionable close to be kept")
+    eventually("the suspended arm to stop", lambda: dead(first))
+    eventually("its actionable close to be kept", lambda: engine._deferred)
     engine.rearm()  # a repair while suspended launches nothing
     assert engine.flush()
     assert engine.state().launches == (first,) and harness.received == []
@@ -603,7 +604,7 @@ def test_a_successor_whose_watcher_died_before_confirmation_is_repaired_not_stoo
             self.calls.append(handoff)
             if len(self.calls) == 1 and handoff.watcher_pid is not None:
                 os.kill(handoff.watcher_pid, signal.SIGKILL)
-                wait_for(lambda: dead(handoff.watcher_pid or 0), "the successor's watcher to die")
+                eventually("the successor's watcher to die", lambda: dead(handoff.watcher_pid or 0))
             return HandoffResult(False, message="watcher: FAILED - no live watcher to confirm")
 
     confirm = KillsTheWatcher()
@@ -617,8 +618,8 @@ def test_a_successor_whose_watcher_died_before_confirmation_is_repaired_not_stoo
     assert "could not confirm the watcher handoff" in got.wake.restoration_failure
     # The dead successor was retired and a fresh arm restores the watch: the owner did not stand
     # down, so supervision goes on without anyone asking for a repair.
-    wait_for(lambda: engine.state().slot == "arm" and len(engine.state().launches) == 3,
-             "a fresh arm after the repair")
+    eventually("a fresh arm after the repair",
+               lambda: engine.state().slot == "arm" and len(engine.state().launches) == 3)
     assert engine.state().standing_down is None
-    assert wait_for(lambda: watcher_health(bench.home, bench.rig.env).healthy,
-                    "a healthy watcher again")
+    assert eventually("a healthy watcher again",
+                      lambda: watcher_health(bench.home, bench.rig.env).healthy)

@@ -14,11 +14,11 @@ from firstmate.app.top import Gatherer
 from firstmate.app.top_view import render
 from firstmate.plugin.crewlaunch import CrewLaunch
 from firstmate.store import crew
-from firstmate.testing.procs import spawn_arm
+from firstmate.testing.procs import eventually, spawn_arm
 from firstmate.watch.sources.base import PollContext, Wake
 from firstmate.watch.sources.stale import PaneState, StaleSource
 from firstmate.watch.sources.status import StatusSource
-from fleet_support import Fleet, spawned, wait_for
+from fleet_support import Fleet, spawned
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="the tmux binary is not installed: crews run in tmux")
@@ -85,7 +85,7 @@ def test_a_closed_pane_never_sends_its_crews_keys_to_the_pane_renumbered_into_it
     assert listed(fleet) == {"d1": "gone", "d2": "live"}
     # d2 is still reached at its own pane, wherever it now sits.
     assert fleet.fm("crew", "steer", "d2", "for d2").returncode == 0
-    wait_for(lambda: typed(fleet, "d2") == "for d2\n", "d2's instruction")
+    eventually("d2's instruction", lambda: typed(fleet, "d2") == "for d2\n")
     stopped = fleet.fm("crew", "stop", "d1")
     assert stopped.returncode == 0 and "was already gone" in stopped.stdout
     assert fleet.backend().pane_state(p2) == "live" and typed(fleet, "d2") == "for d2\n"
@@ -104,7 +104,7 @@ def test_a_registration_by_position_is_bound_on_first_use(fleet: Fleet) -> None:
     assert bound.pid is not None and bound.started == start_ticks(bound.pid)
     fleet.tmux("kill-pane", "-t", p1)
     assert fleet.fm("crew", "steer", "d2", "still d2").returncode == 0
-    wait_for(lambda: typed(fleet, "d2") == "still d2\n", "d2's instruction")
+    eventually("d2's instruction", lambda: typed(fleet, "d2") == "still d2\n")
     # A position that now names a pane another crew is bound to binds nothing, types nothing.
     (crew_dir / "d3.pane").write_text("fleet:0.0\n")
     refused = fleet.fm("crew", "steer", "d3", "not yours")
@@ -186,7 +186,7 @@ def test_a_closed_pane_wakes_once_and_is_never_read(fleet: Fleet) -> None:
     # Both panes close together (the server stops): one wake names the other.
     fresh = StaleSource(fleet.home, fleet.backend())
     fleet.tmux("kill-server")
-    wait_for(lambda: fleet.tmux("list-sessions").returncode != 0, "the server to stop")
+    eventually("the server to stop", lambda: fleet.tmux("list-sessions").returncode != 0)
     wake = fresh.poll(ctx(fleet, T0 + 4))
     assert wake == Wake("signal", "d2.exited", "signal: d2.exited")
     fresh.commit(wake, ctx(fleet, T0 + 4))
@@ -203,7 +203,7 @@ def test_an_ended_harness_wakes_and_two_exits_share_one_wake(fleet: Fleet) -> No
     assert source.poll(ctx(fleet, T0)) is None
     fleet.tmux("kill-pane", "-t", p2)
     fleet.tmux("send-keys", "-t", p1, "C-d")  # d1's program ends; its pane stays, dead
-    wait_for(lambda: fleet.backend().pane_state(p1) == "dead", "d1's program to end")
+    eventually("d1's program to end", lambda: fleet.backend().pane_state(p1) == "dead")
     wake = source.poll(ctx(fleet, T0 + 1))
     assert wake == Wake("signal", "d1.exited", "signal: d1.exited (with d2)")
     source.commit(wake, ctx(fleet, T0 + 1))
@@ -214,7 +214,7 @@ def test_a_turn_end_is_never_judged_by_another_programs_pane(fleet: Fleet) -> No
     p1, _ = two_panes(fleet)
     assert fleet.fm("crew", "add", "d1", "--pane", p1).returncode == 0
     fleet.tmux("respawn-pane", "-k", "-t", p1, "sh", "-c", BUSY)
-    wait_for(lambda: "esc to interrupt" in (fleet.backend().capture(p1) or ""), "the busy pane")
+    eventually("the busy pane", lambda: "esc to interrupt" in (fleet.backend().capture(p1) or ""))
     crew.mark_turn_ended(fleet.home, "d1", now=T0)
     source = StatusSource(fleet.home, fleet.backend())
     env = {"FM_SIGNAL_GRACE": "0", "FM_TURN_SETTLE": "0"}
@@ -242,7 +242,7 @@ def drain_and_ack(fleet: Fleet) -> None:
 def test_the_watcher_wakes_the_primary_when_a_working_crews_pane_closes(
         fleet: Fleet, tmp_path: Path) -> None:
     spawned(fleet, "w1", "--", "task")
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's first report")
+    eventually("the crew's first report", lambda: crew.last_line(fleet.home, "w1"))
     env = {**fleet.env, "FM_SIGNAL_GRACE": "0", "FM_POLL": "1", "FIRSTMATE_PLUGINS": "none"}
     seen: list[str] = []
     while not any(reason.startswith("signal: w1.") for reason in seen):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from firstmate.store import crew
+from firstmate.testing.procs import eventually
 from firstmate.watch.backends import tmux
-from fleet_support import Fleet, spawned, wait_for
+from fleet_support import Fleet, spawned
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="the tmux binary is not installed: crews run in tmux")
@@ -34,7 +35,7 @@ def test_hostile_directory_window_and_session_names_reach_tmux_as_they_are(fleet
     assert f"{session}\t{window}" in listed.splitlines()
     assert fleet.started("w1")["cwd"] == str(project)
     # (the crew's own report comes well after tmux ran any job the names would have started)
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's first report")
+    eventually("the crew's first report", lambda: crew.last_line(fleet.home, "w1"))
     assert pwned(fleet.tmp) == []
     # A second crew goes into the existing session, found by its exact name.
     spawned(fleet, "w2", "--session", session, "--", "task")
@@ -63,12 +64,12 @@ def test_a_session_name_tmux_would_change_is_refused_in_one_line(fleet: Fleet,
 
 def test_steer_types_a_trailing_semicolon_and_escapes_as_they_are(fleet: Fleet) -> None:
     spawned(fleet, "w1", "--", "task")
-    wait_for(lambda: fleet.turns("w1"), "the first turn")
+    eventually("the first turn", lambda: fleet.turns("w1"))
     texts = ["run the tests;", ";", ";;", "a\\;", "x #(touch pwned-t) #{pane_id}", "-l {"]
     for text in texts:
         done = fleet.fm("crew", "steer", "w1", "--", text)
         assert done.returncode == 0, done.stderr
-    wait_for(lambda: len(fleet.turns("w1")) == 1 + len(texts), "every steered line")
+    eventually("every steered line", lambda: len(fleet.turns("w1")) == 1 + len(texts))
     assert fleet.turns("w1")[1:] == texts
     assert pwned(fleet.tmp) == []
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 from firstmate.store import crew
-from firstmate.testing.procs import DEADLINE
+from firstmate.testing.procs import DEADLINE, eventually
 from firstmate.watch.backends import screen
 from firstmate.watch.backends.tmux import GONE, LIVE, UNKNOWN, TmuxBackend, literal
-from fleet_support import Fleet, wait_for
+from fleet_support import Fleet
 from term_support import PROMPT, Pane, terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -39,8 +39,8 @@ def window(fleet: Fleet, name: str, script: str) -> str:
 
 
 def showing(fleet: Fleet, pane: str, text: str) -> str:
-    wait_for(lambda: text in fleet.tmux("capture-pane", "-p", "-t", pane).stdout,
-             f"pane {pane} to show {text!r}")
+    eventually(f"pane {pane} to show {text!r}",
+               lambda: text in fleet.tmux("capture-pane", "-p", "-t", pane).stdout)
     return pane
 
 
@@ -114,8 +114,9 @@ def test_peek_shows_a_crew_whose_harness_ended_its_last_screen(fleet: Fleet) -> 
     add(fleet, "d1", pane)
     fleet.tmux("set-option", "-w", "-t", pane, "remain-on-exit", "on")
     fleet.tmux("respawn-pane", "-k", "-t", pane, "sh", "-c", "echo last words")
-    wait_for(lambda: fleet.tmux("display-message", "-p", "-t", pane,
-                                "#{pane_dead}").stdout.strip() == "1", "the program to end")
+    eventually("the program to end",
+               lambda: fleet.tmux("display-message", "-p", "-t", pane,
+                                "#{pane_dead}").stdout.strip() == "1")
     crew.add(fleet.home, "d1", pane, replace=True)  # (its program changed: bind it again)
     done = fm(fleet, "crew", "peek", "d1", "-n", "40")
     assert done.returncode == 0, done.stderr
@@ -184,8 +185,8 @@ def test_attach_from_a_terminal_outside_tmux_opens_the_crews_pane(fleet: Fleet,
     d2 = showing(fleet, window(fleet, "d2", "echo this-is-d2; exec sleep 100000"), "this-is-d2")
     add(fleet, "d2", "fleet:d2")
     desk.type(f"{fm_line('crew', 'attach', 'd2')}; echo ATTACH-ENDED $?")
-    wait_for(lambda: clients(fleet) == [f"fleet {d2}"] or None,
-             "a client of the crews' server on d2's pane")
+    eventually("a client of the crews' server on d2's pane",
+               lambda: clients(fleet) == [f"fleet {d2}"] or None)
     desk.wait_for(lambda s: "this-is-d2" in s, "d2's screen in the terminal")
     assert fleet.tmux("display-message", "-p", "-t", "fleet:", "#{window_name}").stdout.strip() \
         == "d2"  # its window was selected
@@ -203,11 +204,11 @@ def test_attach_inside_tmux_on_the_crews_server_switches_that_client(fleet: Flee
     made = fleet.tmux("new-session", "-d", "-s", "work", *env, "env", f"PS1={PROMPT}", "sh")
     assert made.returncode == 0, made.stderr
     desk.type(f"tmux -L {shlex.quote(fleet.socket)} attach-session -t =work")
-    wait_for(lambda: [c for c in clients(fleet) if c.startswith("work ")] or None,
-             "the terminal attached to session work")
+    eventually("the terminal attached to session work",
+               lambda: [c for c in clients(fleet) if c.startswith("work ")] or None)
     desk.wait_for(lambda s: PROMPT.strip() in s, "work's shell")
     desk.type(fm_line("crew", "attach", "d1"))
-    wait_for(lambda: clients(fleet) == [f"fleet {d1}"] or None, "the client switched to d1")
+    eventually("the client switched to d1", lambda: clients(fleet) == [f"fleet {d1}"] or None)
     work = fleet.tmux("capture-pane", "-p", "-t", "=work:").stdout
     assert f"crew: switched this tmux client to d1 (pane {d1})" in work
 
@@ -220,7 +221,7 @@ def test_attach_inside_another_tmux_opens_the_crews_server_nested(fleet: Fleet,
     add(fleet, "d1", d1)
     outer = desk.tmux("display-message", "-p", "-t", desk.target, "#{socket_path}")
     desk.type(f"TMUX={shlex.quote(outer.stdout.strip())},1,0 {fm_line('crew', 'attach', 'd1')}")
-    wait_for(lambda: clients(fleet) == [f"fleet {d1}"] or None, "a nested client on d1")
+    eventually("a nested client on d1", lambda: clients(fleet) == [f"fleet {d1}"] or None)
     desk.wait_for(lambda s: "this-is-d1" in s, "d1's screen in the terminal")
     fleet.tmux("detach-client", "-s", "=fleet")
     shown = desk.wait_for(lambda s: s.rstrip().endswith(PROMPT.strip()), "the shell again")

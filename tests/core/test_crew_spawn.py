@@ -16,8 +16,9 @@ from firstmate.app.crewbrief import brief
 from firstmate.app.crewspawn import worktree_path
 from firstmate.store import crew
 from firstmate.store.home import Home
+from firstmate.testing.procs import eventually
 from firstmate.watch.backends.tmux import TmuxBackend
-from fleet_support import Fleet, spawned, wait_for
+from fleet_support import Fleet, spawned
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="the tmux binary is not installed: crews run in tmux")
@@ -50,8 +51,8 @@ def test_spawn_registers_briefs_and_records_turn_ends(fleet: Fleet) -> None:
     for verb in ("done:", "needs-decision: key=", "blocked", "failed", "working:"):
         assert verb in first
     # The agent followed the brief (a status line) and its turn-end hook recorded the turn end.
-    wait_for(lambda: crew.turn_signature(fleet.home, "w1"), "the crew's turn-end marker")
-    last = wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's first status line")
+    eventually("the crew's turn-end marker", lambda: crew.turn_signature(fleet.home, "w1"))
+    last = eventually("the crew's first status line", lambda: crew.last_line(fleet.home, "w1"))
     assert last.text == "working: started"
     # The crew-mode config is the crew's own, private, and the environment never rested on disk.
     config = fleet.home.state / "crew-launch" / "w1" / "crew" / "fakecrew.json"
@@ -64,10 +65,10 @@ def test_spawn_registers_briefs_and_records_turn_ends(fleet: Fleet) -> None:
 
 def test_steer_types_into_the_pane_and_list_shows_the_fleet(fleet: Fleet) -> None:
     spawned(fleet, "w1", "--", "task one")
-    wait_for(lambda: fleet.turns("w1"), "the first turn")
+    eventually("the first turn", lambda: fleet.turns("w1"))
     done = fleet.fm("crew", "steer", "w1", "next: run", "the tests")
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: "next: run the tests" in fleet.turns("w1"), "the steered line")
+    eventually("the steered line", lambda: "next: run the tests" in fleet.turns("w1"))
     listed = json.loads(fleet.fm("crew", "list", "--json").stdout)["crews"]
     assert [(e["name"], e["harness"], e["pane_state"]) for e in listed] == [
         ("w1", "fakecrew", "live")]
@@ -81,8 +82,8 @@ def test_steer_types_into_the_pane_and_list_shows_the_fleet(fleet: Fleet) -> Non
     assert age.endswith("s") or age.endswith("m")
     # The harness quits: its pane stays (remain-on-exit) but is dead, and steering is refused.
     fleet.fm("crew", "steer", "w1", "quit")
-    wait_for(lambda: fleet.backend().pane_state(crew.get(fleet.home, "w1").pane) == "dead",
-             "the pane to show its program ended")
+    eventually("the pane to show its program ended",
+               lambda: fleet.backend().pane_state(crew.get(fleet.home, "w1").pane) == "dead")
     assert "dead" in fleet.fm("crew", "list").stdout.splitlines()[1]
     refused = fleet.fm("crew", "steer", "w1", "anything")
     assert refused.returncode == 1 and "has ended" in refused.stderr
@@ -91,7 +92,7 @@ def test_steer_types_into_the_pane_and_list_shows_the_fleet(fleet: Fleet) -> Non
 
 def test_stop_ends_the_window_keeps_the_logs_and_unregisters(fleet: Fleet) -> None:
     spawned(fleet, "w1", "--window-name", "builder", "--session", "crews", "--", "task")
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the first status line")
+    eventually("the first status line", lambda: crew.last_line(fleet.home, "w1"))
     pane = crew.get(fleet.home, "w1").pane
     windows = fleet.tmux("list-windows", "-a", "-F", "#{session_name}:#{window_name}").stdout
     assert "crews:builder" in windows
@@ -131,9 +132,9 @@ def test_a_typed_first_prompt_waits_for_the_harness(fleet: Fleet) -> None:
     spawned(fleet, "w1", "--", "typed task", FAKECREW_MODE="type")
     record = fleet.started("w1")
     assert "--" not in record["argv"]
-    [first] = wait_for(lambda: fleet.turns("w1"), "the typed brief")
+    [first] = eventually("the typed brief", lambda: fleet.turns("w1"))
     assert "typed task" in first and "\\n" not in first  # one line, as typed
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's report")
+    eventually("the crew's report", lambda: crew.last_line(fleet.home, "w1"))
 
 
 def test_spawn_refusals_are_one_line(fleet: Fleet) -> None:
@@ -259,11 +260,11 @@ def test_a_worktree_left_by_a_spawn_that_never_finished_is_taken_over(fleet: Fle
 
 def test_answer_send_types_the_line_the_brief_promises(fleet: Fleet) -> None:
     spawned(fleet, "w1", "--", "task")
-    wait_for(lambda: fleet.turns("w1"), "the first turn")
+    eventually("the first turn", lambda: fleet.turns("w1"))
     assert fleet.fm("crew", "status", "w1", "needs-decision: key=db which one?").returncode == 0
     done = fleet.fm("crew", "answer", "w1", "--key", "db", "--send", "postgres;")
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: len(fleet.turns("w1")) == 2, "the typed answer")
+    eventually("the typed answer", lambda: len(fleet.turns("w1")) == 2)
     assert fleet.turns("w1")[1] == "answered: key=db postgres;"
     assert 'starts with "answered: key=<key>"' in fleet.turns("w1")[0]
 

@@ -9,7 +9,8 @@ import signal
 from firstmate.store import episodes
 from firstmate.store.database import kv_get, open_store
 from firstmate.store.downtime import OPEN_KEY, publish_if_gone
-from watch_support import Rig, rig, started_pid, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import Rig, rig, started_pid
 
 __all__ = ["rig"]  # the fixture
 
@@ -31,7 +32,7 @@ def _status_episode(rig: Rig) -> object:
 
 def test_a_status_read_publishes_the_downtime_of_a_killed_watcher(rig: Rig) -> None:
     watch = rig.spawn("watch")
-    pid = wait_for(rig.healthy_pid, "the watcher to become healthy")
+    pid = eventually("the watcher to become healthy", rig.healthy_pid)
     state, open_mark = _state(rig)
     assert open_mark.startswith(f"{pid}:") and not isinstance(state, episodes.Episode)
     assert _status_episode(rig) is None  # healthy: nothing to publish
@@ -58,7 +59,7 @@ def test_the_arm_that_saw_its_watcher_die_publishes_before_waiting_for_a_success
 
     # Read the store directly (a status read would publish it too): the arm, still waiting
     # for a successor, is the one that published.
-    wait_for(published, "the arm to publish the downtime")
+    eventually("the arm to publish the downtime", published)
     assert owner.popen.poll() is None
     owner.popen.send_signal(signal.SIGTERM)
     assert owner.line() == "watcher: FAILED - arm interrupted by SIGTERM"

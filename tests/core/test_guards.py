@@ -33,7 +33,8 @@ from firstmate.store.health import WatcherHealth
 from firstmate.store.identity import identity_of
 from firstmate.store.need import Need
 from firstmate.store.scope import Scope, classify_dir, primary_scope
-from watch_support import Rig, make_rig, started_pid, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import Rig, make_rig, started_pid
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
 NONE = WatcherHealth(False, "none")
@@ -75,6 +76,7 @@ import json
 from firstmate import hookimpl
 from firstmate.plugin.harness import ClaimFacts, GuardProfile, HarnessInfo
 from firstmate.store.database import kv_get, kv_set
+from firstmate.testing.procs import eventually
 
 
 class Ledger:
@@ -499,8 +501,8 @@ def test_a_stale_beacon_blocks_and_names_the_fix_each_harness_allows(grig: Rig) 
     pid = started_pid(arm.line())
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: run_guard(grig, "grok", STOP, **env).returncode == 2,
-                 "the guard to see the stale beacon")
+        eventually("the guard to see the stale beacon",
+                   lambda: run_guard(grig, "grok", STOP, **env).returncode == 2)
         done = run_guard(grig, "grok", STOP, **env)
         assert f"watcher pid {pid} is alive but has not polled" in done.stderr
         # Grok's protocol has the model run the arm as a tracked task: it may take over.
@@ -604,14 +606,14 @@ def test_pull_guard_episodes_with_real_watchers(grig: Rig) -> None:
     assert run_pull(grig, **env).stderr == ""  # healthy: silent, and the episode is over
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: "stale" in run_pull(grig, **env).stderr, "a stale-beacon banner")
+        eventually("a stale-beacon banner", lambda: "stale" in run_pull(grig, **env).stderr)
         again = run_pull(grig, **env)
         assert again.stderr.startswith("WARNING: watcher still down (same stale-beacon episode")
     finally:
         os.kill(pid, signal.SIGCONT)
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: run_pull(grig).stderr.startswith("●  WATCHER DOWN"),
-             "a fresh banner for the no-watcher episode")
+    eventually("a fresh banner for the no-watcher episode",
+               lambda: run_pull(grig).stderr.startswith("●  WATCHER DOWN"))
 
 
 def test_pull_guard_advice_follows_the_primary_sessions_harness(grig: Rig) -> None:

@@ -22,7 +22,8 @@ from firstmate.store import episodes, queue, queuestatus
 from firstmate.store.database import Store, kv_get, kv_set, open_store
 from firstmate.store.home import Home
 from firstmate.store.identity import identity_of
-from watch_support import Proc, Rig, alive, attached_pid, make_rig, started_pid, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import Proc, Rig, alive, attached_pid, make_rig, started_pid
 
 #: The fake engine: the mode file says how this turn goes.
 ENGINE = '''
@@ -204,7 +205,7 @@ def test_park_restart_replaces_the_running_watcher(hrig: HostRig) -> None:
     park = hrig.park("--restart")
     new = started_pid(park.line())
     assert new != old
-    wait_for(lambda: not alive(old), "the old watcher to stop")
+    eventually("the old watcher to stop", lambda: not alive(old))
     hrig.rig.append("check", "ci", "check: ci red")
     assert park.line() == "check: ci red"
     assert park.wait() == 0
@@ -225,7 +226,7 @@ def test_away_wakes_are_handled_by_the_engine_and_the_host_keeps_parking(hrig: H
     first = started_pid(park.line())
     for n, (kind, key) in enumerate((("check", "ci"), ("signal", "t1.status")), start=1):
         seq = hrig.rig.append(kind, key, f"{kind}: {key} needs a look")
-        wait_for(lambda n=n: len(hrig.turns()) >= n, f"engine turn {n}")
+        eventually(f"engine turn {n}", lambda n=n: len(hrig.turns()) >= n)
         turn = hrig.turns()[-1]
         assert turn["handled"] is True and turn["rows"] == [seq]
         assert turn["reasons"] == f"{kind}: {key} needs a look"
@@ -240,7 +241,7 @@ def test_away_wakes_are_handled_by_the_engine_and_the_host_keeps_parking(hrig: H
     assert hrig.pending("main") == 0
     state = hrig.episode()
     assert isinstance(state, episodes.Episode) and state.status == "acked"
-    watcher = wait_for(hrig.rig.healthy_pid, "the successor watcher")
+    watcher = eventually("the successor watcher", hrig.rig.healthy_pid)
     assert watcher != first
     # The grant was dropped after each turn.
     db = Store(hrig.home)
@@ -251,7 +252,7 @@ def test_away_wakes_are_handled_by_the_engine_and_the_host_keeps_parking(hrig: H
     park.popen.send_signal(signal.SIGTERM)
     assert park.wait() == 143
     assert park.rest() == ["supervision-host: interrupted by SIGTERM"]
-    wait_for(lambda: not alive(watcher), "the host's watcher to stop")
+    eventually("the host's watcher to stop", lambda: not alive(watcher))
 
 
 @pytest.mark.parametrize(("mode", "env", "why", "queued"), [
@@ -281,7 +282,7 @@ def test_any_failure_hands_the_wake_back_to_main(hrig: HostRig, mode: str,
     assert hrig.pending("main") == queued and hrig.pending("branch") == 0
     [event] = [e for e in host.events(hrig.home) if e.get("type") == "handback"]
     assert event["why"] == line[len("supervision-host: "):]
-    wait_for(lambda: hrig.rig.healthy_pid() is None, "the successor cycle to stop")
+    eventually("the successor cycle to stop", lambda: hrig.rig.healthy_pid() is None)
 
 
 def test_the_park_stops_at_a_cycle_boundary(hrig: HostRig) -> None:
@@ -289,7 +290,7 @@ def test_the_park_stops_at_a_cycle_boundary(hrig: HostRig) -> None:
     watcher = started_pid(park.line())
     assert park.line(deadline=60) == "supervision-host: cycle boundary"
     assert park.wait() == 0
-    wait_for(lambda: not alive(watcher), "the watcher to be stopped at the boundary")
+    eventually("the watcher to be stopped at the boundary", lambda: not alive(watcher))
 
 
 def test_no_engine_turn_that_could_outlast_the_boundary(hrig: HostRig) -> None:
@@ -322,11 +323,11 @@ def test_a_row_left_for_main_becomes_a_recoverable_episode(hrig: HostRig) -> Non
     park = hrig.park()
     started_pid(park.line())
     seq = hrig.rig.append("check", "ci", "check: ci red")
-    wait_for(lambda: hrig.turns(), "the engine turn")
+    eventually("the engine turn", lambda: hrig.turns())
     assert hrig.turns()[0]["handled"] is True and hrig.turns()[0]["rows"] == [seq]
     # The turn is recorded before the host settles the handoff: wait for the settlement.
-    wait_for(lambda: any("settled handoff" in line for line in host.host_log(hrig.home).lines()),
-             "the host to settle the handoff")
+    eventually("the host to settle the handoff",
+               lambda: any("settled handoff" in line for line in host.host_log(hrig.home).lines()))
     state = hrig.episode()
     assert isinstance(state, episodes.Episode), state
     assert (state.status, state.kind) == ("pending", "downtime")
@@ -397,7 +398,7 @@ def test_an_acknowledged_hand_back_is_redelivered_until_main_acknowledges(
     assert park.line() == "check: ci red"
     assert park.line() == "supervision-host: engine turn failed (exit 3)"
     assert park.wait() == 0
-    successor = wait_for(hrig.rig.healthy_pid, "the successor left running")
+    successor = eventually("the successor left running", hrig.rig.healthy_pid)
     record = handback_record(hrig.home)
     assert record is not None and (record["seqs"], record["deliveries"]) == ([seq], 1)
     # The harness parks again at once and the continuation is lost: the retry is not due, so
@@ -456,7 +457,7 @@ def test_only_main_acknowledging_the_handed_back_row_stops_the_retry(hrig: HostR
     assert park.line() == "check: ci red"
     assert park.line() == "supervision-host: engine turn failed (exit 3)"
     assert park.wait() == 0
-    successor = wait_for(hrig.rig.healthy_pid, "the successor left running")
+    successor = eventually("the successor left running", hrig.rig.healthy_pid)
     record = handback_record(hrig.home)
     assert record is not None and record["seqs"] == [seq]
     waiting = hrig.park(**SLOW_RETRY)
@@ -479,15 +480,15 @@ def test_only_main_acknowledging_the_handed_back_row_stops_the_retry(hrig: HostR
     acked = hrig.rig.fm("wake", "drain", "--ack-through", str(mine["ack_through"]),
                         "--recovery-generation", mine["generation"])
     assert acked.returncode == 0, acked.stderr
-    wait_for(lambda: handback_record(hrig.home) is None, "the parked host to stop retrying")
-    wait_for(lambda: any("retry stopped" in x for x in host.host_log(hrig.home).lines()),
-             "the log line")
+    eventually("the parked host to stop retrying", lambda: handback_record(hrig.home) is None)
+    eventually("the log line",
+               lambda: any("retry stopped" in x for x in host.host_log(hrig.home).lines()))
     assert parked.popen.poll() is None
     # A new close while parked is handled as usual.
     hrig.mode("ok")
     new = hrig.rig.append("signal", "t1.status", "signal: t1 done")
-    wait_for(lambda: any(t["rows"] == [new] and t["handled"] for t in hrig.turns()),
-             "the new close to be handled")
+    eventually("the new close to be handled",
+               lambda: any(t["rows"] == [new] and t["handled"] for t in hrig.turns()))
     assert parked.popen.poll() is None
 
 

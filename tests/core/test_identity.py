@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from firstmate.plugin.harnessprocs import HarnessTable, harness_of
 from firstmate.store import identity
 from firstmate.store.identity import ProcessIdentity, ProcInfo
 from firstmate.testing import read_line
+from firstmate.testing.procs import eventually
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -178,11 +178,10 @@ def test_dead_process_identity_does_not_match_and_is_not_signalled() -> None:
 
 def test_zombie_counts_as_dead() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    end = time.monotonic() + DEADLINE
     # Not reaped yet: the exited child stays a zombie until we wait for it.
-    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < end, "child never became a zombie"
-        time.sleep(0.01)
+    eventually("the child to become a zombie",
+               lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, DEADLINE,
+               interval=0.01)
     try:
         assert not identity.is_alive(proc.pid)
         assert identity.identity_of(proc.pid) is None

@@ -9,13 +9,13 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from firstmate.base.errors import StateError
 from firstmate.store.home import Home
 from firstmate.store.ledgers import TRIAGE_DEFAULTS, BoundedLog, cycle_log, neutralise, triage_log
+from firstmate.testing.procs import eventually
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,17 +128,16 @@ def _spawn_appender(path: Path, tag: str) -> subprocess.Popen[str]:
 
 def _wait_for_trims(path: Path, proc: subprocess.Popen[str]) -> None:
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    deadline = time.monotonic() + DEADLINE
-    # The log has been trimmed at least once when its first record is no longer record 0.
-    while time.monotonic() < deadline:
+
+    def trimmed() -> bool:
+        # The log has been trimmed at least once when its first record is no longer record 0.
         try:
             first = path.read_text().split("\n", 1)[0]
         except FileNotFoundError:
-            first = ""
-        if first and not first.split()[1].startswith("00000000"):
-            return
-        time.sleep(0.01)  # pacing only; the condition above is what we wait for
-    pytest.fail("the appender never trimmed its log")
+            return False
+        return bool(first) and not first.split()[1].startswith("00000000")
+
+    eventually("the appender to trim its log", trimmed, DEADLINE, interval=0.01)
 
 
 @pytest.mark.parametrize("round_", range(4))

@@ -20,7 +20,7 @@ from firstmate.store import identity
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock, OwnerRecord
 from firstmate.testing import read_line
-from firstmate.testing.procs import eventually as poll
+from firstmate.testing.procs import eventually
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,10 +74,6 @@ def expect(proc: subprocess.Popen[bytes], word: str) -> list[str]:
     fields = read_line(proc).split()
     assert fields and fields[0] == word, f"expected {word!r} from pid {proc.pid}, got {fields}"
     return fields
-
-
-def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    poll(what, check, deadline, interval=0.01)
 
 
 @pytest.fixture
@@ -333,7 +329,7 @@ def test_lock_is_not_inherited_by_a_grandchild(
         holder.kill()
         holder.wait(timeout=DEADLINE)
         lock = new_lock(fm_home, lock_path)
-        eventually(lambda: lock.holder_state() == "free", "the lock being freed")
+        eventually("the lock being freed", lambda: lock.holder_state() == "free")
         assert identity.is_alive(grandchild)
         lock.acquire(timeout=0)
         assert identity.is_alive(grandchild)

@@ -18,7 +18,8 @@ import psutil
 import pytest
 from firstmate.store import cyclelog, episodes
 from firstmate.store.health import watcher_health
-from watch_support import Rig, episode, hold_lock, rig, wait_for
+from firstmate.testing.procs import eventually
+from watch_support import Rig, episode, hold_lock, rig
 
 __all__ = ["rig"]
 
@@ -83,7 +84,7 @@ def _claiming_child(rig: Rig, arm_pid: int) -> int:
                 return proc.pid
         return None
 
-    return int(str(wait_for(child, "the arm's watcher to wait in its claim")))
+    return int(str(eventually("the arm's watcher to wait in its claim", child)))
 
 
 def test_a_stopped_arm_signals_its_watcher_only_once_it_holds_the_singleton(rig: Rig) -> None:
@@ -92,7 +93,7 @@ def test_a_stopped_arm_signals_its_watcher_only_once_it_holds_the_singleton(rig:
     arm = rig.spawn("arm")
     child = _claiming_child(rig, arm.pid)
     arm.popen.send_signal(signal.SIGTERM)
-    wait_for(lambda: _handled(arm.pid, signal.SIGTERM), "the arm to take its TERM")
+    eventually("the arm to take its TERM", lambda: _handled(arm.pid, signal.SIGTERM))
     # The watcher has not claimed yet: a TERM now would be lost. Let it claim.
     holder.kill()
     holder.wait()
@@ -112,8 +113,8 @@ def test_a_watcher_stopped_before_its_claim_still_announces_the_downtime(rig: Ri
     before = _handled_episode(rig)
     hold_lock(rig, "watch")  # a live holder that is no watcher: nothing watches this home
     watch = rig.spawn("watch")
-    wait_for(lambda: _has_open(watch.pid, rig.home.lock_path("watch")),
-             "the watcher to wait in its claim")
+    eventually("the watcher to wait in its claim",
+               lambda: _has_open(watch.pid, rig.home.lock_path("watch")))
     watch.popen.send_signal(signal.SIGTERM)
     assert watch.wait() == 143
     assert "watcher: stopped by SIGTERM before it claimed the singleton" in watch.stderr()
@@ -128,8 +129,8 @@ def test_a_watcher_stopped_before_its_claim_leaves_a_healthy_watchers_episode_al
     # Held back by the healthy watcher's singleton until it sees that watcher is healthy, the
     # second one stands down; TERMed in its claim, it must not publish over a watched home.
     watch = rig.spawn("watch", env={"FM_GUARD_GRACE": "0.001"})
-    wait_for(lambda: _has_open(watch.pid, rig.home.lock_path("watch")),
-             "the second watcher to wait in its claim")
+    eventually("the second watcher to wait in its claim",
+               lambda: _has_open(watch.pid, rig.home.lock_path("watch")))
     watch.popen.send_signal(signal.SIGTERM)
     assert watch.wait() == 143
     assert "before it claimed the singleton" in watch.stderr()
@@ -139,6 +140,7 @@ def test_a_watcher_stopped_before_its_claim_leaves_a_healthy_watchers_episode_al
 STOPPED_AFTER_CLAIM = """
 import os, signal, sys
 from firstmate.watch import watcher
+from firstmate.testing.procs import eventually
 
 opened = watcher.Watcher._open_cycle
 
@@ -169,7 +171,7 @@ def test_a_stopped_arm_whose_watcher_fails_its_start_relays_it_and_announces_dow
     arm = rig.spawn("arm", env={"FM_WATCHER_STARTUP_LOCK_BOUND": "3"})
     child = _claiming_child(rig, arm.pid)
     arm.popen.send_signal(signal.SIGTERM)
-    wait_for(lambda: _handled(arm.pid, signal.SIGTERM), "the arm to take its TERM")
+    eventually("the arm to take its TERM", lambda: _handled(arm.pid, signal.SIGTERM))
     # The watcher ends its start on its own, unsignalled; the arm relays why, then its own end.
     assert arm.rest() == [f"watcher: FAILED - startup lock held by live pid {holder.pid}",
                           "watcher: FAILED - arm interrupted by SIGTERM"]

@@ -24,7 +24,7 @@ from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.tmux import TmuxBackend
 from firstmate.watch.sources.base import PollContext, Source, Wake
 from firstmate.watch.sources.stale import UNREAD, PaneState, StaleSource
-from watch_support import alive, let_one_go, wait_for
+from watch_support import alive, let_one_go
 
 pytestmark = pytest.mark.tmux
 
@@ -52,13 +52,12 @@ class Server:
         return done.stdout.strip()
 
     def wait_for(self, target: str, ok: Callable[[str], bool]) -> str:
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
+        """Pane *target*'s screen once *ok* accepts it."""
+        def shown() -> str:
             out = self.tmux("capture-pane", "-p", "-t", target)
-            if out.returncode == 0 and ok(out.stdout):
-                return out.stdout
-            time.sleep(0.02)  # pacing only: we wait for the condition, not for time
-        pytest.fail(f"pane {target} never reached the expected content")
+            return out.stdout if out.returncode == 0 and ok(out.stdout) else ""
+        return eventually(f"pane {target} to reach the expected content", shown, DEADLINE,
+                          interval=0.02)
 
     @property
     def backend(self) -> TmuxBackend:
@@ -314,15 +313,14 @@ def test_a_hung_tmux_call_is_bounded(tmp_path: Path) -> None:
     assert backend.capture("x") is None
     assert backend.last_error == "tmux capture-pane timed out after 0.5s"
     pid = int((tmp_path / "tmux.pid").read_text())
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            break
-        time.sleep(0.02)
-    else:
-        pytest.fail("the hung tmux call was not killed")
+            return True
+        return False
+
+    eventually("the hung tmux call to be killed", ended, DEADLINE, interval=0.02)
 
 
 def test_a_missing_tmux_binary_reads_as_no_pane() -> None:
@@ -441,20 +439,20 @@ def test_a_ring_while_tmux_lists_the_panes_leaves_the_listing_to_the_next_poll(
         assert source.poll(rung) is None
         assert source.next_due(rung) == T0  # due again at once
         assert source.poll(rung) is None  # still under way: no second listing
-        wait_for(lambda: len(calls()) == 1, "the listing to start")
+        eventually("the listing to start", lambda: len(calls()) == 1)
         assert calls()[0].startswith("list-panes ")
         assert not (home.crew_dir / "w1.pane-state").exists()
-        wait_for(lambda: let_one_go(gate), "the listing to wait")
+        eventually("the listing to wait", lambda: let_one_go(gate))
         assert source.poll(ctx(home, T0 + 1)) is None
         state = PaneState.decode((home.crew_dir / "w1.pane-state").read_text())
         assert state is not None and state.signature == "SIG.0" and state.digest == UNREAD
         assert len(calls()) == 1  # the listing the ring left, taken up: no other tmux call
         # A listing left under way ends when the watcher closes the source.
         assert source.poll(attrs.evolve(rung, now=T0 + 2)) is None
-        wait_for(lambda: len(calls()) == 2, "the second listing to start")
+        eventually("the second listing to start", lambda: len(calls()) == 2)
         source.close()
         listing = int(calls()[1].split()[1])
-        wait_for(lambda: not alive(listing), "the listing to be ended")
+        eventually("the listing to be ended", lambda: not alive(listing))
     finally:
         for _ in range(2):
             let_one_go(gate)
@@ -685,7 +683,7 @@ def test_a_ring_while_tmux_reads_a_batch_leaves_the_batch_to_the_next_poll(
         assert source.next_due(rung) == T0 + 16  # due again at once
         assert len(batches()) == 1
         assert source.poll(rung) is None  # still under way: no second batch
-        wait_for(lambda: let_one_go(gate), "the batch to wait")
+        eventually("the batch to wait", lambda: let_one_go(gate))
         assert source.poll(ctx(home, T0 + 17)) is None
         assert len(batches()) == 1  # the batch the ring left, taken up
         for n in (1, 2, 3):

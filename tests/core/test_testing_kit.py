@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -14,6 +13,7 @@ from firstmate.testing import (
     DEADLINE,
     FakeHarness,
     SpawnedArm,
+    eventually,
     fm_command,
     json_contains,
     sample_call,
@@ -43,10 +43,8 @@ def test_stopping_a_spawned_arm_leaves_no_watcher(fm_home: Home, tmp_path: Path)
     watcher = int(arm.status.split("pid=", 1)[1].split()[0])
     arm.stop()
     assert arm.popen.poll() is not None
-    end = time.monotonic() + DEADLINE
-    while not _gone(watcher):
-        assert time.monotonic() < end, f"watcher {watcher} outlived the arm's teardown"
-        time.sleep(0.05)
+    eventually(f"watcher {watcher} to end with the arm's teardown", lambda: _gone(watcher),
+               DEADLINE)
 
 
 def test_fake_harness_records_deliveries_from_any_thread(fake_harness: FakeHarness) -> None:
@@ -63,6 +61,14 @@ def test_fake_harness_records_deliveries_from_any_thread(fake_harness: FakeHarne
 def test_fake_harness_wait_fails_when_nothing_arrives() -> None:
     with pytest.raises(pytest.fail.Exception):
         FakeHarness().wait_for(1, deadline=0.01)
+
+
+def test_eventually_answers_the_first_truthy_value_and_names_what_it_waited_for() -> None:
+    answers = iter([None, "", "ready"])
+    assert eventually("the third answer", lambda: next(answers), DEADLINE, interval=0) == "ready"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        eventually("a pane to draw", lambda: "", 0.01, interval=0, diag=lambda: "it shows: $ _")
+    assert str(failed.value) == "timed out after 0.01s waiting for a pane to draw\nit shows: $ _"
 
 
 def test_a_declared_sample_call_gets_its_event_name() -> None:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 from firstmate.app.top_view import width_of
 from firstmate.store import crew, deliveries
-from fleet_support import Fleet, wait_for
+from firstmate.testing.procs import eventually
+from fleet_support import Fleet
 from term_support import PROMPT, Pane, terminal
 from wakeq_support import db_for
 
@@ -35,8 +36,8 @@ def recorder(fleet: Fleet, name: str) -> str:
     made = fleet.tmux(*where, "-n", name, "-P", "-F", "#{pane_id}", "sh", "-c", script)
     assert made.returncode == 0, made.stderr
     pane = made.stdout.strip()
-    wait_for(lambda: f"hello-{name}" in fleet.tmux("capture-pane", "-p", "-t", pane).stdout,
-             f"{name}'s pane to start")
+    eventually(f"{name}'s pane to start",
+               lambda: f"hello-{name}" in fleet.tmux("capture-pane", "-p", "-t", pane).stdout)
     done = fleet.fm("crew", "add", name, "--pane", pane)
     assert done.returncode == 0, done.stderr
     return pane
@@ -167,8 +168,8 @@ def test_s_steers_the_selected_crew_with_the_text_typed(fleet: Fleet, desk: Pane
     desk.wait_for(lambda s: "steer d2: run the suite; then #(report)_" in s, "the text typed")
     desk.press("Enter")
     desk.wait_for(lambda s: f"sent to d2 (pane {d2})" in s, "the confirmation")
-    wait_for(lambda: typed(fleet, "d2") == "run the suite; then #(report)\n" or None,
-             "the instruction in d2's pane")
+    eventually("the instruction in d2's pane",
+               lambda: typed(fleet, "d2") == "run the suite; then #(report)\n" or None)
     assert typed(fleet, "d1") == ""
     desk.keys("s")
     desk.wait_for(lambda s: "steer d2: _" in s, "the steer prompt again")
@@ -195,8 +196,8 @@ def test_d_answers_the_open_decision_picked_with_tab(fleet: Fleet, desk: Pane) -
     desk.keys("yes, once")
     desk.press("Enter")
     desk.wait_for(lambda s: f"answered d1 [key=ci] and sent it to pane {d1}" in s, "the answer")
-    wait_for(lambda: typed(fleet, "d1") == "answered: key=ci yes, once\n" or None,
-             "the answer line in d1's pane")
+    eventually("the answer line in d1's pane",
+               lambda: typed(fleet, "d1") == "answered: key=ci yes, once\n" or None)
     assert [d.key for d in crew.open_decisions(fleet.home, "d1")] == ["db"]
     shown = desk.wait_for(lambda s: row(s, "d1").split()[3] == "!1", "one decision left")
     desk.keys("d")  # one open decision: straight to its answer
@@ -268,7 +269,7 @@ def test_a_attaches_this_terminal_to_the_crews_pane_and_detaching_comes_back(
     start_top(desk)
     desk.press("j")
     desk.keys("a")
-    wait_for(lambda: clients(fleet) == [f"fleet {d2}"] or None, "a client on d2's pane")
+    eventually("a client on d2's pane", lambda: clients(fleet) == [f"fleet {d2}"] or None)
     desk.wait_for(lambda s: "hello-d2" in s and "fm top" not in s, "d2's screen")
     fleet.tmux("detach-client", "-s", "=fleet")  # (the user's prefix key, then d)
     desk.wait_for(lambda s: s.startswith("fm top ") and f"back from d2 (pane {d2})" in s,
@@ -285,14 +286,14 @@ def test_a_inside_tmux_on_the_crews_server_switches_the_client(fleet: Fleet,
                       f"PS1={PROMPT}", "LANG=C.UTF-8", "sh")
     assert made.returncode == 0, made.stderr
     desk.type(f"tmux -L {shlex.quote(fleet.socket)} attach-session -t =work")
-    wait_for(lambda: [c for c in clients(fleet) if c.startswith("work ")] or None,
-             "the terminal attached to session work")
+    eventually("the terminal attached to session work",
+               lambda: [c for c in clients(fleet) if c.startswith("work ")] or None)
     work = Pane(fleet.socket, "=work:")
     work.wait_for(lambda s: PROMPT.strip() in s, "work's shell")
     work.type(shlex.join([sys.executable, "-m", "firstmate", "top"]))
     work.wait_for(lambda s: KEYS_LINE in s, "fm top in session work")
     work.keys("a")
-    wait_for(lambda: clients(fleet) == [f"fleet {d1}"] or None, "the client switched to d1")
+    eventually("the client switched to d1", lambda: clients(fleet) == [f"fleet {d1}"] or None)
     shown = work.wait_for(lambda s: "switched this tmux client to d1" in s, "fm top's note")
     assert shown.startswith("fm top ")  # it runs on in its own pane
     work.keys("q")

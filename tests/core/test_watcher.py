@@ -16,6 +16,7 @@ from firstmate.store.database import kv_get, open_store
 from firstmate.store.doorbell import Doorbell, address
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
+from firstmate.testing.procs import eventually
 from firstmate.watch.sources.queued import WATERMARK_KEY, reason_line
 from firstmate.watch.watcher import disposable_checkout, missing_ground, predecessor_arm_pid
 from watch_support import (
@@ -29,7 +30,6 @@ from watch_support import (
     make_rig,
     rig,
     started_pid,
-    wait_for,
 )
 
 __all__ = ["rig"]
@@ -52,7 +52,7 @@ def test_arm_starts_a_watcher_and_relays_an_appended_wake(rig: Rig) -> None:
     assert arm.line() == "check: build finished"
     assert arm.wait() == 0
     assert arm.rest() == []
-    wait_for(lambda: not alive(pid), "the watcher to exit")
+    eventually("the watcher to exit", lambda: not alive(pid))
     db = open_store(rig.home)
     with db.reading() as conn:
         record = deliveries.recent(conn, 1)[0]
@@ -146,11 +146,11 @@ def test_term_during_a_hanging_pane_capture_ends_the_watcher(rig: Rig) -> None:
     fake.chmod(0o755)
     assert rig.fm("crew", "add", "c1", "--pane", "%1").returncode == 0
     watch = rig.spawn("watch", env={"FM_TMUX": str(fake), "FM_TMUX_TIMEOUT": "600"})
-    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "a pane capture to start")
+    eventually("a pane capture to start", lambda: pidfile.exists() and pidfile.read_text().strip())
     capture = int(pidfile.read_text())
     watch.popen.send_signal(signal.SIGTERM)
     assert watch.wait() == 143
-    wait_for(lambda: not alive(capture), "the pane capture to be killed")
+    eventually("the pane capture to be killed", lambda: not alive(capture))
     assert watcher_health(rig.home, rig.env).state == "none"
 
 
@@ -170,7 +170,7 @@ def test_a_ring_polls_only_what_rings_it_never_the_slow_pane_reads(rig: Rig) -> 
 
     # The first poll lists the panes (a listing that does not name the crew's pane says it is
     # gone: it is not read).
-    wait_for(lambda: calls().count("end") == 1, "the first poll's tmux call to finish")
+    eventually("the first poll's tmux call to finish", lambda: calls().count("end") == 1)
     made = calls()
     assert made == ["start", "end"]
     rig.append("check", "build", "check: build finished")
@@ -207,12 +207,12 @@ def test_a_row_appended_while_tmux_lists_the_panes_wakes_without_waiting_for_it(
     arm, gate, calls = _gated_arm(rig)
     try:
         started_pid(arm.line())
-        wait_for(lambda: calls() == ["list-panes"], "the pane listing to start")
+        eventually("the pane listing to start", lambda: calls() == ["list-panes"])
         listing = int((rig.tmp / "tmux.log").read_text().split()[1])
         rig.append("check", "build", "check: build finished")
         assert arm.line() == "check: build finished"
         assert arm.wait() == 0
-        wait_for(lambda: not alive(listing), "the pane listing to be ended")
+        eventually("the pane listing to be ended", lambda: not alive(listing))
         assert calls() == ["list-panes"]
     finally:
         for _ in range(3):  # (a failing run may leave a call waiting)
@@ -226,10 +226,10 @@ def test_a_row_appended_during_a_pass_over_the_panes_wakes_before_the_rest_is_re
     arm, gate, calls = _gated_arm(rig)
     try:
         started_pid(arm.line())
-        wait_for(lambda: let_one_go(gate), "the pane listing")
-        wait_for(lambda: calls() == ["list-panes", "capture-pane"], "the first pane read")
+        eventually("the pane listing", lambda: let_one_go(gate))
+        eventually("the first pane read", lambda: calls() == ["list-panes", "capture-pane"])
         rig.append("check", "build", "check: build finished")
-        wait_for(lambda: let_one_go(gate), "the first pane read to wait")
+        eventually("the first pane read to wait", lambda: let_one_go(gate))
         assert arm.line() == "check: build finished"
         assert arm.wait() == 0
         assert calls() == ["list-panes", "capture-pane"]
@@ -261,7 +261,7 @@ def test_term_during_a_hanging_check_kills_its_group_and_publishes_downtime(rig:
     added = rig.fm("check", "add", "hang", "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 600")
     assert added.returncode == 0, added.stderr
     watch = rig.spawn("watch", env={"FM_CHECK_TIMEOUT": "600"})
-    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the check to start")
+    eventually("the check to start", lambda: pidfile.exists() and pidfile.read_text().strip())
     check_pid = int(pidfile.read_text())
     assert os.getpgid(check_pid) == check_pid  # the check leads its own process group
     watch.popen.send_signal(signal.SIGTERM)
@@ -274,7 +274,7 @@ def test_term_during_a_hanging_check_kills_its_group_and_publishes_downtime(rig:
             return True
         return not alive(check_pid)  # only an unreaped zombie is left
 
-    wait_for(group_gone, "the check's process group to be gone")
+    eventually("the check's process group to be gone", group_gone)
     state = episode(rig.home)
     assert isinstance(state, episodes.Episode) and (state.status, state.kind) == (
         "pending", "downtime")
@@ -293,7 +293,7 @@ def _remove(path: Path) -> None:
 def test_a_removed_ground_ends_the_watcher_with_a_logged_reason(rig: Rig, what: str) -> None:
     # A removed directory rings no doorbell: a short FM_POLL makes the watcher look soon.
     watch = rig.spawn("watch", env={"FM_POLL": "0.2"})
-    wait_for(rig.healthy_pid, "the watcher to become healthy")
+    eventually("the watcher to become healthy", rig.healthy_pid)
     gone = rig.home.state if what == "state" else rig.home.root
     _remove(gone)
     assert watch.wait() == 4
@@ -306,7 +306,7 @@ def test_the_arm_reports_its_removed_ground(rig: Rig) -> None:
     _remove(rig.home.state)
     assert arm.line() == f"watcher: FAILED - arm ground removed: {rig.home.state} no longer exists"
     assert arm.wait() == 1
-    wait_for(lambda: not alive(pid), "the watcher to exit")
+    eventually("the watcher to exit", lambda: not alive(pid))
 
 
 def test_a_disposable_checkout_is_refused_before_any_state_is_touched(tmp_path: Path) -> None:

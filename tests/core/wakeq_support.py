@@ -15,7 +15,6 @@ from firstmate.store import episodes
 from firstmate.store.database import Store, open_store
 from firstmate.store.home import Home
 from firstmate.testing import read_line
-from firstmate.testing.procs import eventually
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 30.0
@@ -110,12 +109,6 @@ def finish(proc: subprocess.Popen[bytes]) -> None:
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
-
-
-def wait_for(predicate: object, deadline: float = DEADLINE) -> None:
-    """Poll *predicate* (a callable) until true; the poll interval is the only delay."""
-    assert callable(predicate)
-    eventually("the condition", predicate, deadline, interval=0.01)
 
 
 def each_line(text: str) -> Iterator[str]:

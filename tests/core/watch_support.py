@@ -33,11 +33,6 @@ CORE = str(Path(__file__).resolve().parents[2] / "core")
 DEADLINE = 30.0
 
 
-def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> object:
-    """Poll *condition* until it returns something truthy; fail the test after *deadline*."""
-    return eventually(what, condition, deadline, interval=0.01)
-
-
 def let_one_go(gate: Path) -> bool:
     """Let one process waiting to read a line from the FIFO *gate* go; False while none waits
     (a fake tmux that waits on it stands for a tmux call that takes as long as the test says)."""
@@ -180,7 +175,7 @@ class Rig:
                 with _quiet():
                     os.kill(ident.pid, signal.SIGCONT)
                     os.kill(ident.pid, signal.SIGKILL)
-                wait_for(_gone(ident), f"watcher {ident.pid} to die")
+                eventually(f"watcher {ident.pid} to die", _gone(ident))
 
 
 HOLD = """

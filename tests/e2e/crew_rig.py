@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,25 +27,12 @@ from typing import Any, TypeVar
 import attrs
 import psutil
 from firstmate.store.home import Home
-from firstmate.testing.procs import SpawnedArm, spawn_arm
+from firstmate.testing.procs import SpawnedArm, eventually, spawn_arm
 
 T = TypeVar("T")
 #: What the brief's reporting line looks like: ``<fm> crew status NAME "<verb>: <note>"``.
 BRIEF_COMMAND = re.compile(r'(\S+) crew status (\S+) "<verb>: <note>"')
 DEADLINE = 45.0
-
-
-def wait_for(check: Callable[[], T | None], what: str, deadline: float = DEADLINE,
-             diag: Callable[[], str] | None = None) -> T:
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            extra = f"\n{diag()}" if diag else ""
-            raise AssertionError(f"timed out after {deadline:g}s waiting for {what}{extra}")
-        time.sleep(0.1)
 
 
 def _text(content: object) -> str:
@@ -304,8 +290,9 @@ class CrewRig:
         screen = self.screen(name)
         steered = self.fm("crew", "steer", name, "Say hello once more.")
         assert steered.returncode == 0, steered.stderr
-        wait_for(lambda: self.screen(name) != screen, "the steered crew's screen to change",
-                 diag=diag)
+        eventually("the steered crew's screen to change",
+                   lambda: self.screen(name) != screen,
+                   deadline=DEADLINE, diag=diag)
         # (A turn that ends before the watcher starts is taken at its first poll.)
         arm = self.arm_primary()
         reason = arm.wait_reason(deadline=60)

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 import psutil
 import pytest
+from firstmate.testing import procs
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "2.1.328"
@@ -152,15 +152,9 @@ CONTEXT: list[Any] = []
 
 
 def eventually(what: str, check: Any, deadline: float = DEADLINE) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            extra = "; ".join(str(f()) for f in CONTEXT)
-            raise AssertionError(f"timed out waiting for {what}; {extra}")
-        time.sleep(0.2)
+    """The tests' polling helper with this test's longer deadline, its failure naming CONTEXT."""
+    return procs.eventually(what, check, deadline, interval=0.2,
+                            diag=lambda: "; ".join(str(f()) for f in CONTEXT))
 
 
 def claude_bin() -> Path:

@@ -15,12 +15,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import contextlib
@@ -35,16 +35,6 @@ DEADLINE = 90.0
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or shutil.which("npm") is None,
     reason="node and npm are needed to install and run the real Codex CLI")
-
-
-def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> object:
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out after {deadline}s waiting for {what}"
-        time.sleep(0.1)
 
 
 def codex_bin() -> Path:
@@ -148,21 +138,21 @@ trust_level = "trusted"
         def diag() -> str:
             return (tmp_path / "codex.log").read_text(errors="replace")[-3000:]
 
-        first = wait_for(lambda: _watcher(env), "the parked Stop hook's watcher")
+        first = eventually("the parked Stop hook's watcher", lambda: _watcher(env), deadline=DEADLINE)
         assert codex.poll() is None, diag()
         one = f"WAKE-ONE-{uuid.uuid4().hex[:8]}"
         assert _fm(env, "wake", "append", "signal", "e2e-one", one).returncode == 0
-        wait_for(lambda: mock.seen(one), f"the mock to receive {one}")
-        second = wait_for(lambda: (p := _watcher(env)) not in (None, first) and p,
-                          "a successor watcher holding the lock")
+        eventually(f"the mock to receive {one}", lambda: mock.seen(one), deadline=DEADLINE)
+        second = eventually("a successor watcher holding the lock",
+                            lambda: (p := _watcher(env)) not in (None, first) and p, deadline=DEADLINE)
         # The next Stop re-parks by attaching to that successor; a wake landing before the
         # re-park would reach Codex as a drain reminder (check: rearm-resurface), not its text.
-        wait_for(lambda: _attached(fm_home, second), "the re-parked Stop hook attaching")
+        eventually("the re-parked Stop hook attaching", lambda: _attached(fm_home, second), deadline=DEADLINE)
         two = f"WAKE-TWO-{uuid.uuid4().hex[:8]}"
         assert _fm(env, "wake", "append", "signal", "e2e-two", two).returncode == 0
-        wait_for(lambda: mock.seen(two), f"the mock to receive {two} (re-arm)")
-        wait_for(lambda: (p := _watcher(env)) not in (None, first, second) and p,
-                 "a second successor watcher")
+        eventually(f"the mock to receive {two} (re-arm)", lambda: mock.seen(two), deadline=DEADLINE)
+        eventually("a second successor watcher",
+                   lambda: (p := _watcher(env)) not in (None, first, second) and p, deadline=DEADLINE)
         assert any("FIRSTMATE_OP" in body and one in body for body in mock.bodies())
     finally:
         with contextlib.suppress(OSError):
@@ -209,19 +199,19 @@ trust_level = "trusted"
         def diag() -> str:
             return (tmp_path / "serve.log").read_text(errors="replace")[-3000:]
 
-        wait_for(lambda: mock.seen("say hi"), "the first turn at the mock")
-        first = wait_for(lambda: _watcher(env), "the served thread's watcher")
+        eventually("the first turn at the mock", lambda: mock.seen("say hi"), deadline=DEADLINE)
+        first = eventually("the served thread's watcher", lambda: _watcher(env), deadline=DEADLINE)
         assert serve.poll() is None, diag()
         one = f"WAKE-AS-ONE-{uuid.uuid4().hex[:8]}"
         assert _fm(env, "wake", "append", "signal", "e2e-one", one).returncode == 0
-        wait_for(lambda: mock.seen(one), f"the mock to receive {one} as a new turn")
-        second = wait_for(lambda: (p := _watcher(env)) not in (None, first) and p,
-                          "a successor watcher holding the lock")
+        eventually(f"the mock to receive {one} as a new turn", lambda: mock.seen(one), deadline=DEADLINE)
+        second = eventually("a successor watcher holding the lock",
+                            lambda: (p := _watcher(env)) not in (None, first) and p, deadline=DEADLINE)
         two = f"WAKE-AS-TWO-{uuid.uuid4().hex[:8]}"
         assert _fm(env, "wake", "append", "signal", "e2e-two", two).returncode == 0
-        wait_for(lambda: mock.seen(two), f"the mock to receive {two} (re-arm)")
-        wait_for(lambda: (p := _watcher(env)) not in (None, first, second) and p,
-                 "a second successor watcher")
+        eventually(f"the mock to receive {two} (re-arm)", lambda: mock.seen(two), deadline=DEADLINE)
+        eventually("a second successor watcher",
+                   lambda: (p := _watcher(env)) not in (None, first, second) and p, deadline=DEADLINE)
         assert "codex-serve: thread " in diag()
     finally:
         with contextlib.suppress(OSError):

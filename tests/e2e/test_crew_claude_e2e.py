@@ -25,10 +25,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crew_rig import CrewRig, ToolMock, wait_for
+from crew_rig import DEADLINE, CrewRig, ToolMock
 from test_claude_e2e import claude_bin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,12 +69,14 @@ def test_a_spawned_claude_crew_reports_and_the_primary_wakes(tmp_path: Path) -> 
         assert note in reason or reason.startswith("signal: builder.turn-ended"), reason
         # The model's tool call ran the brief's status command without a permission prompt.
         status = rig.home.crew_dir / "builder.status"
-        wait_for(lambda: status.exists() and f"done: {note}" in status.read_text(),
-                 "the crew's status line", diag=diag)
+        eventually("the crew's status line",
+                   lambda: status.exists() and f"done: {note}" in status.read_text(),
+                   deadline=DEADLINE, diag=diag)
         assert mock.tool_calls and mock.tool_calls[0].startswith(str(rig.fm_wrapper))
         # The crew's own Stop hook recorded the turn end, through the same fm wrapper.
-        wait_for(lambda: (rig.home.crew_dir / "builder.turn-ended").exists(),
-                 "the crew's turn-end marker", diag=diag)
+        eventually("the crew's turn-end marker",
+                   lambda: (rig.home.crew_dir / "builder.turn-ended").exists(),
+                   deadline=DEADLINE, diag=diag)
         calls = [args for _pid, crew, args in rig.calls() if crew == "builder"]
         assert "crew turn-ended builder" in calls, calls
         # The primary's own hooks ran in the crew's session too (same project), and stayed inert.

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import attrs
 import psutil
 import pytest
+from firstmate.testing.procs import eventually
 from mock_api import MockApi, Request, newest_user_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,20 +66,6 @@ def source_paths() -> list[str]:
         if origin is None or origin.is_relative_to(path.resolve()):
             paths.append(str(path))
     return paths
-
-
-def wait_for(condition: Callable[[], T | None], what: str, deadline: float = DEADLINE,
-             diag: Callable[[], str] | None = None) -> T:
-    """Poll *condition* until it returns something truthy; fail naming *what* after *deadline*."""
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            extra = f"\n{diag()}" if diag else ""
-            raise AssertionError(f"timed out after {deadline:.0f}s waiting for {what}{extra}")
-        time.sleep(0.1)
 
 
 def npm_install(name: str, version: str, packages: list[str], binary: str) -> Path:
@@ -359,9 +346,9 @@ class Rpc:
 def rpc_first_turn(r: Rig, harness: Rpc, mock: MockApi) -> int:
     """Run one prompt over RPC (Pi, omp); the pid of the watcher the bridge armed after it."""
     harness.send({"id": "p1", "type": "prompt", "message": "say hi"})
-    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=r.diag)
-    wait_for(lambda: harness.count("agent_end"), "the first turn to end", diag=r.diag)
-    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=r.diag)
+    eventually("the first turn at the mock", lambda: mock.seen("say hi"), diag=r.diag, deadline=DEADLINE)
+    eventually("the first turn to end", lambda: harness.count("agent_end"), diag=r.diag, deadline=DEADLINE)
+    first = eventually("a healthy watcher armed by the bridge", r.watcher, diag=r.diag, deadline=DEADLINE)
     assert r.session_lock_pid() == harness.proc.pid, (
         f"session lock: {r.status().get('session_lock')}")
     assert r.bridges(), f"no fm bridge {r.harness} process is running"
@@ -384,9 +371,9 @@ def wake_reaches_model(r: Rig, harness: Rpc, mock: MockApi, first: int, label: s
     already holding the lock when the harness sent it, and that supervision goes on."""
     text = f"WAKE-{label}-{uuid.uuid4().hex[:8]}"
     r.wake(f"signal: builder done: {text}")
-    request = wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+    request = eventually(f"the mock to receive {text}", lambda: mock.first(text), diag=r.diag, deadline=DEADLINE)
     assert_successor_held(request, first, label)
-    assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+    assert eventually("a healthy successor after the wake turn", lambda: r.successor(first), deadline=DEADLINE)
     assert harness.proc.poll() is None, harness.diag()
 
 
@@ -398,17 +385,18 @@ def replace_while_close_pending(r: Rig, harness: Rpc, mock: MockApi, first: int,
     text = f"WAKE-{label}-NEW-{uuid.uuid4().hex[:8]}"
     r.wake(f"signal: builder done: {text}")
     harness.send({"id": "n1", "type": "new_session"})
-    replaced = wait_for(lambda: harness.response("n1"), "the answer to new_session",
-                        diag=r.diag)
+    replaced = eventually("the answer to new_session",
+                          lambda: harness.response("n1"),
+                          deadline=DEADLINE, diag=r.diag)
     assert replaced.get("success") and not (replaced.get("data") or {}).get("cancelled"), replaced
-    request = wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=r.diag)
+    request = eventually(f"the mock to receive {text}", lambda: mock.first(text), diag=r.diag, deadline=DEADLINE)
     assert_successor_held(request, first, f"{label} (replaced session)")
     # Barrier: deliveries go out in close order, so once a later wake has reached the model any
     # duplicate of the first would already have been sent.
-    wait_for(lambda: r.successor(first), "a healthy successor after the replacement")
+    eventually("a healthy successor after the replacement", lambda: r.successor(first), deadline=DEADLINE)
     later = f"WAKE-{label}-LATER-{uuid.uuid4().hex[:8]}"
     r.wake(f"signal: builder done: {later}")
-    wait_for(lambda: mock.first(later), f"the mock to receive {later}", diag=r.diag)
+    eventually(f"the mock to receive {later}", lambda: mock.first(later), diag=r.diag, deadline=DEADLINE)
     turns = [newest_user_text(body) for body in mock.bodies()]
     carrying = [turn for turn in turns if text in turn]
     assert len(carrying) == 1, f"{text} reached the model {len(carrying)} times: {turns}"

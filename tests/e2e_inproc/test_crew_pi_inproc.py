@@ -22,11 +22,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from crew_rig import CrewRig, ToolMock, wait_for
+from crew_rig import DEADLINE, CrewRig, ToolMock
 from rig import needs_node, source_paths
 from test_pi_inproc import pi_bin
 
@@ -68,11 +69,13 @@ def test_a_spawned_pi_crew_reports_and_the_primary_wakes(tmp_path: Path) -> None
         assert reason.startswith("signal: builder."), f"{reason}\n{diag()}"
         assert note in reason or reason.startswith("signal: builder.turn-ended"), reason
         status = rig.home.crew_dir / "builder.status"
-        wait_for(lambda: status.exists() and f"done: {note}" in status.read_text(),
-                 "the crew's status line", diag=diag)
+        eventually("the crew's status line",
+                   lambda: status.exists() and f"done: {note}" in status.read_text(),
+                   deadline=DEADLINE, diag=diag)
         # The crew's own extension recorded the turn end, through the same fm wrapper.
-        wait_for(lambda: (rig.home.crew_dir / "builder.turn-ended").exists(),
-                 "the crew's turn-end marker", diag=diag)
+        eventually("the crew's turn-end marker",
+                   lambda: (rig.home.crew_dir / "builder.turn-ended").exists(),
+                   deadline=DEADLINE, diag=diag)
         calls = [args for _pid, crew, args in rig.calls() if crew == "builder"]
         assert "crew turn-ended builder" in calls, calls
         # The primary's extension loaded in the crew's Pi as well, and its bridge stood down.

@@ -17,11 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mock_api import MockApi
 from rig import (
+    DEADLINE,
     Rig,
     Rpc,
     needs_node,
@@ -29,7 +31,6 @@ from rig import (
     replace_while_close_pending,
     rig,
     rpc_first_turn,
-    wait_for,
     wake_reaches_model,
 )
 
@@ -72,7 +73,7 @@ providers:
     mock.probe = r.health_now
     omp = r.rpc([str(binary), "--mode", "rpc", "--model", "mock/mock-model", "--no-session"],
                 "omp")
-    wait_for(lambda: omp.count("ready"), "omp's ready event", diag=r.diag)
+    eventually("omp's ready event", lambda: omp.count("ready"), diag=r.diag, deadline=DEADLINE)
     return omp
 
 

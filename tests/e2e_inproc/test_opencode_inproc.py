@@ -28,11 +28,12 @@ from typing import Any
 
 import psutil
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mock_api import MockApi
-from rig import Rig, assert_successor_held, needs_node, npm_install, rig, tail, wait_for
+from rig import DEADLINE, Rig, assert_successor_held, needs_node, npm_install, rig, tail
 
 OPENCODE_VERSION = "1.18.33"
 pytestmark = [needs_node, pytest.mark.timeout(900),
@@ -127,27 +128,27 @@ def wake_through_serve(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> N
     def diag() -> str:
         return f"rc={serve.poll()} serve log:\n{tail(log)}\n{r.diag()}"
 
-    wait_for(lambda: answers_doc(base), "opencode serve to answer GET /doc", diag=diag)
+    eventually("opencode serve to answer GET /doc", lambda: answers_doc(base), diag=diag, deadline=DEADLINE)
     # The first request for the project directory loads the plugin (and the shim with it).
     _, created = http(base, "POST", "/session", {})
     session: dict[str, Any] = json.loads(created)
     status, _ = http(base, "POST", f"/session/{session['id']}/prompt_async",
                      {"parts": [{"type": "text", "text": "say hi"}]})
     assert status == 204, status
-    wait_for(lambda: mock.seen("say hi"), "the first turn at the mock", diag=diag)
-    wait_for(lambda: turn_done(base, session["id"]), "the first turn to end", diag=diag)
-    first = wait_for(r.watcher, "a healthy watcher armed by the bridge", diag=diag)
+    eventually("the first turn at the mock", lambda: mock.seen("say hi"), diag=diag, deadline=DEADLINE)
+    eventually("the first turn to end", lambda: turn_done(base, session["id"]), diag=diag, deadline=DEADLINE)
+    first = eventually("a healthy watcher armed by the bridge", r.watcher, diag=diag, deadline=DEADLINE)
     holder = r.session_lock_pid()
     assert holder in family(serve.pid), f"session lock: {r.status().get('session_lock')}"
     assert r.bridges(), "no fm bridge opencode process is running"
 
     text = f"WAKE-OC-{uuid.uuid4().hex[:8]}"
     r.wake(f"signal: builder done: {text}")
-    wait_for(lambda: mock.first(text), f"the mock to receive {text}", diag=diag)
+    eventually(f"the mock to receive {text}", lambda: mock.first(text), diag=diag, deadline=DEADLINE)
     request = mock.first(text)
     assert request is not None
     assert_successor_held(request, first, "OpenCode")
-    assert wait_for(lambda: r.successor(first), "a healthy successor after the wake turn")
+    assert eventually("a healthy successor after the wake turn", lambda: r.successor(first), deadline=DEADLINE)
     assert serve.poll() is None, diag()
 
 

@@ -19,11 +19,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mock_api import MockApi
-from rig import REPO, Rig, needs_node, rig, rpc_first_turn, wait_for, wake_reaches_model
+from rig import DEADLINE, REPO, Rig, needs_node, rig, rpc_first_turn, wake_reaches_model
 from test_omp_inproc import start_omp
 from test_opencode_inproc import opencode_bin, prepare, wake_through_serve
 from test_pi_inproc import start_pi
@@ -80,14 +81,14 @@ def test_pi_package_without_the_python_side_says_what_to_install(tmp_path: Path,
 
         pi = start_pi(r, mock, package=package("pi", "checkout", tmp_path), before_start=no_fm)
         pi.send({"id": "p1", "type": "prompt", "message": "say hi"})
-        wait_for(lambda: mock.seen("say hi"), "the turn at the mock", diag=r.diag)
-        wait_for(lambda: pi.count("agent_end"), "the turn to end", diag=r.diag)
+        eventually("the turn at the mock", lambda: mock.seen("say hi"), diag=r.diag, deadline=DEADLINE)
+        eventually("the turn to end", lambda: pi.count("agent_end"), diag=r.diag, deadline=DEADLINE)
 
         def notices() -> list[str]:
             return [e.get("message", "") for e in pi.events()
                     if e.get("type") == "extension_ui_request" and e.get("method") == "notify"]
 
-        wait_for(notices, "the shim's notice", diag=r.diag)
+        eventually("the shim's notice", notices, diag=r.diag, deadline=DEADLINE)
         assert notices() == [
             "firstmate: fm not found, so fm bridge pi cannot start and supervision is off; "
             "install the Python side with: pipx install --include-deps firstmate-plugin-pi "

@@ -24,11 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mock_api import MockApi, newest_user_text
 from rig import (
+    DEADLINE,
     Rig,
     Rpc,
     assert_successor_held,
@@ -37,7 +39,6 @@ from rig import (
     replace_while_close_pending,
     rig,
     rpc_first_turn,
-    wait_for,
     wake_reaches_model,
 )
 
@@ -102,17 +103,19 @@ def test_a_killed_bridge_is_restarted_and_the_next_wake_arrives(tmp_path: Path,
         rpc_first_turn(r, pi, mock)
         [bridge] = r.bridges()
         os.kill(bridge, signal.SIGKILL)
-        wait_for(lambda: [pid for pid in r.bridges() if pid != bridge],
-                 "the shim to restart fm bridge pi", diag=r.diag)
+        eventually("the shim to restart fm bridge pi",
+                   lambda: [pid for pid in r.bridges() if pid != bridge],
+                   deadline=DEADLINE, diag=r.diag)
         # The restarted bridge adopts (or replaces) the watcher the dead one left behind.
-        before = wait_for(r.watcher, "a healthy watcher after the restart", diag=r.diag)
+        before = eventually("a healthy watcher after the restart", r.watcher, diag=r.diag, deadline=DEADLINE)
         text = f"WAKE-PI-RESTART-{uuid.uuid4().hex[:8]}"
         r.wake(f"signal: builder done: {text}")
         # The dead bridge's watcher may take the wake and close to an arm nobody reads; then the
         # row stays queued and the restarted bridge's watcher resurfaces it (docs/bridge.md,
         # Restarts): the model gets `check: rearm-resurface`, and drain presents the row.
-        request = wait_for(lambda: mock.first(text) or mock.first(RESURFACE),
-                           f"the mock to receive {text} or {RESURFACE}", diag=r.diag)
+        request = eventually(f"the mock to receive {text} or {RESURFACE}",
+                             lambda: mock.first(text) or mock.first(RESURFACE),
+                             deadline=DEADLINE, diag=r.diag)
         assert_successor_held(request, before, "Pi")
         if text not in newest_user_text(request.body):
             drained = r.fm("wake", "drain")

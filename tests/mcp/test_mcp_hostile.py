@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from firstmate.store import crew
-from fleet_support import Fleet, wait_for
+from firstmate.testing.procs import eventually
+from fleet_support import Fleet
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from mcp_support import McpClient, Raw, frame
@@ -153,12 +154,12 @@ def test_hostile_window_and_session_names_reach_tmux_as_text(fleet: Fleet,
                                     "session": "s;kill-server #(touch pwned2)"})
     assert (done["session"], done["window"]) == ("s;kill-server #(touch pwned2)",
                                                  "w;kill-server #(touch pwned)")
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's first status line")
+    eventually("the crew's first status line", lambda: crew.last_line(fleet.home, "w1"))
     windows = fleet.tmux("list-windows", "-a", "-F", "#{session_name}|#{window_name}").stdout
     assert "s;kill-server #(touch pwned2)|w;kill-server #(touch pwned)" in windows
     assert client.ok("crew_steer", {"name": "w1", "text": "%1;kill-server"})["sent"] == \
         "%1;kill-server"
-    wait_for(lambda: "%1;kill-server" in fleet.turns("w1"), "the steered line")
+    eventually("the steered line", lambda: "%1;kill-server" in fleet.turns("w1"))
     assert client.ok("crew_list")["crews"][0]["pane_state"] == "live"
     no_pwned(fleet.tmp)
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from firstmate.store import crew
 from firstmate.store.home import Home
-from fleet_support import Fleet, spawned, wait_for
+from firstmate.testing.procs import eventually
+from fleet_support import Fleet, spawned
 from mcp_support import McpClient
 from wakeq_support import fm
 
@@ -125,7 +126,7 @@ def test_every_crew_tool_on_a_real_fleet(fleet: Fleet, connect: Connect) -> None
     record = fleet.started("w1")
     assert "--flag=1" in record["argv"] and record["env"]["FM_CREW"] == "w1"
     assert "fix the bug" in record["argv"][record["argv"].index("--") + 1]
-    wait_for(lambda: crew.last_line(fleet.home, "w1"), "the crew's first status line")
+    eventually("the crew's first status line", lambda: crew.last_line(fleet.home, "w1"))
     listed = client.ok("crew_list")["crews"]
     assert [(c["name"], c["harness"], c["pane_state"]) for c in listed] == [
         ("w1", "fakecrew", "live")]
@@ -133,7 +134,7 @@ def test_every_crew_tool_on_a_real_fleet(fleet: Fleet, connect: Connect) -> None
     # Steering types the text literally: tmux's separators and formats are text.
     steered = client.ok("crew_steer", {"name": "w1", "text": "run it; #(touch pwned)\nnow"})
     assert steered == {"name": "w1", "pane": member.pane, "sent": "run it; #(touch pwned) now"}
-    wait_for(lambda: "run it; #(touch pwned) now" in fleet.turns("w1"), "the steered line")
+    eventually("the steered line", lambda: "run it; #(touch pwned) now" in fleet.turns("w1"))
     assert not list(fleet.tmp.rglob("pwned"))
     peeked = client.ok("crew_peek", {"name": "w1", "lines": 5})
     assert (peeked["name"], peeked["pane"], peeked["state"]) == ("w1", member.pane, "live")
@@ -148,7 +149,7 @@ def test_every_crew_tool_on_a_real_fleet(fleet: Fleet, connect: Connect) -> None
                                          "send": True})
     assert answered == {"name": "w1", "key": "db", "answered": True, "pane": member.pane,
                         "sent": True}
-    wait_for(lambda: len(fleet.turns("w1")) > turns, "the typed answer")
+    eventually("the typed answer", lambda: len(fleet.turns("w1")) > turns)
     assert fleet.turns("w1")[turns] == "answered: key=db postgres;"
     assert client.ok("crew_list")["crews"][0]["open_decisions"] == 0
     again = client.error("crew_answer", {"name": "w1", "key": "db", "answer": "x"})

@@ -13,6 +13,8 @@ and :mod:`~firstmate.testing.rearm` (the continuity half of the contract). Fixtu
 ``fake_harness``
     A callable stand-in for a harness's wake channel that records every delivery.
 
+:func:`eventually` is the one poll with a deadline, for what offers no event to wait on.
+
 :class:`HarnessContract` is the conformance suite every harness plugin passes (see
 ``tests/contract/test_harness_contract.py``); subclass it with a ``harness`` fixture.
 """
@@ -32,6 +34,7 @@ from firstmate.testing.procs import (
     DEADLINE,
     SpawnedArm,
     arm_env,
+    eventually,
     exec_identity,
     fm_command,
     read_line,
@@ -60,6 +63,7 @@ __all__ = [
     "SpawnedArm",
     "arm_env",
     "contract_plugin_names",
+    "eventually",
     "exec_identity",
     "fake_harness",
     "fm_command",

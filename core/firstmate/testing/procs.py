@@ -28,10 +28,11 @@ T = TypeVar("T")
 
 def eventually(what: str, check: Callable[[], T | None], deadline: float = DEADLINE,
                *, interval: float = 0.05, gone: subprocess.Popen[Any] | None = None,
-               gone_means: str = "") -> T:
+               gone_means: str = "", diag: Callable[[], str] | None = None) -> T:
     """*check*'s first truthy answer, polled every *interval* seconds until *deadline* (for
     what offers no event to wait on: the store, /proc, a pane); fails with *gone_means* as soon
-    as *gone* ends."""
+    as *gone* ends. The one polling helper of the tests; *diag*, when given, adds what it
+    returns (a pane's screen, a log) to a timeout's failure."""
     end = time.monotonic() + deadline
     while True:
         value = check()
@@ -41,7 +42,8 @@ def eventually(what: str, check: Callable[[], T | None], deadline: float = DEADL
             out, err = drain_output(gone)
             pytest.fail(f"{gone_means} (exit {gone.returncode}; stdout {out!r}; stderr {err!r})")
         if time.monotonic() > end:
-            pytest.fail(f"timed out after {deadline}s waiting for {what}")
+            extra = f"\n{diag()}" if diag is not None else ""
+            pytest.fail(f"timed out after {deadline:g}s waiting for {what}{extra}")
         time.sleep(interval)
 
 

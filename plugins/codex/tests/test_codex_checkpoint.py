@@ -13,7 +13,7 @@ from firstmate.store import episodes, queue
 from firstmate.store.database import Store
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home, spawn_arm  # noqa: F401
+from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home, spawn_arm  # noqa: F401
 
 
 @pytest.fixture
@@ -35,15 +35,10 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 
 def wait_healthy(home: Home, env: dict[str, str]) -> int:
-    import time
-
-    end = time.monotonic() + DEADLINE
-    while time.monotonic() < end:
+    def healthy() -> int | None:
         health = watcher_health(home, env)
-        if health.healthy and health.pid:
-            return int(health.pid)
-        time.sleep(0.05)
-    raise AssertionError("no healthy watcher appeared")
+        return int(health.pid) if health.healthy and health.pid else None
+    return eventually("a healthy watcher", healthy, DEADLINE)
 
 
 def state(home: Home) -> episodes.EpisodeState:

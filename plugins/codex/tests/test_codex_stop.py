@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from firstmate.continuity.stopchain import Bounds, Chain, charge
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
+from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home  # noqa: F401
 from firstmate_plugin_codex.hooks import plugin
 
 STOP = {"session_id": "s-1", "turn_id": "t-1", "cwd": "/tmp", "hook_event_name": "Stop",
@@ -88,13 +87,11 @@ def park_hook(env: dict[str, str], **payload: object) -> subprocess.Popen[str]:
 
 
 def wait_watcher(home: Home, env: dict[str, str], *, other_than: tuple[object, ...] = ()) -> int:
-    end = time.monotonic() + DEADLINE
-    while True:
+    def new_and_healthy() -> int | None:
         health = watcher_health(home, env)
-        if health.healthy and health.pid and health.pid not in other_than:
-            return int(health.pid)
-        assert time.monotonic() < end, "no (new) healthy watcher appeared"
-        time.sleep(0.05)
+        fresh = health.healthy and health.pid and health.pid not in other_than
+        return int(health.pid) if fresh and health.pid else None
+    return eventually("a (new) healthy watcher", new_and_healthy, DEADLINE)
 
 
 def test_parked_stop_blocks_with_the_wake_and_leaves_a_successor(fm_home: Home,  # noqa: F811

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from firstmate.continuity.stopchain import Chain, spend
 from firstmate.store.health import watcher_health
 from firstmate.store.home import Home
-from firstmate.testing import DEADLINE, arm_env, fm_command, fm_home  # noqa: F401
+from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home  # noqa: F401
 
 STOP = {"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
         "hook_event_name": "stop", "cursor_version": "2.0.0", "workspace_roots": ["/tmp"],
@@ -69,13 +68,11 @@ def append(env: dict[str, str], key: str, text: str) -> None:
 
 
 def wait_watcher(home: Home, env: dict[str, str], *, other_than: tuple[object, ...] = ()) -> int:
-    end = time.monotonic() + DEADLINE
-    while True:
+    def new_and_healthy() -> int | None:
         health = watcher_health(home, env)
-        if health.healthy and health.pid and health.pid not in other_than:
-            return int(health.pid)
-        assert time.monotonic() < end, "no (new) healthy watcher appeared"
-        time.sleep(0.05)
+        fresh = health.healthy and health.pid and health.pid not in other_than
+        return int(health.pid) if fresh and health.pid else None
+    return eventually("a (new) healthy watcher", new_and_healthy, DEADLINE)
 
 
 def test_park_returns_the_wake_as_one_followup_and_rearms(fm_home: Home,  # noqa: F811

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
+from firstmate.testing import eventually
 from firstmate_plugin_opencode.hooks import CREW_PLACEHOLDER, plugin
 
 
@@ -65,10 +65,7 @@ await send("some.other.event", null);
     assert done.returncode == 0, done.stderr
     # Every recorder the plugin spawned was started before node exited; once none is still
     # running, every line they write is in the log.
-    deadline = time.monotonic() + 30
-    while _running(recorder) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _running(recorder)
+    eventually("every recorder to end", lambda: not _running(recorder))
     assert marker.read_text().splitlines() == ["crew turn-ended w1", "crew turn-ended w1"]
 
 
