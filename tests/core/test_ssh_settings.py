@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from firstmate.base import crewlog
 from firstmate.base.errors import StateError, UsageError
+from firstmate.fast import crewlog
 from firstmate.fleet import config, sshhosts
 from firstmate.fleet.config import Auth, HostEntry, Primary
 from firstmate.store import crew

@@ -1,7 +1,7 @@
 """The fleet's names: fleets, hosts, subjects, message ids and remote crews' names on the primary.
 
 A remote crew ``C`` of host ``H`` is the primary's crew ``H.C``; its registration there names
-its pane on host H and carries a ``host H`` line (:mod:`firstmate.base.crewlog`), so the stale
+its pane on host H and carries a ``host H`` line (:mod:`firstmate.fast.crewlog`), so the stale
 source and the crew commands ask H's tmux about it, never the local one.
 """
 

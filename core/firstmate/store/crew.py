@@ -333,10 +333,10 @@ def _write_registration(home: Home, member: Crew, *, keep_time: float | None = N
 def _forward(home: Home) -> None:
     """On a home joined to a fleet, have its forwarder send a registration that changed at
     once (its periodic look would find it later); one ``stat`` on any other home."""
-    from firstmate.base.crewreport import JOINED
+    from firstmate.fast.crewreport import JOINED
 
     if os.path.lexists(os.path.join(home.root, JOINED)):
-        from firstmate.base import fleetbell
+        from firstmate.fast import fleetbell
 
         fleetbell.ring(str(home.root))
 
