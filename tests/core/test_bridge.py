@@ -485,3 +485,122 @@ def test_a_bridge_gone_under_a_live_session_is_reported(
     assert len(lines) == 1 and "its fm bridge" in lines[0] and "is gone" in lines[0], lines
     data = json.loads(_fm(env, "status", "--json").stdout)
     assert data["bridges"] and "is gone" in data["bridges"][0]
+
+
+class _Shim:
+    """The shim end of an in-process bridge owner's channel: the messages it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def write(self, line: bytes) -> int:
+        self.sent.put(json.loads(line))
+        return len(line)
+
+    def flush(self) -> None:
+        return None
+
+
+def _owner(home: Home) -> tuple[Any, _Shim]:
+    from firstmate.host.bridge.channel import Channel
+    from firstmate.host.bridge.owner import BridgeOwner
+    from firstmate.plugin.harness import BridgeProfile
+
+    shim = _Shim()
+    owner = BridgeOwner("bridgeomp", BridgeProfile(harness="bridgeomp", delivery="prompt"),
+                        home, {"FM_BRIDGE_DELIVER_TIMEOUT_MS": "5000"},
+                        Channel(shim),  # type: ignore[arg-type]
+                        None, phase="active", generation=1)  # type: ignore[arg-type]
+    return owner, shim
+
+
+def _queued(home: Home, text: str) -> None:
+    from firstmate.store import queue as wakes
+    from firstmate.store.database import Store
+
+    db = Store(home)
+    try:
+        wakes.append(db, "signal", "builder", text, at=time.time() - 60)  # owed for a while
+    finally:
+        db.close()
+
+
+def _drained(home: Home) -> None:
+    """The model's drain and acknowledgement, in process."""
+    from firstmate.store.database import Store
+    from firstmate.store.drain import acknowledge, drain
+
+    db = Store(home)
+    try:
+        shown = drain(db, "main", env={})
+        assert shown.ack_through is not None and shown.generation is not None
+        acknowledge(db, "main", shown.ack_through, shown.generation, env={})
+    finally:
+        db.close()
+
+
+def _watcher_wake(owner: Any, text: str) -> Any:
+    """Deliver a watcher's wake the way the engine does: through the bridge's delivery hook."""
+    from firstmate.host.bridge.owner import ShimDelivery
+    from firstmate.plugin.handoff import Close, Session, WakeDelivery
+
+    wake = WakeDelivery("bridgeomp", text, (text,), None, Close((text,), 1))
+    return ShimDelivery(owner).firstmate_deliver_wake(wake, Session(owner.home, "bridgeomp", {}))
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[Any]]:
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(call()), daemon=True)
+    thread.start()
+    return thread, box
+
+
+def test_the_idle_tick_never_wakes_again_for_rows_a_delivered_watcher_wake_stood_for(
+        fm_home: Home) -> None:
+    from firstmate.host.bridge.idlequeue import IdleQueue
+
+    owner, shim = _owner(fm_home)
+    tick = IdleQueue(owner, tick=0.0)
+    _queued(fm_home, "signal: builder done: COVERED")
+    # A watcher's wake is on its way to the model: the row it stands for is not named again,
+    # neither while the wake is in flight nor after the model has it (it drains the row).
+    watcher, receipt = _in_thread(lambda: _watcher_wake(owner, "the watcher's wake"))
+    first = shim.sent.get(timeout=30)
+    assert first["text"] == "the watcher's wake"
+    assert tick.step() is None
+    owner.channel.delivered(first["id"], True, "")
+    watcher.join(30)
+    assert receipt[0].delivered
+    assert tick.step() is None
+    _drained(fm_home)  # the model handles the wake
+    assert tick.step() is None
+    assert shim.sent.empty()
+    # A row queued after the wake went out is owed: the tick names it, once.
+    _queued(fm_home, "signal: builder done: LATER")
+    idle, said = _in_thread(tick.step)
+    later = shim.sent.get(timeout=30)
+    assert "LATER" in later["text"] and "COVERED" not in later["text"]
+    owner.channel.delivered(later["id"], True, "")
+    idle.join(30)
+    assert said[0] is not None and tick.step() is None
+
+
+def test_the_idle_tick_still_names_rows_whose_watcher_wake_never_reached_the_model(
+        fm_home: Home) -> None:
+    from firstmate.host.bridge.idlequeue import IdleQueue
+
+    owner, shim = _owner(fm_home)
+    tick = IdleQueue(owner, tick=0.0)
+    _queued(fm_home, "signal: builder done: REFUSED")
+    watcher, receipt = _in_thread(lambda: _watcher_wake(owner, "the watcher's wake"))
+    first = shim.sent.get(timeout=30)
+    assert tick.step() is None  # in flight: it may yet reach the model
+    owner.channel.delivered(first["id"], False, "the harness refused it")
+    watcher.join(30)
+    assert not receipt[0].delivered
+    idle, said = _in_thread(tick.step)
+    owed = shim.sent.get(timeout=30)
+    assert "REFUSED" in owed["text"]
+    owner.channel.delivered(owed["id"], True, "")
+    idle.join(30)
+    assert said[0] is not None

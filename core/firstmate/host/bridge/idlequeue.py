@@ -4,8 +4,10 @@ A wake can end up owed without a delivery (it closed while a replacement session
 the harness refused the follow-up). While the harness is idle and nothing is being delivered, the
 tick reads the queue once (bounded by the queue's lock timeout) and, when main has rows it can
 present that are older than one tick, delivers one wake naming the oldest and how many more wait.
-It does so once per oldest row. Three failed reads in a row deliver one
-``watcher: FAILED - could not read the wake queue`` until a read succeeds again.
+It does so once per oldest row, and never for a row a watcher's wake that reached the model
+already stood for (that wake's drain presents every row queued when it went out). Three failed
+reads in a row deliver one ``watcher: FAILED - could not read the wake queue`` until a read
+succeeds again.
 """
 
 from __future__ import annotations
@@ -95,9 +97,19 @@ class IdleQueue:
 
     def step(self) -> str | None:
         """One read; the text it delivered, if any."""
+        from firstmate.host.bridge.owner import COVERED
+
+        before = self.announced_seq
         text = self.decide(self._read())
-        if text is not None:
-            self.owner.deliver(text)
+        if text is None:
+            return None
+        row = self.announced_seq if self.announced_seq != before else None  # None: read failure
+        receipt = self.owner.deliver(text, unless_covered=row)
+        if receipt.detail == COVERED:
+            # A watcher's wake stands for the row (the model drains it): no second wake. Should
+            # that wake not reach the model after all, the next tick names the row again.
+            self.announced_seq = before
+            return None
         return text
 
     def _read(self) -> QueueStatus | None:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from firstmate.host.bridge.idlequeue import IdleQueue
     from firstmate.plugin.manager import PluginHost
 
+#: Why the idle tick's wake was not sent: a watcher's wake already stands for its rows.
+COVERED = "covered: a delivered wake already stands for these rows"
 DELIVER_TIMEOUT_ENV = "FM_BRIDGE_DELIVER_TIMEOUT_MS"
 #: Longest a wake waits for a session to become active before it is left in the queue.
 HOLD_LIMIT = 600.0
@@ -64,6 +66,11 @@ class BridgeOwner:
     busy: bool = False
     delivering: int = 0
     last_delivery: float = 0.0
+    #: The newest queue row pending when a watcher's wake reached the model: its drain presents
+    #: every row through it, so the idle tick never wakes for them again.
+    covered_seq: int = 0
+    #: The same for the watcher's wake being delivered right now (0: none in flight).
+    covering_seq: int = 0
     #: The answer to the last session start (``started``, ``read-only``, …), for the record.
     answer: str = ""
     #: Counts the shutdowns that retired this owner's arms (``retire_on_shutdown``).
@@ -292,16 +299,28 @@ class BridgeOwner:
 
     # --- delivery ------------------------------------------------------------------------------
 
-    def deliver(self, text: str) -> DeliveryReceipt:
-        """Hand *text* to the model through the shim, in an active generation, exactly once."""
+    def deliver(self, text: str, *, covers: bool = False,
+                unless_covered: int | None = None) -> DeliveryReceipt:
+        """Hand *text* to the model through the shim, in an active generation, exactly once.
+
+        A watcher's wake (*covers*) stands for every row queued when it goes out: the drain it
+        asks for presents them all. The idle tick's wake for row *unless_covered* is not sent
+        when such a wake already went out (or is going out) for that row."""
         from firstmate.host.away import is_away
 
         timeout = env_int(self.env, DELIVER_TIMEOUT_ENV,
                           int(DEFAULT_DELIVER_TIMEOUT * 1000)) / 1000.0
         deadline = time.monotonic() + HOLD_LIMIT
+        # Read before the wake goes out: a row queued after it may be appended after the drain.
+        upto = self._queue_end() if covers else 0
         with self._cond:
+            if unless_covered is not None and unless_covered <= max(self.covered_seq,
+                                                                    self.covering_seq):
+                return DeliveryReceipt(False, COVERED)
             self.delivering += 1
+            self.covering_seq = max(self.covering_seq, upto)
             retirements = self.retirements
+        delivered = False
         try:
             while True:
                 with self._cond:
@@ -327,6 +346,7 @@ class BridgeOwner:
                                               timeout=timeout)
                 if answer.ok:
                     self.last_delivery = time.monotonic()
+                    delivered = True
                     return DeliveryReceipt(True, answer.detail or "accepted")
                 with self._cond:
                     replaced = answer.answered and (
@@ -337,6 +357,26 @@ class BridgeOwner:
         finally:
             with self._cond:
                 self.delivering -= 1
+                if upto:
+                    # Watcher wakes go out one at a time (the engine's delivery thread).
+                    self.covering_seq = 0
+                    if delivered:
+                        self.covered_seq = max(self.covered_seq, upto)
+
+    def _queue_end(self) -> int:
+        """The newest queued row's sequence; 0 when the queue cannot be read (nothing is then
+        taken as covered, so the idle tick still wakes for owed rows)."""
+        from firstmate.store.database import Store, last_seq
+
+        try:
+            db = Store(self.home)
+            try:
+                with db.reading() as conn:
+                    return last_seq(conn)
+            finally:
+                db.close()
+        except Exception:
+            return 0
 
     # --- ending ------------------------------------------------------------------------------
 
@@ -396,7 +436,7 @@ class ShimDelivery:
                                session: Session) -> DeliveryReceipt | None:
         if session.harness != self.owner.harness or session.owner_pid != os.getpid():
             return None
-        return self.owner.deliver(wake.text)
+        return self.owner.deliver(wake.text, covers=True)
 
 
-__all__ = ["DELIVER_TIMEOUT_ENV", "HOLD_LIMIT", "PHASES", "BridgeOwner", "ShimDelivery"]
+__all__ = ["COVERED", "DELIVER_TIMEOUT_ENV", "HOLD_LIMIT", "PHASES", "BridgeOwner", "ShimDelivery"]
