@@ -555,52 +555,51 @@ def _in_thread(call: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, box
 
 
-def test_the_idle_tick_never_wakes_again_for_rows_a_delivered_watcher_wake_stood_for(
-        fm_home: Home) -> None:
+def _answered_watcher_wake(home: Home, row: str, ok: bool) -> tuple[Any, _Shim, Any]:
+    """Queue *row*, send a watcher's wake for it and answer it *ok*; the idle tick is asked
+    while the wake is in flight (it names nothing: the wake may yet reach the model)."""
     from firstmate.host.bridge.idlequeue import IdleQueue
 
-    owner, shim = _owner(fm_home)
+    owner, shim = _owner(home)
     tick = IdleQueue(owner, tick=0.0)
-    _queued(fm_home, "signal: builder done: COVERED")
-    # A watcher's wake is on its way to the model: the row it stands for is not named again,
-    # neither while the wake is in flight nor after the model has it (it drains the row).
+    _queued(home, row)
     watcher, receipt = _in_thread(lambda: _watcher_wake(owner, "the watcher's wake"))
     first = shim.sent.get(timeout=30)
     assert first["text"] == "the watcher's wake"
     assert tick.step() is None
-    owner.channel.delivered(first["id"], True, "")
+    owner.channel.delivered(first["id"], ok, "" if ok else "the harness refused it")
     watcher.join(30)
-    assert receipt[0].delivered
+    assert receipt[0].delivered is ok
+    return owner, shim, tick
+
+
+def _idle_wake(owner: Any, shim: _Shim, tick: Any) -> str:
+    """One idle tick that delivers; the text it sent."""
+    idle, said = _in_thread(tick.step)
+    sent = shim.sent.get(timeout=30)
+    owner.channel.delivered(sent["id"], True, "")
+    idle.join(30)
+    assert said[0] == sent["text"]
+    return str(sent["text"])
+
+
+def test_the_idle_tick_never_wakes_again_for_rows_a_delivered_watcher_wake_stood_for(
+        fm_home: Home) -> None:
+    # The wake reached the model: the row it stands for is not named again, neither before
+    # the model drains it nor after.
+    owner, shim, tick = _answered_watcher_wake(fm_home, "signal: builder done: COVERED", True)
     assert tick.step() is None
     _drained(fm_home)  # the model handles the wake
     assert tick.step() is None
     assert shim.sent.empty()
     # A row queued after the wake went out is owed: the tick names it, once.
     _queued(fm_home, "signal: builder done: LATER")
-    idle, said = _in_thread(tick.step)
-    later = shim.sent.get(timeout=30)
-    assert "LATER" in later["text"] and "COVERED" not in later["text"]
-    owner.channel.delivered(later["id"], True, "")
-    idle.join(30)
-    assert said[0] is not None and tick.step() is None
+    text = _idle_wake(owner, shim, tick)
+    assert "LATER" in text and "COVERED" not in text
+    assert tick.step() is None
 
 
 def test_the_idle_tick_still_names_rows_whose_watcher_wake_never_reached_the_model(
         fm_home: Home) -> None:
-    from firstmate.host.bridge.idlequeue import IdleQueue
-
-    owner, shim = _owner(fm_home)
-    tick = IdleQueue(owner, tick=0.0)
-    _queued(fm_home, "signal: builder done: REFUSED")
-    watcher, receipt = _in_thread(lambda: _watcher_wake(owner, "the watcher's wake"))
-    first = shim.sent.get(timeout=30)
-    assert tick.step() is None  # in flight: it may yet reach the model
-    owner.channel.delivered(first["id"], False, "the harness refused it")
-    watcher.join(30)
-    assert not receipt[0].delivered
-    idle, said = _in_thread(tick.step)
-    owed = shim.sent.get(timeout=30)
-    assert "REFUSED" in owed["text"]
-    owner.channel.delivered(owed["id"], True, "")
-    idle.join(30)
-    assert said[0] is not None
+    owner, shim, tick = _answered_watcher_wake(fm_home, "signal: builder done: REFUSED", False)
+    assert "REFUSED" in _idle_wake(owner, shim, tick)
