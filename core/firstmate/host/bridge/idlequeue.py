@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 DEFAULT_TICK = 15.0
 FAILED_READS = 3
 READ_FAILED = "watcher: FAILED - could not read the wake queue"
+#: Why the idle tick's wake was not sent: a watcher's wake already stands for its rows.
+COVERED = "covered: a delivered wake already stands for these rows"
 
 
 @attrs.define(eq=False)
@@ -97,8 +99,6 @@ class IdleQueue:
 
     def step(self) -> str | None:
         """One read; the text it delivered, if any."""
-        from firstmate.host.bridge.owner import COVERED
-
         before = self.announced_seq
         text = self.decide(self._read())
         if text is None:
@@ -150,4 +150,4 @@ class IdleQueue:
         return compose((line,), None, self.owner.display_name, self.tools)
 
 
-__all__ = ["DEFAULT_TICK", "FAILED_READS", "READ_FAILED", "IdleQueue"]
+__all__ = ["COVERED", "DEFAULT_TICK", "FAILED_READS", "READ_FAILED", "IdleQueue"]

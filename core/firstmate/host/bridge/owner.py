@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from firstmate.host.bridge.idlequeue import IdleQueue
     from firstmate.plugin.manager import PluginHost
 
-#: Why the idle tick's wake was not sent: a watcher's wake already stands for its rows.
-COVERED = "covered: a delivered wake already stands for these rows"
 DELIVER_TIMEOUT_ENV = "FM_BRIDGE_DELIVER_TIMEOUT_MS"
 #: Longest a wake waits for a session to become active before it is left in the queue.
 HOLD_LIMIT = 600.0
@@ -316,6 +314,8 @@ class BridgeOwner:
         with self._cond:
             if unless_covered is not None and unless_covered <= max(self.covered_seq,
                                                                     self.covering_seq):
+                from firstmate.host.bridge.idlequeue import COVERED
+
                 return DeliveryReceipt(False, COVERED)
             self.delivering += 1
             self.covering_seq = max(self.covering_seq, upto)
@@ -439,4 +439,4 @@ class ShimDelivery:
         return self.owner.deliver(wake.text, covers=True)
 
 
-__all__ = ["COVERED", "DELIVER_TIMEOUT_ENV", "HOLD_LIMIT", "PHASES", "BridgeOwner", "ShimDelivery"]
+__all__ = ["DELIVER_TIMEOUT_ENV", "HOLD_LIMIT", "PHASES", "BridgeOwner", "ShimDelivery"]
