@@ -330,6 +330,32 @@ def test_create_then_remove_leaves_nothing(tmp_path: Path) -> None:
     assert unmerge(path).action == "unchanged"
 
 
+def test_a_file_created_then_merged_again_in_one_install_gets_both(tmp_path: Path) -> None:
+    # Two installers' entries in one file (hooks, then an MCP approval): the second merges
+    # into the file the first created, which exists only as its staged copy until the end.
+    project = tmp_path / "project"
+    project.mkdir()
+    path = project / ".claude" / "settings.json"
+    with kept(project) as home:
+        assert merge(path).action == "created"
+        second = update_json(path, lambda doc: {**doc, "approved": ["x"]},
+                             remove_ours=lambda doc: {k: v for k, v in doc.items()
+                                                      if k != "approved"})
+        assert second.action == "merged"
+    assert json.loads(path.read_text()) == {**install({}), "approved": ["x"]}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    # The uninstall finds the file as the install left it: removed, with its directory.
+    with kept(project, dry_run=False):
+        assert unmerge(path).action == "removed"
+    assert not path.parent.exists() and home.root.is_dir()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_removal_keeps_a_file_the_user_had_first(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text('{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "x"}]}]}}')

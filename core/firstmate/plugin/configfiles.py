@@ -446,14 +446,14 @@ def commit(path: Path, old: bytes | None, new: bytes | None, *, user_content: bo
     action = "created" if old is None else "merged"
     if dry_run:
         with contextlib.suppress(OSError):
-            if old is not None and not os.stat(path).st_mode & stat.S_IWUSR:
+            if old is not None and not filestage.mode(path) & stat.S_IWUSR:
                 raise ConfigFileError(f"{path} is read-only, so fm would leave it alone; make it "
                                       f"writable (chmod u+w {path}) and rerun")
         return FileChange(path, action, _keep(path, old, personal))
     try:
         mode = None
         if old is not None:
-            mode = os.stat(path).st_mode & 0o7777
+            mode = filestage.mode(path)
             _refuse_read_only(path, mode)
         backup = _keep(path, old, personal)
         filestage.write(path, new, mode=mode)
@@ -471,7 +471,7 @@ def _restore(path: Path, original: bytes, dry_run: bool) -> FileChange:
     """Put *path* back to the bytes fm found there (its mode kept)."""
     if not dry_run:
         try:
-            mode = os.stat(path).st_mode & 0o7777
+            mode = filestage.mode(path)
             _refuse_read_only(path, mode)
             filestage.write(path, original, mode=mode)
         except OSError as exc:

@@ -320,11 +320,20 @@ def read(path: Path, limit: int) -> bytes | None:
             return None
 
 
+def mode(path: Path) -> int:
+    """*path*'s permission bits as this transaction leaves it: a file it already wrote has the
+    mode staged for it (one it created exists only as its staged file yet). Raises OSError."""
+    tx = _ACTIVE.get()
+    change = None if tx is None else tx.pending(os.path.abspath(path))
+    target = change.staged if change is not None and change.staged is not None else path
+    return os.stat(target).st_mode & 0o7777
+
+
 def exists(path: Path) -> bool:
     """Whether *path* exists, as this transaction will leave it."""
     staged, data = pending(path)
     return data is not None if staged else os.path.lexists(path)
 
 
-__all__ = ["KEEP_TAG", "STAGE_TAG", "Transaction", "active", "exists", "pending", "prune",
-           "read", "remove", "transaction", "write"]
+__all__ = ["KEEP_TAG", "STAGE_TAG", "Transaction", "active", "exists", "mode", "pending",
+           "prune", "read", "remove", "transaction", "write"]
