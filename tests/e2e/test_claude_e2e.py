@@ -227,6 +227,8 @@ def kv(home: Path, key: str) -> str | None:
     conn = sqlite3.connect(home / "state" / "firstmate.db")
     try:
         row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    except sqlite3.OperationalError:
+        return None  # (no hook has run yet: the home has no tables)
     finally:
         conn.close()
     return None if row is None else str(row[0])
@@ -281,10 +283,9 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
     mock = Mock()
     (scratch_home / ".claude.json").write_text(json.dumps({
         "hasCompletedOnboarding": True, "theme": "dark",
-        # (and the firstmate MCP server fm install registers in .mcp.json, when this fm has
-        # the MCP SDK: approved once, as a user does at Claude's first start)
-        "projects": {str(project): {"hasTrustDialogAccepted": True,
-                                    "enabledMcpjsonServers": ["firstmate"]}},
+        # (the firstmate MCP server fm install registers in .mcp.json, when this fm has the
+        # MCP SDK, is approved by the install itself: no question holds up the start)
+        "projects": {str(project): {"hasTrustDialogAccepted": True}},
         "customApiKeyResponses": {"approved": ["sk-dummy"], "rejected": []},
     }))
     base_env = {
@@ -326,6 +327,8 @@ def test_real_claude_is_woken_rearmed_and_survives_stop_failure(tmp_path: Path) 
             lock = eventually("the SessionStart hook's session lock",
                               lambda: "held by live harness" in fm(fm_env, "lock", "status").stdout
                               and fm(fm_env, "lock", "status").stdout)
+            # Nothing asked before the session started (the install approved its MCP server).
+            assert "MCP server" not in capture(socket_name, target)
             subprocess.run(["tmux", "-L", socket_name, "send-keys", "-t", target,
                             "hello from the e2e test", "Enter"], check=True)
             eventually("the first user turn at the mock", lambda: mock.seen("hello from the e2e"))

@@ -1,9 +1,11 @@
 """End to end: the real Claude Code acts on a wake through the firstmate MCP server that
 ``fm install claude`` registered, against a loopback mock model.
 
-``fm install claude`` writes the hooks and the project's ``.mcp.json``; the scratch user has
-approved the server and allowed its tools once (``enabledMcpjsonServers``, ``mcp__firstmate``),
-as a user does at Claude's first prompt. Claude starts in tmux; its Stop hook arms the watcher.
+``fm install claude`` writes the hooks and the project's ``.mcp.json``, and approves the server
+in ``.claude/settings.local.json``, so Claude Code starts it without asking (the SessionStart
+hook runs with no question answered); the scratch user has allowed its tools once
+(``mcp__firstmate``), as a user does at Claude's first tool call. Claude starts in tmux; its Stop
+hook arms the watcher.
 A wake is appended; the mock model answers the wake's request as a model does in this Claude
 Code, which defers MCP tools: a ``ToolSearch`` that loads the firstmate tools, then a
 ``tool_use`` of ``mcp__firstmate__wake_drain``, then, given the drain's result, one of
@@ -187,15 +189,15 @@ def test_real_claude_drains_and_acknowledges_a_wake_through_the_firstmate_mcp_to
     pythonpath = os.pathsep.join([str(REPO / "core"), str(REPO / "plugins" / "claude" / "src"),
                                   *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
     mock = ScriptedModel()
-    # The user's one-time approvals: the project's trust, the server in .mcp.json, its tools.
+    # The user's one-time approvals: the project's trust and the server's tools (the server
+    # itself fm install approves).
     (scratch_home / ".claude.json").write_text(json.dumps({
         "hasCompletedOnboarding": True, "theme": "dark",
-        "projects": {str(project): {"hasTrustDialogAccepted": True,
-                                    "enabledMcpjsonServers": ["firstmate"]}},
+        "projects": {str(project): {"hasTrustDialogAccepted": True}},
         "customApiKeyResponses": {"approved": ["sk-dummy"], "rejected": []},
     }))
     (scratch_home / ".claude" / "settings.json").write_text(json.dumps({
-        "enabledMcpjsonServers": ["firstmate"], "permissions": {"allow": ["mcp__firstmate"]}}))
+        "permissions": {"allow": ["mcp__firstmate"]}}))
     base_env = {
         "HOME": str(scratch_home),
         "PATH": os.pathsep.join([str(bindir), os.environ.get("PATH", "/usr/bin:/bin")]),
@@ -214,6 +216,8 @@ def test_real_claude_drains_and_acknowledges_a_wake_through_the_firstmate_mcp_to
         assert done.returncode == 0, done.stderr
         server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["firstmate"]
         assert server["args"][-3:] == ["mcp", "--home", str(home)]
+        local = json.loads((project / ".claude" / "settings.local.json").read_text())
+        assert local["enabledMcpjsonServers"] == ["firstmate"]
         assert fm(fm_env, "crew", "add", "builder", "--pane", "%9999", cwd=project).returncode == 0
 
         with tmux_session(socket_name, project, claude_env, [str(claude)]) as target:
@@ -224,6 +228,10 @@ def test_real_claude_drains_and_acknowledges_a_wake_through_the_firstmate_mcp_to
                 lambda: "fm status: " + fm(fm_env, "status").stdout[-1200:],
             ]
             eventually("the Claude prompt", lambda: "❯" in capture(socket_name, target))
+            # The session started with no question about the server: its hook took the lock.
+            eventually("the SessionStart hook's session lock",
+                       lambda: "held by live harness" in fm(fm_env, "lock", "status").stdout)
+            assert "MCP server" not in capture(socket_name, target)
             subprocess.run(["tmux", "-L", socket_name, "send-keys", "-t", target,
                             "hello from the e2e test", "Enter"], check=True)
             eventually("the first user turn at the mock", lambda: mock.seen("hello from the e2e"))

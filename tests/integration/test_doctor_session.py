@@ -185,7 +185,8 @@ def test_every_printed_fix_fixes_what_it_names(session: Session) -> None:
     # 2. An older fm's hooks in the settings file the project commits.
     local = s.project / ".claude" / "settings.local.json"
     shared = s.project / ".claude" / "settings.json"
-    shared.write_text(local.read_text())
+    # (only the hooks: an older fm wrote nothing else there)
+    shared.write_text(json.dumps({"hooks": json.loads(local.read_text())["hooks"]}))
     (line,) = bad(s.doctor(), "harness-config", "claude:")
     assert "the settings file the project commits" in line["detail"]
     s.follow(line)

@@ -11,12 +11,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from firstmate.base.waketext import NEXT_STEP, compose
 from firstmate.plugin import installkeep, installrecord, mcpinstall
-from firstmate.plugin.configfiles import ConfigFileError
+from firstmate.plugin.configfiles import ConfigFileError, update_json
 from firstmate.plugin.harness import InstallOptions, InstallResult
-from firstmate.plugin.mcpinstall import McpServerSpec
+from firstmate.plugin.mcpinstall import McpApproval, McpServerSpec
 from firstmate.store.home import Home
 
 #: The two shapes harnesses use: ``command`` + ``args``, and one ``command`` list.
@@ -27,17 +28,40 @@ LIST = McpServerSpec(harness="fake", path="fake.json", key="mcp", argv_command=T
                      head={"type": "local"}, tail={"enabled": True})
 
 
+#: A harness that asks before it starts a project server: the install approves it in the file
+#: its hooks go to.
+ASKS = attrs.evolve(PAIR, approval=McpApproval(".fake/settings.json", "approved"))
+
+
 def _files(options: InstallOptions) -> InstallResult:
     return InstallResult(options.harness, (), ("the hooks' note",), options.dry_run)
 
 
-def _install(spec: McpServerSpec, options: InstallOptions, *,
-             removing: bool = False) -> InstallResult:
+def _hooks(options: InstallOptions, *, removing: bool = False) -> InstallResult:
+    """The harness's own entries in the approval's file, in the same transaction."""
+    def add(doc: dict[str, Any]) -> dict[str, Any]:
+        return {**doc, "hooks": {"Stop": "fm hook fake stop"}}
+
+    def remove(doc: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in doc.items() if k != "hooks"}
+
+    change = update_json(options.project / ".fake" / "settings.json",
+                         remove if removing else add, remove_ours=remove,
+                         dry_run=options.dry_run, delete_if_vacant=removing,
+                         prune_upto=options.project, personal=True)
+    return InstallResult(options.harness, (change,), (), options.dry_run)
+
+
+def _install(spec: McpServerSpec, options: InstallOptions, *, removing: bool = False,
+             hooks: bool = False) -> InstallResult:
+    """The spec's server added or taken out around the harness's own files (*hooks*: its
+    entries in the approval's file, else none)."""
     home = Home(options.project.parent / "home")
     home.ensure()
     with installkeep.session(home, options.project, dry_run=options.dry_run):
         return mcpinstall.around(spec, options, removing=removing,
-                                 files=lambda: _files(options))
+                                 files=lambda: _hooks(options, removing=removing) if hooks
+                                 else _files(options))
 
 
 def _doc(path: Path) -> Any:
@@ -174,3 +198,42 @@ def test_the_wake_text_names_the_tools_only_when_the_server_is_installed() -> No
     assert "call the firstmate MCP tool wake_drain" in tools and "wake_ack" in tools
     assert "fm wake drain" in tools  # (the command still works, and says so)
     assert os.linesep not in tools.splitlines()[0]
+
+
+def test_a_harness_that_asks_first_gets_its_server_approved_in_the_hooks_file(
+        project: Path) -> None:
+    options = InstallOptions("fake", project, fm_command="/venv/bin/fm")
+    settings = project / ".fake" / "settings.json"
+    dry = _install(ASKS, attrs.evolve(options, dry_run=True), hooks=True)
+    assert [c.path for c in dry.changes] == [settings, project / ".fake" / "mcp.json"]
+    assert not (project / ".fake").exists()
+    # The hooks create the file and the approval merges into it in the same transaction: one
+    # line for it, as created.
+    result = _install(ASKS, options, hooks=True)
+    assert [(c.path, c.action) for c in result.changes] == [
+        (settings, "created"), (project / ".fake" / "mcp.json", "created")]
+    assert _doc(settings) == {"hooks": {"Stop": "fm hook fake stop"}, "approved": ["firstmate"]}
+    assert not _install(ASKS, options, hooks=True).changed
+    removed = _install(ASKS, options, removing=True, hooks=True)
+    assert set(removed.removed) == {settings, project / ".fake" / "mcp.json"}
+    assert not (project / ".fake").exists()
+
+
+def test_an_approval_that_is_no_list_is_refused_in_one_line_and_nothing_written(
+        project: Path) -> None:
+    (project / ".fake").mkdir()
+    (project / ".fake" / "settings.json").write_text('{"approved": {"firstmate": true}}')
+    with pytest.raises(ConfigFileError, match="'approved' is a JSON dict, expected a list"):
+        _install(ASKS, InstallOptions("fake", project, fm_command="/venv/bin/fm"), hooks=True)
+    assert (project / ".fake" / "settings.json").read_text() == '{"approved": {"firstmate": true}}'
+    assert not (project / ".fake" / "mcp.json").exists()
+
+
+def test_no_server_registered_means_none_approved(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from firstmate.plugin import mcpsdk
+
+    monkeypatch.setattr(mcpsdk, "sdk_missing", lambda: "mcp: not installed")
+    result = _install(ASKS, InstallOptions("fake", project, fm_command="/venv/bin/fm"), hooks=True)
+    assert not result.mcp
+    assert _doc(project / ".fake" / "settings.json") == {"hooks": {"Stop": "fm hook fake stop"}}

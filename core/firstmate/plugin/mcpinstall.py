@@ -10,6 +10,12 @@ personal scope instead. It is registered only when this fm's environment has the
 server needs (``firstmate[mcp]``); otherwise a note says how to add it. Every change goes
 through :mod:`firstmate.plugin.configfiles` (idempotent, the user's entries kept, nothing
 written on a dry run), so doctor's dry-run install checks it like the hooks.
+
+A harness that asks before it starts a server from a project file (Claude Code and its
+``.mcp.json``) would otherwise hold its session, and so its hooks, at that question: the user
+asked for the server by installing, so :class:`McpApproval` names where the install approves
+``firstmate`` (a list of server names in a personal JSON file). Only a registered server is
+approved, the user's own names stay, and the uninstall takes out exactly ours.
 """
 
 from __future__ import annotations
@@ -27,6 +33,18 @@ from firstmate.plugin.harness import FileChange, InstallOptions, InstallResult, 
 
 #: The server's name in every harness's MCP configuration.
 SERVER = "firstmate"
+
+
+@attrs.frozen
+class McpApproval:
+    """Where a harness keeps the project servers the user approved: a project-relative JSON
+    file (a personal one, never committed) and the top-level key of its list of server names."""
+
+    path: str
+    key: str
+
+    def file(self, options: InstallOptions) -> Path:
+        return options.project / self.path
 
 
 @attrs.frozen
@@ -50,6 +68,8 @@ class McpServerSpec:
     #: How to add the server by hand in the harness's personal scope, ``{argv}`` standing for
     #: the command line: said when git tracks :attr:`path`, so fm leaves it alone.
     by_hand: str = ""
+    #: Where the install approves the server it registered, for a harness that asks first.
+    approval: McpApproval | None = None
 
     def argv(self, options: InstallOptions) -> list[str]:
         words = [*shlex.split(options.fm_command), "mcp"]
@@ -119,6 +139,80 @@ def _adder(spec: McpServerSpec, options: InstallOptions) -> Any:
     return add
 
 
+def _names(doc: JsonDoc, key: str) -> list[Any] | None:
+    """The approval list at *key*; a lone name (which the harness reads as a list of one)
+    becomes a list; None when there is none."""
+    from firstmate.plugin.configfiles import ShapeError
+
+    names = doc.get(key)
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = doc[key] = [names]
+    if not isinstance(names, list):
+        raise ShapeError(f"its {key!r} is a JSON {type(names).__name__}, expected a list of "
+                         "server names")
+    return names
+
+
+def _approver(approval: McpApproval) -> Any:
+    def approve(doc: JsonDoc) -> JsonDoc:
+        names = _names(doc, approval.key)
+        if names is None:
+            doc[approval.key] = [SERVER]
+        elif SERVER not in names:
+            names.append(SERVER)
+        return doc
+
+    return approve
+
+
+def _disapprover(approval: McpApproval, *, users: bool = False) -> Any:
+    """Takes our name out of the list (and the list, when that empties it); *users*: the name
+    was the user's before the install, so it stays."""
+    def disapprove(doc: JsonDoc) -> JsonDoc:
+        names = doc.get(approval.key)
+        if users or not isinstance(names, list) or SERVER not in names:
+            return doc
+        names[:] = [name for name in names if name != SERVER]
+        if not names:
+            del doc[approval.key]
+        return doc
+
+    return disapprove
+
+
+def _approved_before(approval: McpApproval, options: InstallOptions) -> bool:
+    """Whether the approval file held our name before fm first changed it (the original the
+    install kept in the home says)."""
+    from firstmate.plugin import installkeep
+    from firstmate.plugin.configfiles import ConfigFileError, parse_json
+
+    keeper = installkeep.current()
+    path = approval.file(options)
+    original = keeper.original(path) if keeper is not None else None
+    if original is None:
+        return False
+    try:
+        names = parse_json(original, path).get(approval.key)
+    except ConfigFileError:
+        return False
+    return names == SERVER or (isinstance(names, list) and SERVER in names)
+
+
+def _approve(approval: McpApproval, options: InstallOptions) -> FileChange:
+    return update_json(approval.file(options), _approver(approval),
+                       remove_ours=_disapprover(approval), dry_run=options.dry_run,
+                       personal=True)
+
+
+def _disapprove(approval: McpApproval, options: InstallOptions, *, users: bool) -> FileChange:
+    remove = _disapprover(approval, users=users)
+    prune = options.project if "/" in approval.path else None
+    return update_json(approval.file(options), remove, remove_ours=remove,
+                       dry_run=options.dry_run, delete_if_vacant=True, prune_upto=prune)
+
+
 def tracked(spec: McpServerSpec, options: InstallOptions) -> bool:
     """Whether git tracks the spec's file in the project (fm then leaves it alone)."""
     from firstmate.base.gitroot import worktree_root
@@ -130,8 +224,9 @@ def tracked(spec: McpServerSpec, options: InstallOptions) -> bool:
 
 
 def install(spec: McpServerSpec, options: InstallOptions,
-            notes: list[str]) -> FileChange | None:
-    """Our server entry merged into the spec's file (None: not registered, *notes* say why)."""
+            notes: list[str]) -> tuple[FileChange, ...] | None:
+    """Our server entry merged into the spec's file, then approved where the spec says (None:
+    not registered, *notes* say why)."""
     from firstmate.plugin.mcpsdk import how_to_add, sdk_missing
 
     if sdk_missing() is not None:
@@ -145,20 +240,44 @@ def install(spec: McpServerSpec, options: InstallOptions,
                      + (spec.by_hand.format(argv=argv) if spec.by_hand else
                         f"add {argv} in your personal MCP settings"))
         return None
-    change = update_json(spec.file(options), _adder(spec, options), remove_ours=_remover(spec),
-                         dry_run=options.dry_run, personal=True)
-    if change.action != "unchanged":
+    changes = [update_json(spec.file(options), _adder(spec, options),
+                           remove_ours=_remover(spec), dry_run=options.dry_run, personal=True)]
+    if spec.approval is not None:
+        changes.append(_approve(spec.approval, options))
+    if any(change.action != "unchanged" for change in changes):
         notes.extend(spec.notes)
-    return change
+    return tuple(changes)
 
 
-def uninstall(spec: McpServerSpec, options: InstallOptions) -> FileChange:
-    """Our server entry taken out of the spec's file; the file put back as fm found it when
-    nothing else changed, or removed when fm made it and it holds nothing else."""
+def uninstall(spec: McpServerSpec, options: InstallOptions, *,
+              users_approval: bool = False) -> tuple[FileChange, ...]:
+    """Our server entry taken out of the spec's file, and our approval out of its file (unless
+    *users_approval*: the user had approved the name before the install); each file put back
+    as fm found it when nothing else changed, or removed when fm made it and it holds nothing
+    else."""
     remove = _remover(spec)
     prune = options.project if "/" in spec.path else None
-    return update_json(spec.file(options), remove, remove_ours=remove, dry_run=options.dry_run,
-                       delete_if_vacant=True, prune_upto=prune)
+    changes = [update_json(spec.file(options), remove, remove_ours=remove,
+                           dry_run=options.dry_run, delete_if_vacant=True, prune_upto=prune)]
+    if spec.approval is not None:
+        changes.append(_disapprove(spec.approval, options, users=users_approval))
+    return tuple(changes)
+
+
+def _combined(changes: tuple[FileChange, ...],
+              more: tuple[FileChange, ...]) -> tuple[FileChange, ...]:
+    """*changes* followed by *more*, one line per file: the approval lives in a file the hooks
+    may have changed in the same transaction (created then merged is created; a later removal
+    is what happened in the end)."""
+    combined = list(changes)
+    for change in more:
+        at = next((i for i, c in enumerate(combined) if c.path == change.path), None)
+        if at is None:
+            if change.action != "unchanged" or change.path.exists():
+                combined.append(change)
+        elif combined[at].action == "unchanged" or change.action == "removed":
+            combined[at] = change
+    return tuple(combined)
 
 
 def around(spec: McpServerSpec | None, options: InstallOptions, *, removing: bool,
@@ -171,13 +290,17 @@ def around(spec: McpServerSpec | None, options: InstallOptions, *, removing: boo
 
     notes: list[str] = []
     with filestage.transaction():
+        # (asked before the harness's own uninstall, which may drop the file's record)
+        users = removing and spec.approval is not None and \
+            _approved_before(spec.approval, options)
         result = files()
-        change = uninstall(spec, options) if removing else install(spec, options, notes)
-    if change is None:
+        changes = uninstall(spec, options, users_approval=users) if removing else \
+            install(spec, options, notes)
+    if changes is None:
         return attrs.evolve(result, notes=(*result.notes, *notes))
-    shown = (change,) if change.action != "unchanged" or change.path.exists() else ()
-    return attrs.evolve(result, changes=(*result.changes, *shown),
+    return attrs.evolve(result, changes=_combined(result.changes, changes),
                         notes=(*result.notes, *notes), mcp=not removing)
 
 
-__all__ = ["SERVER", "McpServerSpec", "around", "install", "ours", "tracked", "uninstall"]
+__all__ = ["SERVER", "McpApproval", "McpServerSpec", "around", "install", "ours", "tracked",
+           "uninstall"]

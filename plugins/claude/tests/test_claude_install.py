@@ -28,7 +28,10 @@ def test_install_registers_stop_stopfailure_async_and_session_start(tmp_path: Pa
     # (and .mcp.json when this fm has the MCP SDK: test_claude_mcp.py)
     assert set(result.written[1:]) <= {tmp_path / ".mcp.json"}
     assert not (tmp_path / ".claude" / "settings.json").exists()
-    assert _settings(tmp_path) == {"hooks": {
+    settings = _settings(tmp_path)
+    # The server registered in .mcp.json is approved beside the hooks (only then).
+    assert settings.pop("enabledMcpjsonServers", None) == (["firstmate"] if result.mcp else None)
+    assert settings == {"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": "fm hook claude session-start",
                                      "timeout": 30}]}],
         "Stop": [{"hooks": [{"type": "command", "command": "fm hook claude stop",

@@ -20,7 +20,7 @@ from firstmate.plugin.harness import (
     SessionAnchor,
 )
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec
-from firstmate.plugin.mcpinstall import McpServerSpec
+from firstmate.plugin.mcpinstall import McpApproval, McpServerSpec
 from firstmate.plugin.pluginbase import HookWakePlugin
 from firstmate.store.home import Home
 
@@ -106,15 +106,18 @@ HOOKS = HookInstallSpec(
            "/hooks. StopFailure and asyncRewake need a recent Claude Code.",),
 )
 #: ``fm mcp`` in the project's ``.mcp.json`` (kept out of git: it names this machine's fm).
-#: Claude Code asks once whether to use a server it finds there.
+#: Claude Code asks whether to use a server it finds there before the session starts (so
+#: before the SessionStart hook): the install approves it in the hooks' personal settings.
 MCP = McpServerSpec(
     harness=NAME,
     path=".mcp.json",
     key="mcpServers",
     head={"type": "stdio"},
-    notes=("Claude Code asks once, at its next start, whether to use the firstmate MCP server "
-           "in .mcp.json (or approve it in /mcp); allow its tools once with /permissions "
-           "(mcp__firstmate).",),
+    approval=McpApproval(LOCAL_SETTINGS, "enabledMcpjsonServers"),
+    notes=("Claude Code starts the firstmate MCP server in .mcp.json without asking: the "
+           "install approved it in .claude/settings.local.json (enabledMcpjsonServers; one you "
+           "rejected before stays off until you enable it in /mcp); allow its tools once with "
+           "/permissions (mcp__firstmate).",),
     by_hand="add it to your local scope instead: claude mcp add --scope local firstmate -- "
             "{argv}",
 )
