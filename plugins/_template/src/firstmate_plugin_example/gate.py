@@ -6,7 +6,7 @@ library (docs/hooks.md, "The quick gate").
 
 from __future__ import annotations
 
-import os
+from firstmate.api.gate import set_up
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,4 +29,4 @@ def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) ->
     """False when ``fm hook example <event>`` surely has nothing to do."""
     if event not in EVENTS or (payload and OWN_KEY.encode() not in payload):
         return False
-    return os.path.isdir(os.path.join(home, "state"))  # no state: nothing is supervised
+    return set_up(home)  # a home never set up supervises nothing

@@ -8,10 +8,7 @@ harness's.
 
 from __future__ import annotations
 
-import os
-
-from firstmate.base.jsonkeys import top_level_keys
-from firstmate.base.quickgate import crew_session, nothing_to_supervise
+from firstmate.api.gate import away, crew_session, nothing_to_supervise, set_up, top_level_keys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,9 +46,8 @@ def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) ->
     suspicious = b"hook_event_name" not in payload or any(k.encode() in payload for k in FOREIGN_KEYS)
     if payload and suspicious and foreign(top_level_keys(payload), env):
         return False
-    state = os.path.join(home, "state")
-    if not os.path.isdir(state):
+    if not set_up(home):
         return False  # no home has been set up: nothing is supervised
     if event not in TURN_END:
         return True
-    return not (os.path.lexists(os.path.join(state, "away")) or nothing_to_supervise(home))
+    return not (away(home) or nothing_to_supervise(home))

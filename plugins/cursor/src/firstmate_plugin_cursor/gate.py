@@ -6,10 +6,7 @@ Cursor hook stands down there. Every payload Cursor sends carries ``cursor_versi
 
 from __future__ import annotations
 
-import os
-
-from firstmate.base.jsonkeys import top_level_keys
-from firstmate.base.quickgate import crew_session, nothing_to_supervise
+from firstmate.api.gate import crew_session, nothing_to_supervise, set_up, top_level_keys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +41,7 @@ def quick_gate(event: str, payload: bytes, env: Mapping[str, str], home: str) ->
     suspicious = b"cursor_version" not in payload or b"hookEventName" in payload
     if suspicious and foreign(top_level_keys(payload), env):
         return False
-    if not os.path.isdir(os.path.join(home, "state")):
+    if not set_up(home):
         return False  # no home has been set up: nothing is supervised
     return event != "stop" or not nothing_to_supervise(home)
 
