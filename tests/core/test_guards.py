@@ -13,13 +13,13 @@ from typing import Any
 
 import attrs
 import pytest
-from firstmate.continuity import session_lock
+from firstmate.continuity import claimledger, session_lock
+from firstmate.continuity.claimledger import ClaimFacts
 from firstmate.guards import turnend as guards
 from firstmate.guards.down import Rearm
 from firstmate.guards.pull import PullFacts, decide_pull
 from firstmate.guards.turnend import (
     Budget,
-    ClaimFacts,
     TurnEndFacts,
     decide_turnend,
     guard_profile,
@@ -28,7 +28,7 @@ from firstmate.guards.turnend import (
 from firstmate.host.away import AwayFacts
 from firstmate.plugin.harness import GuardProfile
 from firstmate.store import grants
-from firstmate.store.database import Store, kv_get, kv_set, open_store
+from firstmate.store.database import Store, kv_get, open_store
 from firstmate.store.health import WatcherHealth
 from firstmate.store.identity import identity_of
 from firstmate.store.need import Need
@@ -47,7 +47,7 @@ AWAY_OK = AwayFacts(True, 42, True, 5.0, 360.0)
 #: What the harness plugins declare (HarnessInfo.guard): core knows no harness, so these tests
 #: say it themselves; the process tests install stand-in plugins declaring the same.
 PROFILES = {
-    "claude": GuardProfile(style="block", loop_flags=(), rearm_ledger=True,
+    "claude": GuardProfile(style="block", loop_flags=(), claim_ledger=True,
                            block_budget_env="FM_STANDIN_BLOCK_BUDGET",
                            sync_wait_env="FM_STANDIN_SYNC_WAIT_MS"),
     "codex": GuardProfile(style="block", loop_flags=("stop_hook_active",)),
@@ -66,32 +66,9 @@ REARMS = {
     "opencode": ("extension", ()),
 }
 
-#: A stand-in ledger harness keeps its claim as the guard's facts themselves, JSON under
-#: this key: the guard's side of the cooperation is what these tests exercise.
-LEDGER_KEY = "standin.ledger"
-
 STAND_IN = """
-import json
-
 from firstmate import hookimpl
-from firstmate.plugin.harness import ClaimFacts, GuardProfile, HarnessInfo
-from firstmate.store.database import kv_get, kv_set
-from firstmate.testing.procs import eventually
-
-
-class Ledger:
-    def _read(self, conn):
-        return json.loads(kv_get(conn, {key!r}) or "{{}}")
-
-    def claim_facts(self, conn, *, env, health, now):
-        return ClaimFacts(**self._read(conn))
-
-    def clear_failure(self, conn):
-        kv_set(conn, {key!r}, json.dumps({{**self._read(conn), "notified": False,
-                                            "alarmed": False}}))
-
-    def mark_alarmed(self, conn, epoch):
-        kv_set(conn, {key!r}, json.dumps({{**self._read(conn), "alarmed": True}}))
+from firstmate.plugin.harness import GuardProfile, HarnessInfo
 
 
 class StandIn:
@@ -101,10 +78,6 @@ class StandIn:
                            rearm_owner={owner!r}, rearm_command={command!r}, rearm_event="stop",
                            wake_channel="stand-in", process_names=({name!r},),
                            guard={profile!r})
-
-    @hookimpl
-    def firstmate_rearm_ledger(self, harness):
-        return Ledger() if harness == {name!r} and {ledger!r} else None
 
 
 plugin = StandIn()
@@ -130,7 +103,7 @@ GENERIC = [
     ("away, no owner", dict(away=attrs.evolve(AWAY_OK, owner_live=False)), "block",
      "unhealthy"),
     ("open claim deciding", dict(claim=ClaimFacts(1, "arming", deciding=True)), "allow",
-     "claim-deciding"),
+     "claim-open"),
     ("finished, hung or mismatched claim", dict(claim=ClaimFacts(1, "arming", deciding=False)),
      "block", "unhealthy"),
     ("continuation already forced", dict(loop_active=True), "allow", "continuation-spent"),
@@ -237,9 +210,9 @@ def test_a_harness_with_no_plugin_here_gets_the_default_profile() -> None:
 FAILED = ClaimFacts(7, "failed", fresh=True, failed=True)
 CLAUDE = [
     ("stop_hook_active is ignored", dict(loop_active=True), "block", "unhealthy", Budget(1)),
-    ("fresh rewake", dict(claim=ClaimFacts(3, "rewake", fresh=True)), "allow", "rewake-fresh",
+    ("fresh wake", dict(claim=ClaimFacts(3, "wake", fresh=True)), "allow", "wake-fresh",
      None),
-    ("old rewake is no proof", dict(claim=ClaimFacts(3, "rewake", fresh=False)), "block",
+    ("old wake is no proof", dict(claim=ClaimFacts(3, "wake", fresh=False)), "block",
      "unhealthy", Budget(1)),
     ("first fresh failure keeps its handoff", dict(claim=FAILED), "block", "failure-handoff",
      Budget(0, 7)),
@@ -390,8 +363,7 @@ def grig(tmp_path: Path) -> Any:
     stand_ins.mkdir()
     for name, profile in PROFILES.items():
         (stand_ins / f"firstmate_plugin_{name}.py").write_text(STAND_IN.format(
-            name=name, profile=profile, ledger=profile.rearm_ledger, key=LEDGER_KEY,
-            owner=REARMS[name][0], command=REARMS[name][1]))
+            name=name, profile=profile, owner=REARMS[name][0], command=REARMS[name][1]))
     made.env["PYTHONPATH"] = os.pathsep.join(
         [str(stand_ins), *filter(None, made.env.get("PYTHONPATH", "").split(os.pathsep))])
     try:
@@ -515,14 +487,38 @@ def test_a_stale_beacon_blocks_and_names_the_fix_each_harness_allows(grig: Rig) 
         os.kill(pid, signal.SIGCONT)
 
 
-def _claim(rig: Rig, **claim: Any) -> None:
-    """Plant the stand-in ledger's claim (the facts its plugin hands the guard)."""
+def _claim(rig: Rig, outcome: str = "arming", *, owner: int | None = None,
+           identity: str | None = None, notified: bool = False) -> None:
+    """Plant the ledger harness's claim in the core's claim ledger: its owner (a live process
+    of the rig's by default) and outcome, and whether the failure notice was delivered."""
+    if owner is None:
+        owner = grig_owner(rig)
+    if identity is None:
+        found = identity_of(owner)
+        assert found is not None
+        identity = found.token()
     db = open_store(rig.home)
     try:
         with db.transaction() as conn:
-            kv_set(conn, LEDGER_KEY, json.dumps(claim))
+            conn.execute("DELETE FROM kv WHERE key LIKE 'claude.autoarm%'")
+            entry = claimledger.claim_next(conn, "claude", owner, identity)
+            if outcome != "arming":
+                assert claimledger.commit(conn, "claude", entry.epoch, owner, outcome)
+            if notified:
+                claimledger.mark_notified(conn, "claude", entry.epoch)
     finally:
         db.close()
+
+
+#: The live process owning one rig's planted claims, by rig.
+_OWNERS: dict[int, int] = {}
+
+
+def grig_owner(rig: Rig) -> int:
+    """A live process that owns the planted claims (started once per rig; the rig reaps it)."""
+    if id(rig) not in _OWNERS or all(p.pid != _OWNERS[id(rig)] for p in rig.extra):
+        _OWNERS[id(rig)] = rig.sleeper().pid
+    return _OWNERS[id(rig)]
 
 
 def _kv(rig: Rig, key: str) -> str | None:
@@ -537,28 +533,29 @@ def _kv(rig: Rig, key: str) -> str | None:
 QUICK = {"FM_STANDIN_SYNC_WAIT_MS": "0", "FM_STANDIN_BLOCK_BUDGET": "50"}
 
 
-def test_a_deciding_claim_of_the_harness_ledger_lets_it_stop(grig: Rig) -> None:
-    _claim(grig, epoch=1, outcome="arming", deciding=True)
+def test_an_open_claim_of_the_harness_ledger_lets_it_stop(grig: Rig) -> None:
+    _claim(grig)
     assert run_guard(grig, "claude", STOP, **QUICK).returncode == 0
-    # A claim the ledger says is not deciding (finished, hung, another identity) suppresses
-    # nothing.
-    _claim(grig, epoch=1, outcome="arming", deciding=False)
+    # A claim that is not open (its owner's identity does not match: a recycled pid)
+    # suppresses nothing.
+    owner = grig_owner(grig)
+    _claim(grig, owner=owner, identity=f"{owner}:1.00:feedfeedfeedfeed")
     assert run_guard(grig, "claude", STOP, **QUICK).returncode == 2
     # Another harness's guard never reads this ledger.
-    _claim(grig, epoch=1, outcome="arming", deciding=True)
+    _claim(grig)
     assert run_guard(grig, "codex", STOP).returncode == 2
 
 
-def test_ledger_rewake_budget_fail_open_and_recovery(grig: Rig) -> None:
+def test_ledger_wake_budget_fail_open_and_recovery(grig: Rig) -> None:
     env = {"FM_STANDIN_SYNC_WAIT_MS": "0", "FM_STANDIN_BLOCK_BUDGET": "2"}
-    _claim(grig, epoch=1, outcome="rewake", fresh=True)
-    assert run_guard(grig, "claude", STOP, **env).returncode == 0  # fresh rewake
-    _claim(grig, epoch=1, outcome="failed", failed=True, notified=True)
+    _claim(grig, "wake")
+    assert run_guard(grig, "claude", STOP, **env).returncode == 0  # a fresh wake
+    _claim(grig, "failed", notified=True)
     codes = [run_guard(grig, "claude", {**STOP, "stop_hook_active": True}, **env)
              for _ in range(4)]
     assert [c.returncode for c in codes] == [2, 2, 0, 0]
     assert "UNSUPERVISED" in codes[2].stderr and codes[3].stderr == ""
-    assert json.loads(_kv(grig, LEDGER_KEY) or "{}")["alarmed"] is True
+    assert _kv(grig, claimledger.key("claude", "alarmed")) is not None
     budget_key = guards.budget_key("claude")
     assert budget_key == "guard.claude.budget"
     assert json.loads(_kv(grig, budget_key) or "{}")["blocks"] == 2
@@ -567,8 +564,8 @@ def test_ledger_rewake_budget_fail_open_and_recovery(grig: Rig) -> None:
     started_pid(arm.line())
     assert run_guard(grig, "claude", STOP, **env).returncode == 0
     assert _kv(grig, budget_key) is None
-    ledger = json.loads(_kv(grig, LEDGER_KEY) or "{}")
-    assert ledger["alarmed"] is False and ledger["notified"] is False
+    assert _kv(grig, claimledger.key("claude", "alarmed")) is None
+    assert _kv(grig, claimledger.key("claude", "notified")) is None
 
 
 def test_claude_waits_briefly_for_a_watcher_coming_up(grig: Rig) -> None:

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(firstmate.__file__).resolve().parent
 #: Lowest first: a module may import its own layer and the ones before it, never one after.
 LAYERS = ("base", "fast", "store", "fleet", "plugin", "watch", "continuity", "host", "guards",
-          "app", "cli", "mcp", "api", "testing")
+          "rearm", "app", "cli", "mcp", "api", "testing")
 #: The layers that import only the standard library (and the ones among these below them): what
 #: a hot command path may load.
 STDLIB_LAYERS = ("base", "fast")

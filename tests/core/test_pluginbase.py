@@ -141,7 +141,7 @@ def _registered(plugin: object) -> set[str]:
 def test_each_base_registers_exactly_its_hooks() -> None:
     common = {"firstmate_harness_info", "firstmate_crew_launch", "firstmate_install",
               "firstmate_uninstall"}
-    assert _registered(GuardPlugin()) == common | {"firstmate_hook"}
+    assert _registered(GuardPlugin()) == common | {"firstmate_hook", "firstmate_deliver_wake"}
     assert _registered(WakePlugin()) == common | {"firstmate_hook", "firstmate_deliver_wake"}
     assert _registered(ShimPlugin()) == common | {"firstmate_bridge_profile"}
 

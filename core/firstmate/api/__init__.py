@@ -22,6 +22,14 @@ Installing its config
 Starting as a crew
     :class:`CrewLaunchRequest` (what ``fm crew spawn`` asks), :class:`CrewLaunch` and
     :class:`CrewFile` (the answer).
+Re-arm strategies (declare one; core runs it for the turn-end events it answers)
+    :class:`ParkedStop` (a synchronous stop hook parks on the watcher and answers with the
+    wake: Cursor, the template), :class:`CheckpointGuard` (the model re-arms by its protocol,
+    the stop hook guards the turn end: Codex, Grok), :class:`ClaimLedgerPark` (a background
+    stop hook whose exit wakes the session, admitted once per turn end by a generation claim:
+    Claude Code) and, for an in-process harness, :class:`BridgeProfile`. A strategy takes the
+    harness's own terms: :class:`HookReply` (how its hook answers) and :class:`StopChain`
+    (bounds on continuations, for a harness with no cap of its own).
 Answering a hook
     :class:`HookOutcome` (exit code, stdout, stderr in the harness's own terms).
 Continuity values
@@ -78,6 +86,11 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; __getattr__ r
         UserFile,
     )
     from firstmate.plugin.shiminstall import ShimSpec, npm_package_flag
+    from firstmate.rearm.chain import StopChain
+    from firstmate.rearm.claimpark import ClaimLedgerPark
+    from firstmate.rearm.guarded import CheckpointGuard
+    from firstmate.rearm.parkedstop import ParkedStop
+    from firstmate.rearm.reply import HookReply
     from firstmate.store.home import Home
 
     hookimpl: pluggy.HookimplMarker
@@ -116,6 +129,11 @@ _EXPORTS = {
     "UserFile": "firstmate.plugin.hookinstall",
     "ShimSpec": "firstmate.plugin.shiminstall",
     "npm_package_flag": "firstmate.plugin.shiminstall",
+    "StopChain": "firstmate.rearm.chain",
+    "ClaimLedgerPark": "firstmate.rearm.claimpark",
+    "CheckpointGuard": "firstmate.rearm.guarded",
+    "ParkedStop": "firstmate.rearm.parkedstop",
+    "HookReply": "firstmate.rearm.reply",
     "Home": "firstmate.store.home",
     "hookimpl": "firstmate",
 }
@@ -141,6 +159,8 @@ __all__ = [
     "GROUPED",
     "REARM_OWNERS",
     "BridgeProfile",
+    "CheckpointGuard",
+    "ClaimLedgerPark",
     "CrewFile",
     "CrewLaunch",
     "CrewLaunchRequest",
@@ -153,15 +173,18 @@ __all__ = [
     "HookEvent",
     "HookInstallSpec",
     "HookOutcome",
+    "HookReply",
     "InstallFlag",
     "InstallOptions",
     "InstallProblem",
     "InstallResult",
     "ParkResult",
+    "ParkedStop",
     "RearmOwner",
     "Session",
     "SessionAnchor",
     "ShimSpec",
+    "StopChain",
     "TextBlock",
     "TurnEndDecision",
     "UsageError",

@@ -18,14 +18,14 @@ Turn-end guard, in order (first match decides):
 2. not a genuine primary (:mod:`firstmate.store.scope`) → allow
 3. no supervision need (no registered crew, check or process source) → allow
 4. read-only session (another live session owns the session lock) → allow
-5. an identity-matched watcher with a fresh beacon → allow (with an auto-arm ledger: clears its
+5. an identity-matched watcher with a fresh beacon → allow (with a claim ledger: clears its
    failure state)
 6. away mode and its owner (the parked supervision host) live with a fresh beacon → allow
-7. an open auto-arm generation claim still deciding → allow
-8. a harness whose hook keeps an auto-arm ledger (its plugin's ``GuardProfile.rearm_ledger``,
-   the ledger itself from ``firstmate_rearm_ledger``): the cooperation table
-   (:func:`_decide_ledger`); others: a continuation already forced for this stop (the
-   profile's ``loop_flags``) → allow
+7. an open generation claim of the harness's hook, still deciding → allow
+8. a harness whose hook keeps a claim ledger (its plugin's ``GuardProfile.claim_ledger``: the
+   ``ClaimLedgerPark`` strategy; the ledger is :mod:`firstmate.continuity.claimledger`): the
+   cooperation table (:func:`_decide_ledger`); others: a continuation already forced for this
+   stop (the profile's ``loop_flags``) → allow
 9. otherwise block (exit 2 with a banner) or one follow-up, as the harness's
    ``GuardProfile.style`` says.
 """
@@ -39,7 +39,8 @@ from typing import Any, Literal
 
 import attrs
 
-from firstmate.base.envnum import env_int
+from firstmate.base.envnum import env_float, env_int
+from firstmate.continuity.claimledger import ClaimFacts
 from firstmate.guards.down import (
     NO_REARM,
     PREFIX,
@@ -52,7 +53,7 @@ from firstmate.guards.down import (
     rearm_owner,
 )
 from firstmate.host.away import AwayFacts
-from firstmate.plugin.harness import ClaimFacts, GuardProfile, HarnessInfo, RearmLedger
+from firstmate.plugin.harness import GuardProfile, HarnessInfo
 from firstmate.store.health import WatcherHealth
 from firstmate.store.home import Home
 from firstmate.store.need import NOTHING_NEEDED, Need, gather_need
@@ -72,9 +73,13 @@ NO_WATCHER = WatcherHealth(False, "none")
 NOT_AWAY = AwayFacts()
 NO_CLAIM = ClaimFacts()
 
+#: Decisions that mean "nothing here for this session to watch": no payload, not a primary,
+#: nothing registered, another session owns the home, or away mode's owner watches. A re-arm
+#: strategy lets such a turn end quietly, without parking or blocking.
+STAND_ASIDE = ("no-payload", "out-of-scope", "no-need", "read-only", "away-owner")
 #: Decisions that end a ledger harness's sync wait early: positive proof that someone is
 #: supervising.
-_PROOFS = ("healthy", "away-owner", "claim-deciding", "rewake-fresh")
+_PROOFS = ("healthy", "away-owner", "claim-open", "wake-fresh")
 
 
 def budget_key(harness: str) -> str:
@@ -84,11 +89,10 @@ def budget_key(harness: str) -> str:
 
 @attrs.frozen
 class HarnessView:
-    """What the guards know about one harness: its plugin's declaration and auto-arm ledger
-    (both absent for a harness with no plugin here)."""
+    """What the guards know about one harness: its plugin's declaration (absent for a harness
+    with no plugin here)."""
 
     info: HarnessInfo | None = None
-    ledger: RearmLedger | None = None
 
     @property
     def profile(self) -> GuardProfile:
@@ -97,6 +101,11 @@ class HarnessView:
     @property
     def project_env(self) -> tuple[str, ...]:
         return self.info.project_env if self.info is not None else ()
+
+    @property
+    def ledger(self) -> bool:
+        """The harness's hook keeps a claim ledger the guard cooperates with."""
+        return self.profile.claim_ledger
 
 
 def harness_view(harness: str, env: Mapping[str, str] | None = None) -> HarnessView:
@@ -108,9 +117,7 @@ def harness_view(harness: str, env: Mapping[str, str] | None = None) -> HarnessV
         host = load_harness(harness, env)
     except FirstmateError:
         return HarnessView()
-    info = host.harness(harness)
-    ledger = host.rearm_ledger(harness) if info is not None and info.guard.rearm_ledger else None
-    return HarnessView(info, ledger)
+    return HarnessView(host.harness(harness))
 
 
 def guard_profile(harness: str, env: Mapping[str, str] | None = None) -> GuardProfile:
@@ -201,6 +208,11 @@ class TurnEndDecision:
         return self.action == "allow"
 
     @property
+    def stands_aside(self) -> bool:
+        """Nothing here for this session to watch (:data:`STAND_ASIDE`)."""
+        return self.why in STAND_ASIDE
+
+    @property
     def exit_code(self) -> int:
         return 2 if self.action == "block" else 0
 
@@ -242,8 +254,8 @@ def turnend_banner(f: TurnEndFacts) -> str:
         f"{f.need.describe()} need a watcher, but {problem(f.health, f.last_beat)}."
         + away_note(f.away),
     ]
-    if f.profile.rearm_ledger:
-        lines.append("The Stop hook's automatic re-arm has not brought a watcher up.")
+    if f.profile.claim_ledger:
+        lines.append("The stop hook's automatic re-arm has not brought a watcher up.")
     lines.append(f"Fix now: {fix(f.health, f.owner, f.rearm)}. Queued wakes stay durable: drain them with "
                  "`fm wake drain` as usual.")
     return "\n".join(lines)
@@ -283,14 +295,14 @@ def decide_turnend(f: TurnEndFacts) -> TurnEndDecision:
     if f.read_only:
         return _allow("read-only")
     if f.health.healthy:
-        clear = f.profile.rearm_ledger and not (
+        clear = f.profile.claim_ledger and not (
             f.budget.empty and not f.claim.notified and not f.claim.alarmed)
         return _allow("healthy", clear_failure=clear)
     if f.away.supervising:
         return _allow("away-owner")
     if f.claim.deciding:
-        return _allow("claim-deciding")
-    if f.profile.rearm_ledger:
+        return _allow("claim-open")
+    if f.profile.claim_ledger:
         return _decide_ledger(f)
     if f.loop_active:
         return _allow("continuation-spent")
@@ -298,10 +310,10 @@ def decide_turnend(f: TurnEndFacts) -> TurnEndDecision:
 
 
 def _decide_ledger(f: TurnEndFacts) -> TurnEndDecision:
-    """Cooperation with a harness's auto-arm ledger (the loop flags are ignored):
+    """Cooperation with a harness's claim ledger (the loop flags are ignored):
 
     ======================================================  ==========================
-    fresh rewake                                             allow ``rewake-fresh``
+    fresh wake                                               allow ``wake-fresh``
     fresh failed epoch, notice not yet consumed, not yet     block ``failure-handoff``
     exempted                                                 (no charge; epoch exempted)
     blocks < budget                                          block ``unhealthy`` (+1)
@@ -313,8 +325,8 @@ def _decide_ledger(f: TurnEndFacts) -> TurnEndDecision:
     ======================================================  ==========================
     """
     claim, budget = f.claim, f.budget
-    if claim.fresh_rewake:
-        return _allow("rewake-fresh")
+    if claim.fresh_wake:
+        return _allow("wake-fresh")
     if claim.failed and claim.fresh and not claim.notified and claim.epoch is not None \
             and claim.epoch != budget.exempt_epoch:
         return _stop(f, "failure-handoff", budget=attrs.evolve(budget, exempt_epoch=claim.epoch))
@@ -344,17 +356,27 @@ def _read_only(home: Home, env: Mapping[str, str]) -> tuple[bool, int | None]:
     return (not owned), ins.pid
 
 
+def _claim_facts(conn: Any, facts: TurnEndFacts, env: Mapping[str, str], health: WatcherHealth,
+                 now: float) -> ClaimFacts:
+    from firstmate.continuity import claimledger
+
+    profile = facts.profile
+    window = (env_float(env, profile.claim_fresh_env, profile.claim_fresh)
+              if profile.claim_fresh_env else profile.claim_fresh)
+    return claimledger.claim_facts(conn, facts.harness, health=health, now=now, window=window)
+
+
 def _store_facts(home: Home, env: Mapping[str, str], health: WatcherHealth, now: float,
-                 harness: str, ledger: RearmLedger | None) -> tuple[ClaimFacts, Budget]:
-    if ledger is None or not home.db.exists():
+                 facts: TurnEndFacts) -> tuple[ClaimFacts, Budget]:
+    if not facts.profile.claim_ledger or not home.db.exists():
         return ClaimFacts(), Budget()
     from firstmate.store.database import Store
 
     db = Store(home)
     try:
         with db.reading() as conn:
-            return (ledger.claim_facts(conn, env=env, health=health, now=now),
-                    read_budget(conn, harness))
+            return (_claim_facts(conn, facts, env, health, now),
+                    read_budget(conn, facts.harness))
     finally:
         db.close()
 
@@ -397,11 +419,11 @@ def gather_turnend(harness: str, payload: Mapping[str, Any] | None, *, home: Hom
     facts = attrs.evolve(base, scope=scope, need=need, read_only=read_only, lock_pid=lock_pid)
     if read_only:
         return facts
-    return refresh(facts, home=home, env=env, now=now, ledger=view.ledger)
+    return refresh(facts, home=home, env=env, now=now)
 
 
 def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
-            now: float | None = None, ledger: RearmLedger | None = None) -> TurnEndFacts:
+            now: float | None = None) -> TurnEndFacts:
     """*facts* with the fast-changing parts (watcher, away owner, ledger, budget) read again."""
     from firstmate.host.away import away_facts
     from firstmate.store.health import watcher_health
@@ -409,15 +431,15 @@ def refresh(facts: TurnEndFacts, *, home: Home, env: Mapping[str, str],
     now = time.time() if now is None else now
     health = watcher_health(home, env, now=now)
     publish_if_gone(home, health)
-    claim, budget = _store_facts(home, env, health, now, facts.harness, ledger)
+    claim, budget = _store_facts(home, env, health, now, facts)
     return attrs.evolve(facts, health=health, last_beat=last_beat(home, now),
                         away=away_facts(home, env, now=now), claim=claim, budget=budget)
 
 
-def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts,
-             ledger: RearmLedger) -> TurnEndDecision:
+def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts) -> TurnEndDecision:
     """Decide once more inside one write transaction (the budget read there is the truth)
     and store what the decision changes."""
+    from firstmate.continuity import claimledger
     from firstmate.store.database import kv_set, open_store
 
     key = budget_key(facts.harness)
@@ -425,16 +447,15 @@ def _persist(home: Home, env: Mapping[str, str], facts: TurnEndFacts,
     try:
         with db.transaction(timeout=10.0) as conn:
             facts = attrs.evolve(facts, budget=read_budget(conn, facts.harness),
-                                 claim=ledger.claim_facts(conn, env=env, health=facts.health,
-                                                          now=time.time()))
+                                 claim=_claim_facts(conn, facts, env, facts.health, time.time()))
             decision = decide_turnend(facts)
             if decision.clear_failure:
                 conn.execute("DELETE FROM kv WHERE key = ?", (key,))
-                ledger.clear_failure(conn)
+                claimledger.clear_failure(conn, facts.harness)
             if decision.budget is not None:
                 kv_set(conn, key, decision.budget.to_json())
             if decision.raise_alarm:
-                ledger.mark_alarmed(conn, facts.claim.epoch)
+                claimledger.mark_alarmed(conn, facts.harness, facts.claim.epoch)
     finally:
         db.close()
     return decision
@@ -445,10 +466,10 @@ def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
                      cwd: str | None = None, wait: bool = True) -> TurnEndDecision:
     """Gather, decide and persist: the one call a harness plugin makes at a turn end.
 
-    For a harness with an auto-arm ledger, an unhealthy verdict first waits up to its
-    profile's ``sync_wait_ms`` (its ``sync_wait_env`` knob overrides it; *wait* False skips
-    it) for a healthy watcher, an open auto-arm claim or a fresh rewake. Only those decisions
-    write state (the re-block budget, the alarm, their reset).
+    For a harness with a claim ledger, an unhealthy verdict first waits up to its profile's
+    ``sync_wait_ms`` (its ``sync_wait_env`` knob overrides it; *wait* False skips it) for a
+    healthy watcher, an open claim or a fresh wake. Only those decisions write state (the
+    re-block budget, the alarm, their reset).
     """
     env = os.environ if env is None else env
     if home is None:
@@ -458,25 +479,24 @@ def turnend_decision(harness: str, payload: Mapping[str, Any] | None, *,
     view = harness_view(harness, env)
     facts = gather_turnend(harness, payload, home=home, env=env, cwd=cwd, view=view)
     decision = decide_turnend(facts)
-    ledger = view.ledger
-    if ledger is None or not facts.profile.rearm_ledger or decision.why in (
-            "no-payload", "out-of-scope", "no-need", "read-only"):
+    if not view.ledger or decision.why in ("no-payload", "out-of-scope", "no-need", "read-only"):
         return decision
     if wait and decision.why not in _PROOFS:
         budget_ms = _knob(env, facts.profile.sync_wait_env, facts.profile.sync_wait_ms, 0)
         deadline = time.monotonic() + budget_ms / 1000.0
         while time.monotonic() < deadline:
             time.sleep(min(SYNC_POLL, max(0.0, deadline - time.monotonic())))
-            facts = refresh(facts, home=home, env=env, ledger=ledger)
+            facts = refresh(facts, home=home, env=env)
             decision = decide_turnend(facts)
             if decision.why in _PROOFS:
                 break
     if decision.budget is None and not decision.clear_failure and not decision.raise_alarm:
         return decision
-    return _persist(home, env, facts, ledger)
+    return _persist(home, env, facts)
 
 
 __all__ = [
+    "STAND_ASIDE",
     "Budget",
     "ClaimFacts",
     "HarnessView",

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import attrs
-
-if TYPE_CHECKING:
-    from firstmate.store.health import WatcherHealth
 
 #: How a harness gets re-armed after every close (SPEC §9).
 REARM_OWNERS = ("hook", "extension", "checkpoint", "model-task", "host")
@@ -40,10 +37,10 @@ class GuardProfile:
     #: Payload fields saying a stop already follows a forced continuation, in order of
     #: precedence: the first boolean found decides; an integer counts continuations.
     loop_flags: tuple[str, ...] = ("stop_hook_active", "loop_count")
-    #: The harness's own hook keeps an auto-arm ledger the guard cooperates with (it ignores
-    #: the loop flags, charges a re-block budget and hands failures over once); the plugin
-    #: hands the guard that ledger through ``firstmate_rearm_ledger``.
-    rearm_ledger: bool = False
+    #: The harness's turn-end hook keeps a claim ledger the guard cooperates with (the
+    #: ``ClaimLedgerPark`` strategy, firstmate.continuity.claimledger): the guard ignores the
+    #: loop flags, charges a re-block budget and hands failures over once.
+    claim_ledger: bool = False
     #: Re-blocks the cooperation table charges before it fails open once (ledger harnesses).
     block_budget: int = 3
     #: The environment variable overriding :attr:`block_budget` ("" = none).
@@ -53,47 +50,10 @@ class GuardProfile:
     sync_wait_ms: int = 800
     #: The environment variable overriding :attr:`sync_wait_ms` ("" = none).
     sync_wait_env: str = ""
-
-
-@attrs.frozen
-class ClaimFacts:
-    """A harness's auto-arm ledger as the turn-end guard sees it (``firstmate_rearm_ledger``)."""
-
-    epoch: int | None = None
-    outcome: str | None = None
-    #: An ``arming`` claim whose owner is live, identity-matched and not stuck.
-    deciding: bool = False
-    #: The entry was written within the ledger's freshness window.
-    fresh: bool = False
-    #: A failed (or failed-suppressed) outcome.
-    failed: bool = False
-    #: The auto-arm's failure notice of this episode was delivered (consumed).
-    notified: bool = False
-    #: The one attended fail-open of this failure episode was spent.
-    alarmed: bool = False
-
-    @property
-    def fresh_rewake(self) -> bool:
-        return self.outcome == "rewake" and self.fresh
-
-
-class RearmLedger(Protocol):
-    """A harness's auto-arm ledger, as the turn-end guard reads and writes it. Every method
-    takes an open store connection (``sqlite3.Connection``); the writers run inside the
-    guard's write transaction."""
-
-    def claim_facts(self, conn: Any, *, env: Mapping[str, str], health: WatcherHealth,
-                    now: float) -> ClaimFacts:
-        """The ledger's current claim as facts (an empty :class:`ClaimFacts` when none)."""
-        ...
-
-    def clear_failure(self, conn: Any) -> None:
-        """Positive recovery: forget the failure notice and the attended alarm."""
-        ...
-
-    def mark_alarmed(self, conn: Any, epoch: int | None) -> None:
-        """The guard spent the one attended fail-open of this failure episode (at *epoch*)."""
-        ...
+    #: Seconds a claim's wake (or failure) counts as fresh (ledger harnesses), and the
+    #: environment variable overriding it ("" = none).
+    claim_fresh: float = 15.0
+    claim_fresh_env: str = ""
 
 
 #: What every harness's project-directory variable is called: ``<SOMETHING>_PROJECT_DIR``. A

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         InstallOptions,
         InstallProblem,
         InstallResult,
-        RearmLedger,
     )
     from firstmate.store.home import Home
     from firstmate.watch.backends.base import CrewBackend
@@ -108,12 +107,6 @@ def firstmate_bridge_profile(harness: str) -> BridgeProfile | None:
     """Describe how ``fm bridge <harness>`` runs for your in-process harness: which call the shim
     delivers with, whether the arm is retired at shutdown, whether idle queue reads run. Return
     None when *harness* is not yours; a harness with no profile has no bridge."""
-
-
-@hookspec(firstresult=True)
-def firstmate_rearm_ledger(harness: str) -> RearmLedger | None:
-    """Hand the turn-end guard the auto-arm ledger your harness's hook keeps (its
-    ``GuardProfile.rearm_ledger`` is true). Return None when *harness* is not yours."""
 
 
 # --- install and hook entry -------------------------------------------------------------------

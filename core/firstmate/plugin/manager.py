@@ -30,7 +30,6 @@ from firstmate.plugin.harness import (
     InstallProblem,
     InstallResult,
     PluginFailure,
-    RearmLedger,
 )
 
 T = TypeVar("T")
@@ -134,11 +133,6 @@ class PluginHost:
         """How ``fm bridge <harness>`` runs; None when no plugin gives *harness* a bridge."""
         profile: BridgeProfile | None = self.pm.hook.firstmate_bridge_profile(harness=harness)
         return profile
-
-    def rearm_ledger(self, harness: str) -> RearmLedger | None:
-        """The auto-arm ledger *harness*'s hook keeps; None when no plugin gives it one."""
-        ledger: RearmLedger | None = self.pm.hook.firstmate_rearm_ledger(harness=harness)
-        return ledger
 
     # --- install and hook entry ---------------------------------------------------------------
 

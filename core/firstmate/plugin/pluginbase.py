@@ -25,7 +25,7 @@ of the method the instance resolves to.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
 
@@ -45,6 +45,26 @@ if TYPE_CHECKING:
     from firstmate.plugin.mcpinstall import McpServerSpec
     from firstmate.plugin.shiminstall import ShimSpec
     from firstmate.store.home import Home
+
+
+class RearmStrategy(Protocol):
+    """A re-arm strategy core runs for a hook harness's turn end (firstmate.rearm: a parked
+    stop hook, a checkpoint guard, a claim-ledger park): a declared value with these three."""
+
+    def events(self, info: HarnessInfo) -> tuple[str, ...]:
+        """The hook events the strategy answers."""
+        ...
+
+    @property
+    def receipt(self) -> str:
+        """How a wake the engine delivers in the hook's own process reaches the model ("" when
+        the hook delivers no wake)."""
+        ...
+
+    def run(self, info: HarnessInfo, event: str, payload: Mapping[str, Any] | None, home: Home,
+            env: Mapping[str, str]) -> HookOutcome:
+        """One call of the harness's hook for one of :meth:`events`."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -86,6 +106,19 @@ class HookHarnessPlugin(HarnessPlugin):
     (or choose one per install in :meth:`hook_spec`) and implement :meth:`on_hook`."""
 
     HOOKS: ClassVar[HookInstallSpec]
+    #: The re-arm strategy core runs for the turn-end events it answers (None: every event
+    #: goes to :meth:`on_hook`).
+    REARM: ClassVar[RearmStrategy | None] = None
+    #: How a wake the engine delivers in the hook's process reaches the model ("" = the
+    #: strategy's own receipt).
+    WAKE_RECEIPT: ClassVar[str] = ""
+
+    def rearm(self, env: Mapping[str, str],
+              payload: Mapping[str, Any] | None = None) -> RearmStrategy | None:
+        """The strategy for a hook running with *env* on *payload* (None when asked for a
+        delivery receipt): a harness with two install modes, or builds that answer differently,
+        picks one here; None sends the call to :meth:`on_hook`."""
+        return self.REARM
 
     def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
         """The spec for this install (``--local``, ``--parked``… pick a variant here). Also used
@@ -134,24 +167,29 @@ class HookHarnessPlugin(HarnessPlugin):
         if harness != self.name or event not in self.INFO.hook_events or \
                 self.foreign(payload, env):
             return None
+        strategy = self.rearm(env, payload)
+        if strategy is not None and event in strategy.events(self.INFO):
+            return strategy.run(self.INFO, event, payload, home, env)
         return self.on_hook(event, payload, home, env)
-
-
-@attrs.define(eq=False)
-class HookWakePlugin(HookHarnessPlugin):
-    """A hook harness whose parked hook process delivers the wake (its output is the wake):
-    :attr:`WAKE_RECEIPT` says how, in the receipt the continuity engine logs."""
-
-    WAKE_RECEIPT: ClassVar[str]
 
     @hookimpl
     def firstmate_deliver_wake(self, wake: WakeDelivery,
                                session: Session) -> DeliveryReceipt | None:
         if session.harness != self.name:
             return None
+        strategy = self.rearm(session.env)
+        receipt = self.WAKE_RECEIPT or (strategy.receipt if strategy is not None else "")
+        if not receipt:
+            return None
         from firstmate.plugin.handoff import DeliveryReceipt
 
-        return DeliveryReceipt(True, self.WAKE_RECEIPT)
+        return DeliveryReceipt(True, receipt)
+
+
+@attrs.define(eq=False)
+class HookWakePlugin(HookHarnessPlugin):
+    """A hook harness whose parked hook process delivers the wake (its output is the wake):
+    :attr:`WAKE_RECEIPT` (or its strategy's receipt) says how."""
 
 
 @attrs.define(eq=False)

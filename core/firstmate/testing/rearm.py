@@ -183,7 +183,8 @@ def continuity_rig(harness: str, tmp_path: Path, extra_env: Mapping[str, str]) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("FM_")}
     env.update(FM_HOME=str(home.root), FM_SIGNAL_GRACE="0", FM_TMUX=str(tmp_path / "no-tmux"),
                FM_SESSION_HOLDER_PID=str(os.getpid()), FM_PROJECT_DIR=str(project),
-               FIRSTMATE_PLUGINS=harness, **extra_env)
+               FIRSTMATE_PLUGINS=harness)
+    env.update(extra_env)
     rig = ContinuityRig(harness, home, project, env)
     try:
         rig.add_crew()

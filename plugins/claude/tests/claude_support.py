@@ -90,13 +90,13 @@ class Rig:
         return pid if watcher.get("healthy") and isinstance(pid, int) else None
 
     def ledger(self) -> dict[str, Any]:
+        from firstmate.continuity import claimledger
         from firstmate.store.database import open_store
-        from firstmate_plugin_claude import ledger as autoarm
 
         db = open_store(self.home)
         try:
             with db.reading() as conn:
-                entry = autoarm.read(conn)
+                entry = claimledger.read(conn, "claude")
         finally:
             db.close()
         return attrs.asdict(entry) if entry is not None else {}

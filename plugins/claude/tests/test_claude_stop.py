@@ -12,60 +12,15 @@ from pathlib import Path
 
 import pytest
 from claude_support import Rig, rig_fixture  # noqa: F401  (the rig fixture)
+from firstmate.continuity import claimledger
+from firstmate.rearm import claimpark
 from firstmate.store.database import kv_set, open_store
 from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
 from firstmate.testing.procs import eventually
-from firstmate_plugin_claude import ledger as autoarm
-from firstmate_plugin_claude import stophook
-from firstmate_plugin_claude.stophook import GateFacts, Notice, decide_gates, next_notice, pace
 
-# --- pure decisions ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("facts", "verdict"), [
-    (GateFacts(False, "owned", False, True), "out-of-scope"),
-    (GateFacts(False, "reclaimable", True, True), "out-of-scope"),
-    (GateFacts(True, "other-live", False, True), "not-owner"),
-    (GateFacts(True, "unreadable", False, True), "not-owner"),
-    (GateFacts(True, "owned", True, True), "away"),
-    (GateFacts(True, "reclaimable", True, True), "away"),  # no reclaim before the away gate
-    (GateFacts(True, "reclaimable", False, False), "no-need"),  # nor before the need gate
-    (GateFacts(True, "owned", False, False), "no-need"),
-    (GateFacts(True, "owned", False, True), "proceed"),
-    (GateFacts(True, "reclaimable", False, True), "reclaim"),
-    (GateFacts(True, "absent", False, True), "no-lock"),  # nothing stale to recover
-])
-def test_gates_in_order(facts: GateFacts, verdict: str) -> None:
-    assert decide_gates(facts) == verdict
-
-
-def test_failure_episode_progression() -> None:
-    assert next_notice(notified=False, alarmed=False, sent=0, budget=3) == Notice("failed")
-    assert next_notice(notified=True, alarmed=False, sent=1, budget=3) == Notice("still")
-    assert next_notice(notified=True, alarmed=False, sent=2, budget=3) == Notice("still", True)
-    assert next_notice(notified=True, alarmed=True, sent=3, budget=3) == Notice("suppressed")
-    # The guard raised the alarm on its own: suppressed too.
-    assert next_notice(notified=False, alarmed=True, sent=0, budget=3) == Notice("suppressed")
-    # A reset episode (notice consumed marker gone) starts with FAILED whatever the count says.
-    assert next_notice(notified=False, alarmed=False, sent=7, budget=3) == Notice("failed")
-    assert next_notice(notified=False, alarmed=False, sent=0, budget=1) == Notice("failed", True)
-
-
-def test_stop_failure_pacing_waits_then_rechecks() -> None:
-    slept: list[float] = []
-    assert pace(0.0, slept.append, lambda: "away") is None and slept == []
-    assert pace(2.5, slept.append, lambda: "away") == "away" and slept == [2.5]
-    assert pace(1.0, slept.append, lambda: None) is None and slept == [2.5, 1.0]
-
-
-def test_claim_open_rules() -> None:
-    me = autoarm.Ledger(1, 1, "bad", "arming", time.time(), session_pid=10)
-    assert not stophook.claim_open(None, 10, now=time.time(), beacon_age=1.0, grace=300.0)
-    assert not stophook.claim_open(me, 11, now=time.time(), beacon_age=1.0, grace=300.0)
-    # A bad identity token is never a live owner.
-    assert not stophook.claim_open(me, 10, now=time.time(), beacon_age=1.0, grace=300.0)
-
+#: Where the Stop hook paces StopFailure claims (the claim ledger's key for Claude).
+PACED_AT = claimledger.key("claude", "stopfailure_at")
 
 # --- session start -----------------------------------------------------------------------------
 
@@ -106,7 +61,7 @@ def test_wake_exit_2_successor_holds_the_lock_and_rearm_follows(rig: Rig) -> Non
     lines = err.splitlines()
     assert lines[0].startswith("FIRSTMATE_OP:") and "WAKE-ONE" in err
     assert "fm wake drain" in err and "never arm" in err and "FAILED" not in err
-    assert rig.ledger()["outcome"] == "rewake"
+    assert rig.ledger()["outcome"] == "wake"
     # The detached handling successor outlived the hook and holds the watcher lock.
     successor = eventually("a successor watcher", rig.healthy_watcher)
     assert successor != watcher
@@ -130,7 +85,7 @@ def test_unconfirmed_successor_adds_one_line_and_never_withholds_the_wake(rig: R
     assert hook.returncode == 2 and "STILL-DELIVERED" in err
     failed = [line for line in err.splitlines() if line.startswith("watcher: FAILED - ")]
     assert len(failed) == 1 and "Claude Code could not restore the watcher" in failed[0]
-    assert rig.ledger()["outcome"] == "rewake"
+    assert rig.ledger()["outcome"] == "wake"
 
 
 def test_single_flight_two_concurrent_hooks(rig: Rig) -> None:
@@ -153,14 +108,16 @@ def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
-def _plant_claim(home: Home, owner: subprocess.Popen[bytes], session_pid: int) -> autoarm.Ledger:
+def _plant_claim(home: Home, owner: subprocess.Popen[bytes],
+                 session_pid: int) -> claimledger.Claim:
     from firstmate.testing import exec_identity
 
     ident = exec_identity(owner)  # (not the forking interpreter's, which never matches again)
     db = open_store(home)
     try:
         with db.transaction() as conn:
-            return autoarm.claim_next(conn, owner.pid, ident.token(), session_pid=session_pid)
+            return claimledger.claim_next(conn, "claude", owner.pid, ident.token(),
+                                          session_pid=session_pid)
     finally:
         db.close()
 
@@ -179,7 +136,8 @@ def test_orphaned_claim_of_a_dead_session_is_superseded(rig: Rig) -> None:
         db = open_store(rig.home)
         try:
             with db.transaction() as conn:  # the superseded owner can no longer commit
-                assert autoarm.commit(conn, old.epoch, old.owner_pid, "rewake") is False
+                assert claimledger.commit(conn, "claude", old.epoch, old.owner_pid,
+                                          "wake") is False
         finally:
             db.close()
     finally:
@@ -294,7 +252,7 @@ def test_stop_failure_is_paced_not_dropped(rig: Rig) -> None:
     db = open_store(rig.home)
     try:
         with db.transaction() as conn:
-            kv_set(conn, stophook.STOPFAILURE_KEY, f"{time.time():.3f}")
+            kv_set(conn, PACED_AT, f"{time.time():.3f}")
     finally:
         db.close()
     started = time.monotonic()
@@ -313,13 +271,13 @@ def test_stop_failure_stands_down_if_away_appears_while_paced(rig: Rig) -> None:
     db = open_store(rig.home)
     try:
         with db.transaction() as conn:
-            kv_set(conn, stophook.STOPFAILURE_KEY, f"{time.time() + 5:.3f}")
+            kv_set(conn, PACED_AT, f"{time.time() + 5:.3f}")
     finally:
         db.close()
     hook = rig.start_hook("stop-failure", rig.payload("StopFailure", error="overloaded"),
                           FM_CLAUDE_STOPFAILURE_COOLDOWN_MS="4000")
     eventually("the paced hook to start waiting",
-               lambda: stophook.cooldown_left(rig.home, {stophook.COOLDOWN_ENV: "4000"}) > 0)
+               lambda: claimpark.cooldown_left(rig.home, "claude", 4.0) > 0)
     assert rig.fm("away", "on").returncode == 0
     assert hook.communicate(timeout=60) == ("", "") and hook.returncode == 0
     assert rig.ledger() == {}

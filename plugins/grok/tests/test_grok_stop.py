@@ -100,8 +100,8 @@ def test_rules_teach_the_tracked_background_task_protocol() -> None:
 
 def test_a_session_id_no_command_line_can_take_is_no_session(fm_home: Home,  # noqa: F811
                                                               env: dict[str, str]) -> None:
-    from firstmate_plugin_grok.stop import grok_stop
+    from firstmate_plugin_grok.stop import resume_fallback
 
     for bad in ("\x00", "a\nb", "\x1b[2J"):
-        outcome = grok_stop({"hookEventName": "Stop", "sessionId": bad}, fm_home, env)
+        outcome = resume_fallback({"hookEventName": "Stop", "sessionId": bad}, fm_home, env)
         assert outcome.exit_code == 0 and "Traceback" not in outcome.stderr

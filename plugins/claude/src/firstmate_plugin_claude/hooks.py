@@ -1,4 +1,14 @@
-"""Claude Code: what the harness is, how its hooks are installed, and its hook entry."""
+"""Claude Code: what the harness is, how its hooks are installed, and how its hooks keep watch.
+
+Claude runs ``fm hook claude stop`` (or ``stop-failure``) in the background after every turn
+(``asyncRewake: true``) and wakes the idle session when it exits 2 with text on stderr: the
+claim-ledger park core runs (:data:`REARM`; its knobs are ``FM_CLAUDE_AUTOARM_ATTEMPTS`` (1-3,
+default 2), ``FM_CLAUDE_STOPFAILURE_COOLDOWN_MS``, ``FM_CLAUDE_AUTOARM_NOTICE_BUDGET``,
+``FM_CLAUDE_AUTOARM_EPOCH_FRESH`` and the turn-end guard's ``FM_CLAUDE_TURNEND_BLOCK_BUDGET`` and
+``FM_CLAUDE_AUTOARM_SYNC_WAIT_MS``). ``stop_hook_active`` is never consulted: Claude keeps it
+true after every rewake. The SessionStart hook takes the session lock and tells the model how
+to operate (:mod:`firstmate_plugin_claude.sessionstart`).
+"""
 
 from __future__ import annotations
 
@@ -16,17 +26,17 @@ from firstmate.plugin.harness import (
     InstallFlag,
     InstallOptions,
     InstallProblem,
-    RearmLedger,
     SessionAnchor,
 )
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec
 from firstmate.plugin.mcpinstall import McpApproval, McpServerSpec
-from firstmate.plugin.pluginbase import HookWakePlugin
+from firstmate.plugin.pluginbase import HookHarnessPlugin
+from firstmate.rearm.claimpark import ClaimLedgerPark
+from firstmate.rearm.reply import HookReply
 from firstmate.store.home import Home
 
 from firstmate_plugin_claude import gate
 from firstmate_plugin_claude.gate import EVENTS
-from firstmate_plugin_claude.ledger import GUARD
 
 NAME = "claude"
 #: Claude Code gives its hooks the project directory it runs in.
@@ -58,6 +68,19 @@ SAMPLE_USER_FILES: dict[str, Any] = {
     },
 }
 
+#: The Stop and StopFailure hooks: a claim-ledger park whose exit 2 (the wake on stderr) wakes
+#: the idle session; a turn that ended in an API error (StopFailure) is paced, not dropped.
+REARM = ClaimLedgerPark(
+    reply=HookReply(exit_code=2),
+    paced_events=("stop-failure",),
+    attempts_env="FM_CLAUDE_AUTOARM_ATTEMPTS",
+    cooldown_env="FM_CLAUDE_STOPFAILURE_COOLDOWN_MS",
+    notices_env="FM_CLAUDE_AUTOARM_NOTICE_BUDGET",
+    fresh_env="FM_CLAUDE_AUTOARM_EPOCH_FRESH",
+    block_budget_env="FM_CLAUDE_TURNEND_BLOCK_BUDGET",
+    sync_wait_env="FM_CLAUDE_AUTOARM_SYNC_WAIT_MS",
+)
+
 INFO = HarnessInfo(
     name=NAME,
     display_name="Claude Code",
@@ -69,7 +92,7 @@ INFO = HarnessInfo(
     rearm_event="stop",
     process_names=("claude",),
     package_markers=(("@anthropic-ai", "claude-code"),),
-    guard=GUARD,
+    guard=REARM.guard,
     # A realistic hook call of this harness (its documented hook input), for the contract kit.
     sample_payload={"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
                     "permission_mode": "default", "hook_event_name": "{Event}",
@@ -133,15 +156,13 @@ def plugin_dir() -> Path:
 
 
 @attrs.define(eq=False)
-class ClaudePlugin(HookWakePlugin):
+class ClaudePlugin(HookHarnessPlugin):
     """The Claude Code harness plugin."""
 
     INFO = INFO
     HOOKS = HOOKS
     MCP = MCP
-    # The hook process itself delivers: it exits 2 with this text on stderr, and Claude wakes
-    # the idle session with it.
-    WAKE_RECEIPT = "rewake: the Stop hook exits 2 with the wake on stderr"
+    REARM = REARM
 
     foreign = staticmethod(gate.foreign)
 
@@ -158,23 +179,13 @@ class ClaudePlugin(HookWakePlugin):
 
         return installcheck.problems(options, HOOKS, SHARED_HOOKS)
 
-    @hookimpl
-    def firstmate_rearm_ledger(self, harness: str) -> RearmLedger | None:
-        from firstmate_plugin_claude.ledger import ClaudeLedger
-
-        return ClaudeLedger() if harness == NAME else None
-
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:
         if not home.state.is_dir():
             return HookOutcome.silent()  # no home was ever set up: nothing is supervised
-        if event == "session-start":
-            from firstmate_plugin_claude.sessionstart import session_start
+        from firstmate_plugin_claude.sessionstart import session_start
 
-            return session_start(payload, home, env)
-        from firstmate_plugin_claude.stophook import turn_end
-
-        return turn_end(event, payload, home, env)
+        return session_start(payload, home, env)
 
     @hookimpl
     def firstmate_rearm_owner(self, home: Home, session: Session) -> RearmOwner | None:

@@ -1,7 +1,16 @@
-"""Codex: what the harness is, how its hook and protocol are installed, and its hook entry.
+"""Codex: what the harness is, how its hook and protocol are installed, and how it keeps watch.
 
 Codex cannot be woken by a background process, so supervision is a model protocol (a bounded
-foreground ``fm checkpoint``, written into ``AGENTS.md``) backed by a Stop hook guard.
+foreground ``fm checkpoint``, written into ``AGENTS.md``) backed by a Stop hook guard
+(:data:`GUARD`). Codex reads exit 0 + ``{"decision":"block","reason":…}`` as "continue with
+*reason* as the next prompt" and has no numeric cap on such blocks, so every block is charged to
+a per-session chain (``FM_CODEX_STOP_*`` knobs): an unhealthy verdict blocks at most
+``FM_CODEX_STOP_BLOCK_BUDGET`` (3) times until a healthy watcher is seen again; after that the
+stop goes through with a ``systemMessage`` saying why. In the opt-in parked mode
+(``FM_CODEX_STOP_MODE=park``, installed by ``fm install codex --parked``: :data:`PARKED`) the
+hook parks on the arm and blocks with the wake; the chain starts afresh on a stop that does not
+follow a block, and wakes repeating the same reason or exceeding ``FM_CODEX_STOP_LOOP_CEILING``
+(100) end it.
 """
 
 from __future__ import annotations
@@ -16,17 +25,18 @@ from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
 from firstmate.plugin.harness import (
     GuardProfile,
     HarnessInfo,
-    HookOutcome,
     InstallFlag,
     InstallOptions,
 )
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock, UserFile
-from firstmate.plugin.pluginbase import HookWakePlugin
-from firstmate.store.home import Home
+from firstmate.plugin.pluginbase import HookHarnessPlugin, RearmStrategy
+from firstmate.rearm.chain import StopChain
+from firstmate.rearm.guarded import CheckpointGuard
+from firstmate.rearm.parkedstop import ParkedStop
+from firstmate.rearm.reply import HookReply
 
 from firstmate_plugin_codex import gate
 from firstmate_plugin_codex.gate import EVENTS
-from firstmate_plugin_codex.stop import PARK_TIMEOUT, codex_stop
 
 NAME = "codex"
 #: The interrupt hint the TUI shows only while a turn runs.
@@ -78,6 +88,15 @@ INFO = HarnessInfo(
 
 #: The default Stop hook is a guard (it decides and returns); ``--parked`` holds it open.
 STOP_TIMEOUT = 60
+#: Seconds a parked Stop waits for a wake (``FM_CODEX_PARK_SECONDS``); the installed hook
+#: timeout is a minute longer so Codex never kills a park that is about to answer.
+PARK_TIMEOUT = 3600
+#: A continuation is a block with the text as its reason; a notice is a systemMessage.
+REPLY = HookReply.json("reason", notice_key="systemMessage", decision="block")
+CHAIN = StopChain.knobs("FM_CODEX_STOP", ceiling=100)
+GUARD = CheckpointGuard(reply=REPLY, chain=CHAIN)
+PARKED = ParkedStop(reply=REPLY, park_seconds=PARK_TIMEOUT,
+                    park_seconds_env="FM_CODEX_PARK_SECONDS", chain=CHAIN)
 #: ``fm install codex --parked``: the installed command selects the parked Stop mode.
 PARK_ENV = "FM_CODEX_STOP_MODE=park"
 BLOCK_NAME = "firstmate-codex"
@@ -141,13 +160,17 @@ def app_server_hooks(options: InstallOptions) -> HookInstallSpec:
 
 
 @attrs.define(eq=False)
-class CodexPlugin(HookWakePlugin):
+class CodexPlugin(HookHarnessPlugin):
     """The Codex harness plugin."""
 
     INFO = INFO
     HOOKS = HOOKS
-    # A parked Stop hook prints the wake as its block reason once restoration is done.
-    WAKE_RECEIPT = "returned by the parked Stop hook as its block reason"
+    REARM = GUARD
+
+    def rearm(self, env: Mapping[str, str],
+              payload: Mapping[str, Any] | None = None) -> RearmStrategy | None:
+        # The installed command of `fm install codex --parked` selects the parked Stop.
+        return PARKED if env.get("FM_CODEX_STOP_MODE", "") == "park" else GUARD
 
     def hook_spec(self, options: InstallOptions) -> HookInstallSpec:
         if options.flag("parked"):
@@ -166,10 +189,6 @@ class CodexPlugin(HookWakePlugin):
         from firstmate_plugin_codex import crew
 
         return crew.launch(request)
-
-    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
-                env: Mapping[str, str]) -> HookOutcome | None:
-        return codex_stop(payload, home, env)
 
     @hookimpl
     def firstmate_deliver_wake(self, wake: WakeDelivery,

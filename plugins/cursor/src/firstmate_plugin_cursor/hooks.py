@@ -1,16 +1,27 @@
-"""Cursor: what the harness is, how its hooks are installed, and its hook entry."""
+"""Cursor: what the harness is, how its hooks are installed, and how its stop hook keeps watch.
+
+Cursor awaits its ``stop`` hook, ignores exit 2 there, and submits a non-empty
+``followup_message`` as the next user message, so the hook always exits 0 and prints exactly
+one JSON object: ``{}`` (let the turn end) or ``{"followup_message": …}``. It parks on the arm
+(:data:`REARM`, a parked stop hook core runs), refusing first to end blind while wakes are
+queued or a previous park was interrupted. Every follow-up is charged to the conversation's
+chain (``FM_CURSOR_TURNEND_*`` knobs: block budget 3, same-reason budget 5, ceiling 180, below
+any ``loop_limit`` a user may set), which starts afresh on a new conversation or
+``loop_count`` 0.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
+from firstmate.plugin.harness import GuardProfile, HarnessInfo
 from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec, UserFile
-from firstmate.plugin.pluginbase import HookWakePlugin
-from firstmate.store.home import Home
+from firstmate.plugin.pluginbase import HookHarnessPlugin
+from firstmate.rearm.chain import StopChain
+from firstmate.rearm.parkedstop import ParkedStop
+from firstmate.rearm.reply import HookReply
 
 from firstmate_plugin_cursor import gate
 from firstmate_plugin_cursor.gate import EVENTS
@@ -56,6 +67,19 @@ INFO = HarnessInfo(
 
 #: The stop hook parks on the watcher for a whole cycle.
 STOP_TIMEOUT = 28800
+#: Seconds a park waits for a wake (``FM_CURSOR_PARK_SECONDS``), below the installed timeout.
+PARK_SECONDS = 28000
+REARM = ParkedStop(
+    reply=HookReply.json("followup_message", allow_stdout="{}", one_line=True),
+    park_seconds=PARK_SECONDS,
+    park_seconds_env="FM_CURSOR_PARK_SECONDS",
+    chain=StopChain.knobs("FM_CURSOR_TURNEND", ceiling=180,
+                          conversation_keys=("conversation_id", "session_id"),
+                          conversation_env=("CURSOR_CONVERSATION_ID",)),
+    drain_first=True,
+    # An aborted or errored turn: the user stopped it; never park on that.
+    status_key="status",
+)
 SESSION_START_TIMEOUT = 30
 HOOKS = HookInstallSpec(
     harness=NAME,
@@ -80,13 +104,12 @@ HOOKS = HookInstallSpec(
 
 
 @attrs.define(eq=False)
-class CursorPlugin(HookWakePlugin):
+class CursorPlugin(HookHarnessPlugin):
     """The Cursor harness plugin."""
 
     INFO = INFO
     HOOKS = HOOKS
-    # The parked stop hook prints the wake as its followup_message once restoration is done.
-    WAKE_RECEIPT = "returned by the parked stop hook as its followup_message"
+    REARM = REARM
 
     foreign = staticmethod(gate.foreign)
 
@@ -100,14 +123,6 @@ class CursorPlugin(HookWakePlugin):
                          "ends could not be recorded without changing your project's or your "
                          "own config; start it in a tmux pane yourself and register it with: fm "
                          f"crew add {request.crew} --pane TARGET")
-
-    def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
-                env: Mapping[str, str]) -> HookOutcome | None:
-        if event == "stop":
-            from firstmate_plugin_cursor.stop import cursor_stop
-
-            return cursor_stop(payload, home, env)
-        return HookOutcome.silent()
 
 
 plugin = CursorPlugin()

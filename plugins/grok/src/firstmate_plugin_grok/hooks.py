@@ -14,7 +14,9 @@ import attrs
 from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
 from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
 from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
-from firstmate.plugin.pluginbase import HookHarnessPlugin
+from firstmate.plugin.pluginbase import HookHarnessPlugin, RearmStrategy
+from firstmate.rearm.guarded import CheckpointGuard
+from firstmate.rearm.reply import HookReply
 from firstmate.store.home import Home
 
 from firstmate_plugin_grok import gate
@@ -48,6 +50,9 @@ INFO = HarnessInfo(
 
 #: Grok's default hook timeout is 5 s; the Stop guard decides quickly but not always that fast.
 STOP_TIMEOUT = 30
+#: The model re-arms with a tracked background ``fm arm`` (its rules file); the Stop hook is the
+#: turn-end guard, blocking with exit 2 and the banner on stderr.
+GUARD = CheckpointGuard(reply=HookReply(exit_code=2))
 
 RULES = """\
 # Firstmate supervision (Grok)
@@ -85,8 +90,16 @@ class GrokPlugin(HookHarnessPlugin):
 
     INFO = INFO
     HOOKS = HOOKS
+    REARM = GUARD
 
     foreign = staticmethod(gate.foreign)
+
+    def rearm(self, env: Mapping[str, str],
+              payload: Mapping[str, Any] | None = None) -> RearmStrategy | None:
+        from firstmate_plugin_grok.stop import native
+
+        # A build that cannot block Stop gets the resume fallback (on_hook) instead.
+        return GUARD if not isinstance(payload, Mapping) or native(payload) else None
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
         from firstmate.base.errors import UsageError
@@ -101,9 +114,9 @@ class GrokPlugin(HookHarnessPlugin):
 
     def on_hook(self, event: str, payload: Mapping[str, Any] | None, home: Home,
                 env: Mapping[str, str]) -> HookOutcome | None:
-        from firstmate_plugin_grok.stop import grok_stop
+        from firstmate_plugin_grok.stop import resume_fallback
 
-        return grok_stop(payload, home, env)
+        return resume_fallback(payload, home, env)
 
 
 plugin = GrokPlugin()

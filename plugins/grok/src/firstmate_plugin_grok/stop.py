@@ -1,8 +1,9 @@
-"""Grok's Stop hook: the turn-end guard, natively when Grok supports Stop blocking.
+"""Grok's Stop hook on builds that cannot block: one bounded ``grok --resume`` instead.
 
 Grok builds that honour a Stop block (exit 2, the reason on stderr) say so by sending a boolean
-``stopHookActive`` (camelCase; it wins over a snake_case ``stop_hook_active``): then the guard
-answers natively and a stop that already follows a block goes through.
+``stopHookActive`` (camelCase; it wins over a snake_case ``stop_hook_active``): then the hook is
+the checkpoint guard core runs (``hooks.GUARD``), and a stop that already follows a block goes
+through.
 
 Older builds send neither and discard what a Stop hook prints. There the hook makes one bounded
 fallback instead: it resumes the payload's ``sessionId`` once (``grok --resume <id> <reason>``,
@@ -21,10 +22,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from firstmate.plugin.harness import HookOutcome
+from firstmate.rearm.chain import StopChain
 from firstmate.store.home import Home
 
 NAME = "grok"
 GUARD_ACTIVE_ENV = "GROK_TURNEND_GUARD_ACTIVE"
+#: One resume per session until a healthy watcher is seen again.
+FALLBACK = StopChain(block_budget=1, block_budget_env="FM_GROK_FALLBACK_BUDGET",
+                     conversation_keys=("sessionId",))
 
 
 def native(payload: Mapping[str, Any]) -> bool:
@@ -33,35 +38,27 @@ def native(payload: Mapping[str, Any]) -> bool:
         payload.get("stop_hook_active"), bool)
 
 
-def grok_stop(payload: Mapping[str, Any] | None, home: Home,
-              env: Mapping[str, str]) -> HookOutcome:
+def resume_fallback(payload: Mapping[str, Any] | None, home: Home,
+                    env: Mapping[str, str]) -> HookOutcome:
+    """The Stop hook of a Grok build that cannot block: resume the session once."""
     if not isinstance(payload, Mapping) or not home.state.is_dir():
         return HookOutcome.silent()
-    from firstmate.guards.turnend import turnend_decision
-
-    if native(payload):
-        return turnend_decision(NAME, payload, home=home, env=env).hook_outcome()  # type: ignore[no-any-return]
     if env.get(GUARD_ACTIVE_ENV):
         return HookOutcome.silent()  # this is the resumed session's own stop: never chain
-    decision = turnend_decision(NAME, payload, home=home, env=env)
-    from firstmate.continuity.stopchain import Bounds, Chain, save, spend
+    from firstmate.guards.turnend import turnend_decision
 
-    session = payload.get("sessionId")
+    decision = turnend_decision(NAME, payload, home=home, env=env)
     # A session id goes onto a command line: one with a NUL or another control character (a
     # hostile or broken payload) is no session id at all.
-    key = session[:200] if isinstance(session, str) and session.isprintable() else ""
+    key = FALLBACK.conversation(payload, env)
     if decision.allowed:
         if decision.why == "healthy" and key:
-            save(home, NAME, Chain(key))
+            FALLBACK.restart(home, NAME, key)
         return HookOutcome.silent()
     if not key:
         return HookOutcome(0, "", "firstmate: Grok sent no sessionId, so the turn-end reminder "
                                   "cannot be delivered; " + " ".join(decision.text.split()) + "\n")
-    from firstmate.base.envnum import env_int
-
-    bounds = Bounds(block_budget=env_int(env, "FM_GROK_FALLBACK_BUDGET", 1))
-    verdict = spend(home, NAME, key, "block", (), bounds)
-    if not verdict.allowed:
+    if not FALLBACK.spend(home, NAME, key, "block", env).allowed:
         return HookOutcome.silent()
     command = shlex.split(env.get("FM_GROK_COMMAND", "") or "grok")
     child_env = {**env, GUARD_ACTIVE_ENV: "1"}
@@ -77,4 +74,4 @@ def grok_stop(payload: Mapping[str, Any] | None, home: Home,
                               "reminder\n")
 
 
-__all__ = ["GUARD_ACTIVE_ENV", "grok_stop", "native"]
+__all__ = ["FALLBACK", "GUARD_ACTIVE_ENV", "native", "resume_fallback"]
