@@ -126,27 +126,25 @@ class TestTheExamplePassesTheContract(HarnessContract):
         return "acme"
 
 
-#: Two broken variants of the example's stop hook: one only blocks while wakes are queued (it
-#: never arms a watcher), one parks and then drops the wake.
+#: Two broken variants of the example, with no strategy and a stop hook of their own: one never
+#: parks (it never arms a watcher), one parks and then drops the wake.
 BROKEN = {
     "it never armed a watcher": """
         return HookOutcome.silent()
 """,
     "must reach the model exactly once": """
-        from firstmate.continuity.park import park
+        from firstmate.api import park
 
         park(home, NAME, env, seconds=PARK_SECONDS, display_name="Acme")
         return HookOutcome.silent()
 """,
 }
 HOOK_HEAD = """
-    @hookimpl
-    def firstmate_hook(self, harness: str, event: str, payload: Mapping[str, Any] | None,
-                       home: Home, env: Mapping[str, str]) -> HookOutcome | None:
-        if harness != NAME or event not in EVENTS:
-            return None
-        if not isinstance(payload, Mapping) or "acme_session" not in payload:
-            return None
+    REARM = None
+
+    def on_hook(self, event, payload, home, env):
+        from firstmate.api import HookOutcome
+
 """
 
 
@@ -154,9 +152,9 @@ HOOK_HEAD = """
 def test_the_contract_fails_a_plugin_that_does_not_keep_watch(contract_site: Path, tmp_path: Path,
                                                                failure: str) -> None:
     code = example_code()
-    head = code[:code.index("    @hookimpl\n    def firstmate_hook(")]
+    head = code[:code.index("\n\nplugin = AcmePlugin()")]
     (contract_site / f"{MODULE}.py").write_text(
-        head + HOOK_HEAD + BROKEN[failure] + "\n\nplugin = AcmePlugin()\n")
+        head + "\n" + HOOK_HEAD + BROKEN[failure] + "\n\nplugin = AcmePlugin()\n")
     sys.modules.pop(MODULE, None)
     from firstmate.testing import rearm
 

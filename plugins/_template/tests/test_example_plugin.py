@@ -13,8 +13,7 @@ import pytest
 
 pytest.importorskip("firstmate_plugin_example", reason="the template plugin is not installed")
 
-from firstmate.plugin.harness import HookOutcome, InstallOptions
-from firstmate.store.home import Home
+from firstmate.api import Home, HookOutcome, InstallOptions
 from firstmate.testing import HarnessContract, fm_env, fm_home  # noqa: F401
 from firstmate_plugin_example.gate import quick_gate
 from firstmate_plugin_example.hooks import plugin

@@ -12,11 +12,15 @@ that successor, so the fleet stays watched with no help from the model.
 from __future__ import annotations
 
 import attrs
-from firstmate.plugin.harness import HarnessInfo
-from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec
-from firstmate.plugin.pluginbase import HookHarnessPlugin
-from firstmate.rearm.parkedstop import ParkedStop
-from firstmate.rearm.reply import HookReply
+from firstmate.api import (
+    FLAT,
+    HarnessInfo,
+    HookEvent,
+    HookHarnessPlugin,
+    HookInstallSpec,
+    HookReply,
+    ParkedStop,
+)
 
 from firstmate_plugin_example import gate
 from firstmate_plugin_example.gate import EVENTS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
+from firstmate.api import CrewFile, CrewLaunch, CrewLaunchRequest
 
 PROGRAM = "claude"
 SETTINGS = "claude-settings.json"

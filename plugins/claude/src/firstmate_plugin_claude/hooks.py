@@ -17,23 +17,28 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from firstmate import hookimpl
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.handoff import RearmOwner, Session
-from firstmate.plugin.harness import (
+from firstmate.api import (
+    GROUPED,
+    ClaimLedgerPark,
+    CrewLaunch,
+    CrewLaunchRequest,
     HarnessInfo,
+    Home,
+    HookEvent,
+    HookHarnessPlugin,
+    HookInstallSpec,
     HookOutcome,
+    HookReply,
     InstallFlag,
     InstallOptions,
     InstallProblem,
+    McpApproval,
+    McpServerSpec,
+    RearmOwner,
+    Session,
     SessionAnchor,
+    hookimpl,
 )
-from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec
-from firstmate.plugin.mcpinstall import McpApproval, McpServerSpec
-from firstmate.plugin.pluginbase import HookHarnessPlugin
-from firstmate.rearm.claimpark import ClaimLedgerPark
-from firstmate.rearm.reply import HookReply
-from firstmate.store.home import Home
 
 from firstmate_plugin_claude import gate
 from firstmate_plugin_claude.gate import EVENTS

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-from firstmate.plugin import hookinstall
-from firstmate.plugin.harness import InstallOptions, InstallProblem
+from firstmate.api import HookInstallSpec, InstallOptions, InstallProblem, uninstall_hooks
 
 #: The plugin's name in its ``.claude-plugin/plugin.json`` (``enabledPlugins`` keys it as
 #: ``<name>@<marketplace>``).
@@ -54,14 +53,14 @@ def enabled_plugin(project: Path, env: Mapping[str, str]) -> tuple[str, Path] | 
     return None
 
 
-def problems(options: InstallOptions, spec: hookinstall.HookInstallSpec,
-             shared: hookinstall.HookInstallSpec,
+def problems(options: InstallOptions, spec: HookInstallSpec,
+             shared: HookInstallSpec,
              env: Mapping[str, str] | None = None) -> list[InstallProblem]:
     """*spec* is the install's, *shared* the same hooks in the project's committed settings;
     *options* are the recorded install's."""
     env = os.environ if env is None else env
     found: list[InstallProblem] = []
-    probe = hookinstall.uninstall(shared, attrs.evolve(options, dry_run=True))
+    probe = uninstall_hooks(shared, attrs.evolve(options, dry_run=True))
     if probe.changed:
         found.append(InstallProblem(
             f"its hooks are in {shared.path}, the settings file the project commits (an older "

@@ -11,9 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.base.waketext import PREFIX, one_line
-from firstmate.plugin.harness import HookOutcome
-from firstmate.store.home import Home
+from firstmate.api import OP_PREFIX as PREFIX
+from firstmate.api import Home, HookOutcome, one_line
 
 OPERATING = (
     "Firstmate supervises the crews of this home, and this Claude Code session is the primary. "
@@ -38,9 +37,7 @@ def context_text(lock_line: str) -> str:
 
 def session_start(payload: Mapping[str, Any] | None, home: Home,
                   env: Mapping[str, str]) -> HookOutcome:
-    from firstmate.base.errors import FirstmateError
-    from firstmate.continuity import session_lock
-    from firstmate.store.scope import primary_scope
+    from firstmate.api import FirstmateError, primary_scope, session_lock
 
     from firstmate_plugin_claude.hooks import PROJECT_ENV
 

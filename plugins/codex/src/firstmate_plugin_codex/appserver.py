@@ -195,7 +195,7 @@ class AppServerClient:
 
 def parser() -> Any:
     """``fm codex-serve``'s command line, in fm's one help and error format."""
-    from firstmate.cli.args import Parser
+    from firstmate.api import CommandParser as Parser
 
     parser = Parser("fm codex-serve", "Run codex app-server as a child, start or resume one "
                     "thread, and wake it with a new turn for every wake (the opt-in app-server "
@@ -222,7 +222,7 @@ def _args(argv: Sequence[str]) -> dict[str, str]:
 def serve_lock_check(home: Any) -> str | None:
     """The serve process owns re-arm unless another live session holds the session lock (the
     app-server is our child, so the usual "harness above me" holder rule cannot apply)."""
-    from firstmate.continuity import session_lock
+    from firstmate.api import session_lock
 
     ins = session_lock.inspect(home)
     if ins.state in ("free", "stale"):
@@ -250,7 +250,7 @@ def main(argv: Sequence[str]) -> int:
     args = _args(argv)
     from pathlib import Path
 
-    from firstmate.store.home import open_home
+    from firstmate.api import open_home
 
     env = dict(os.environ)
     home = open_home(env)
@@ -258,7 +258,7 @@ def main(argv: Sequence[str]) -> int:
     if not Path(cwd).is_dir():
         raise parser().usage_error(f"--cwd {cwd} is not a directory")
     command = shlex.split(args.get("codex") or env.get("FM_CODEX_COMMAND", "") or "codex")
-    from firstmate.base import stopsignals
+    from firstmate.api import stopsignals
 
     served = _Served()
     try:
@@ -288,10 +288,7 @@ class _Served:
 
 def _serve(served: _Served, args: Mapping[str, str], env: dict[str, str], home: Any, cwd: str,
            command: list[str]) -> int:
-    from firstmate.base.envnum import env_int
-    from firstmate.continuity.engine import Continuity
-    from firstmate.guards.down import OWNER_ENV
-    from firstmate.plugin.handoff import Session
+    from firstmate.api import OWNER_ENV, Continuity, Session, env_int
 
     # The hooks Codex runs under this server see who owns re-arming: their advice then never
     # tells the model to arm by hand (AGENTS.md forbids it in this mode).
@@ -332,7 +329,7 @@ def _watching(home: Any, env: Mapping[str, str], timeout: float) -> bool:
     """Wait (bounded) until a healthy watcher holds *home*'s lock."""
     import time
 
-    from firstmate.store.health import watcher_health
+    from firstmate.api import watcher_health
 
     deadline = time.monotonic() + timeout
     while not watcher_health(home, env).healthy:

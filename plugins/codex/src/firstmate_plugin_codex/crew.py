@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
+from firstmate.api import CrewLaunch, CrewLaunchRequest
 
 PROGRAM = "codex"
 #: The spawner's own Codex sandbox markers, wrong for a crew that runs in its own window.

@@ -19,21 +19,29 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from firstmate import hookimpl
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.handoff import DeliveryReceipt, Session, WakeDelivery
-from firstmate.plugin.harness import (
+from firstmate.api import (
+    GROUPED,
+    CheckpointGuard,
+    CrewLaunch,
+    CrewLaunchRequest,
+    DeliveryReceipt,
     GuardProfile,
     HarnessInfo,
+    HookEvent,
+    HookHarnessPlugin,
+    HookInstallSpec,
+    HookReply,
     InstallFlag,
     InstallOptions,
+    ParkedStop,
+    RearmStrategy,
+    Session,
+    StopChain,
+    TextBlock,
+    UserFile,
+    WakeDelivery,
+    hookimpl,
 )
-from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock, UserFile
-from firstmate.plugin.pluginbase import HookHarnessPlugin, RearmStrategy
-from firstmate.rearm.chain import StopChain
-from firstmate.rearm.guarded import CheckpointGuard
-from firstmate.rearm.parkedstop import ParkedStop
-from firstmate.rearm.reply import HookReply
 
 from firstmate_plugin_codex import gate
 from firstmate_plugin_codex.gate import EVENTS
@@ -179,7 +187,7 @@ class CodexPlugin(HookHarnessPlugin):
 
     def check_install(self, options: InstallOptions) -> None:
         if options.flag("parked") and options.flag("app-server"):
-            from firstmate.base.errors import UsageError
+            from firstmate.api import UsageError
 
             raise UsageError("fm install codex takes --parked or --app-server, not both")
 

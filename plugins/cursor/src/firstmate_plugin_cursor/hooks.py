@@ -15,13 +15,20 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import GuardProfile, HarnessInfo
-from firstmate.plugin.hookinstall import FLAT, HookEvent, HookInstallSpec, UserFile
-from firstmate.plugin.pluginbase import HookHarnessPlugin
-from firstmate.rearm.chain import StopChain
-from firstmate.rearm.parkedstop import ParkedStop
-from firstmate.rearm.reply import HookReply
+from firstmate.api import (
+    FLAT,
+    CrewLaunch,
+    CrewLaunchRequest,
+    GuardProfile,
+    HarnessInfo,
+    HookEvent,
+    HookHarnessPlugin,
+    HookInstallSpec,
+    HookReply,
+    ParkedStop,
+    StopChain,
+    UserFile,
+)
 
 from firstmate_plugin_cursor import gate
 from firstmate_plugin_cursor.gate import EVENTS
@@ -114,7 +121,7 @@ class CursorPlugin(HookHarnessPlugin):
     foreign = staticmethod(gate.foreign)
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
-        from firstmate.base.errors import UsageError
+        from firstmate.api import UsageError
 
         # cursor-agent reads hooks only from .cursor/hooks.json files (the project's, the
         # user's, the system's): a crew's own turn-end hook would have to go into one of them.

@@ -11,13 +11,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import GuardProfile, HarnessInfo, HookOutcome
-from firstmate.plugin.hookinstall import GROUPED, HookEvent, HookInstallSpec, TextBlock
-from firstmate.plugin.pluginbase import HookHarnessPlugin, RearmStrategy
-from firstmate.rearm.guarded import CheckpointGuard
-from firstmate.rearm.reply import HookReply
-from firstmate.store.home import Home
+from firstmate.api import (
+    GROUPED,
+    CheckpointGuard,
+    CrewLaunch,
+    CrewLaunchRequest,
+    GuardProfile,
+    HarnessInfo,
+    Home,
+    HookEvent,
+    HookHarnessPlugin,
+    HookInstallSpec,
+    HookOutcome,
+    HookReply,
+    RearmStrategy,
+    TextBlock,
+)
 
 from firstmate_plugin_grok import gate
 from firstmate_plugin_grok.gate import EVENTS
@@ -102,7 +111,7 @@ class GrokPlugin(HookHarnessPlugin):
         return GUARD if not isinstance(payload, Mapping) or native(payload) else None
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
-        from firstmate.base.errors import UsageError
+        from firstmate.api import UsageError
 
         # grok reads hooks only from .grok/hooks/ directories (the project's and the user's): a
         # crew's own turn-end hook would have to go into one of them.

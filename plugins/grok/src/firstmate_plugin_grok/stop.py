@@ -21,9 +21,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from firstmate.plugin.harness import HookOutcome
-from firstmate.rearm.chain import StopChain
-from firstmate.store.home import Home
+from firstmate.api import Home, HookOutcome, StopChain
 
 NAME = "grok"
 GUARD_ACTIVE_ENV = "GROK_TURNEND_GUARD_ACTIVE"
@@ -45,7 +43,7 @@ def resume_fallback(payload: Mapping[str, Any] | None, home: Home,
         return HookOutcome.silent()
     if env.get(GUARD_ACTIVE_ENV):
         return HookOutcome.silent()  # this is the resumed session's own stop: never chain
-    from firstmate.guards.turnend import turnend_decision
+    from firstmate.api import turnend_decision
 
     decision = turnend_decision(NAME, payload, home=home, env=env)
     # A session id goes onto a command line: one with a NUL or another control character (a

@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 
 import attrs
-from firstmate.plugin import shiminstall
-from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.plugin.pluginbase import InProcessHarnessPlugin
+from firstmate.api import (
+    BridgeProfile,
+    CrewFile,
+    CrewLaunch,
+    CrewLaunchRequest,
+    GuardProfile,
+    HarnessInfo,
+    InProcessHarnessPlugin,
+    ShimSpec,
+    npm_package_flag,
+    resource_text,
+)
 
 NAME = "omp"
-SPEC = shiminstall.ShimSpec(
+SPEC = ShimSpec(
     harness=NAME,
     package="firstmate_plugin_omp",
     resource="shim/index.ts",
@@ -46,7 +54,7 @@ INFO = HarnessInfo(
     package_markers=(("@oh-my-pi", "pi-coding-agent"),),
     guard=GuardProfile(style="block"),
     busy_markers=BUSY_MARKERS,
-    install_flags=(shiminstall.npm_package_flag("an omp plugin package (package.json naming the "
+    install_flags=(npm_package_flag("an omp plugin package (package.json naming the "
                                                 "extension under omp.extensions)"),),
 )
 # omp reports no shutdown reason, so its arm is retired at every shutdown, and a session left
@@ -67,7 +75,7 @@ CREW_NOTE = ("omp opens its setup wizard at its first interactive start unless "
 def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     """``omp -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's
     session only, records every turn end; omp submits a prompt given on its command line."""
-    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    source = resource_text(SPEC.package, CREW_RESOURCE, NAME)
     extension = CrewFile(CREW_EXTENSION, source.replace(
         CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
     argv = ("omp", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)

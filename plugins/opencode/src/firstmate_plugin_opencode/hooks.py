@@ -12,14 +12,22 @@ from __future__ import annotations
 import json
 
 import attrs
-from firstmate.plugin import shiminstall
-from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.plugin.mcpinstall import McpServerSpec
-from firstmate.plugin.pluginbase import InProcessHarnessPlugin
+from firstmate.api import (
+    BridgeProfile,
+    CrewFile,
+    CrewLaunch,
+    CrewLaunchRequest,
+    GuardProfile,
+    HarnessInfo,
+    InProcessHarnessPlugin,
+    McpServerSpec,
+    ShimSpec,
+    npm_package_flag,
+    resource_text,
+)
 
 NAME = "opencode"
-SPEC = shiminstall.ShimSpec(
+SPEC = ShimSpec(
     harness=NAME,
     package="firstmate_plugin_opencode",
     resource="shim/firstmate.js",
@@ -62,7 +70,7 @@ INFO = HarnessInfo(
     package_markers=(("opencode-ai",),),
     guard=GuardProfile(style="follow-up"),
     busy_markers=BUSY_MARKERS,
-    install_flags=(shiminstall.npm_package_flag("an npm package (package.json, the plugin shim "
+    install_flags=(npm_package_flag("an npm package (package.json, the plugin shim "
                                                 "and its client)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="promptAsync")
@@ -81,7 +89,7 @@ def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     """``opencode [ARGS] --prompt "<brief>"`` with ``OPENCODE_CONFIG_DIR`` naming the crew's own
     config directory, whose plugin records every turn end (the project's files stay as they
     are; the TUI submits a ``--prompt`` by itself)."""
-    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    source = resource_text(SPEC.package, CREW_RESOURCE, NAME)
     plugin_file = CrewFile(CREW_PLUGIN, source.replace(
         CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
     argv = ("opencode", *request.extra_args, "--prompt", request.brief)

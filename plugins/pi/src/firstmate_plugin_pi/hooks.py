@@ -11,13 +11,21 @@ from __future__ import annotations
 import json
 
 import attrs
-from firstmate.plugin import shiminstall
-from firstmate.plugin.crewlaunch import CrewFile, CrewLaunch, CrewLaunchRequest
-from firstmate.plugin.harness import BridgeProfile, GuardProfile, HarnessInfo
-from firstmate.plugin.pluginbase import InProcessHarnessPlugin
+from firstmate.api import (
+    BridgeProfile,
+    CrewFile,
+    CrewLaunch,
+    CrewLaunchRequest,
+    GuardProfile,
+    HarnessInfo,
+    InProcessHarnessPlugin,
+    ShimSpec,
+    npm_package_flag,
+    resource_text,
+)
 
 NAME = "pi"
-SPEC = shiminstall.ShimSpec(
+SPEC = ShimSpec(
     harness=NAME,
     package="firstmate_plugin_pi",
     resource="shim/index.ts",
@@ -45,7 +53,7 @@ INFO = HarnessInfo(
     package_markers=(("@mariozechner", "pi-coding-agent"), ("@earendil-works", "pi-coding-agent")),
     guard=GuardProfile(style="follow-up"),
     busy_markers=BUSY_MARKERS,
-    install_flags=(shiminstall.npm_package_flag("a Pi package (package.json with pi-package, "
+    install_flags=(npm_package_flag("a Pi package (package.json with pi-package, "
                                                 "extensions/firstmate/)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
@@ -59,7 +67,7 @@ CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
 def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     """``pi -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's session
     only, records every turn end; Pi submits a prompt given on its command line by itself."""
-    source = shiminstall.resource_text(SPEC.package, CREW_RESOURCE, NAME)
+    source = resource_text(SPEC.package, CREW_RESOURCE, NAME)
     extension = CrewFile(CREW_EXTENSION, source.replace(
         CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
     argv = ("pi", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
