@@ -440,20 +440,23 @@ class HarnessContract:
 
     def test_a_wake_reaches_the_model_once_and_the_watch_goes_on(
             self, harness: str, host: Any, info: Any, tmp_path: Path) -> None:
-        """Two wakes in a row through the declared path, each delivered exactly once; for hook
-        and in-process harnesses a successor watcher holds the lock at each delivery."""
+        """Wakes in a row through the declared path, each delivered exactly once; for hook and
+        in-process harnesses a successor watcher holds the lock at each delivery, and a hook
+        harness parks at every turn end (:data:`firstmate.testing.rearm.TURN_ENDS`)."""
         from firstmate.testing import rearm
 
         with rearm.continuity_rig(harness, tmp_path, {}) as rig:
+            wakes = 2
             if info.rearm_owner == "hook":
                 rearm.drive_hook(rig, info)
+                wakes = len([calls for calls in rearm.TURN_ENDS if calls])
             elif info.rearm_owner == "extension":
                 rearm.drive_bridge(rig, info, host.bridge_profile(harness))
             elif info.rearm_owner in ("checkpoint", "model-task"):
                 rearm.drive_command(rig, info)
             else:
                 pytest.skip(f"{harness} re-arms through the supervision host")
-            assert len(rig.delivered) == 2
+            assert len(rig.delivered) == wakes
 
     def test_a_foreign_payload_arms_nothing(self, harness: str, info: Any,
                                             tmp_path: Path) -> None:

@@ -207,8 +207,31 @@ def hook_call(info: Any, event: str) -> tuple[str, dict[str, str]]:
     return json.dumps(payload), env
 
 
+#: The turn ends :func:`drive_hook` plays, in order: how many calls of the hook run at once
+#: (hooks are not deduplicated, and a harness may retry), 0 for one call that meets a wake
+#: already queued. Four turn ends in a row catch a plugin that re-arms only sometimes (at its
+#: first turn end, every other one, only while the queue is empty) within seconds.
+TURN_ENDS = (1, 0, 1, 2)
+
+
+def _turn_end(number: int, what: str) -> str:
+    """How a failure names turn end *number* of the hook *what*."""
+    return f"{what} at turn end {number} of {len(TURN_ENDS)}"
+
+
+def _did_not_park(number: int, what: str) -> str:
+    if number == 1:
+        return (f"{_turn_end(number, what)} ended before any wake: it never armed a watcher "
+                "(the plugin does not re-arm)")
+    return (f"{_turn_end(number, what)} ended before any wake without parking, though an "
+            "earlier turn end parked: the plugin re-arms only sometimes, and a turn end that "
+            "does not park leaves the fleet unwatched")
+
+
 def drive_hook(rig: ContinuityRig, info: Any) -> None:
-    """``fm hook <harness> <rearm_event>`` parks, returns the wake once, and leaves a successor."""
+    """``fm hook <harness> <rearm_event>`` parks at every turn end, returns the wake once, and
+    leaves a successor the next turn end parks on; a turn end that meets a queued wake does not
+    end quietly. The first turn end that breaks this fails at once, named."""
     event = info.rearm_event
     stdin, env = hook_call(info, event)
     run_env = {**rig.env, **env}
@@ -216,50 +239,84 @@ def drive_hook(rig: ContinuityRig, info: Any) -> None:
         start_in, start_env = hook_call(info, "session-start")
         rig.fm("hook", info.name, "session-start", stdin=start_in, env={**rig.env, **start_env})
     what = f"fm hook {info.name} {event}"
+    argv = fm_command("hook", info.name, event)
     seen: tuple[str, ...] = ()
-    for round_ in range(2):
-        # The second turn end comes twice at once (hooks are not deduplicated, a harness may
-        # retry): one hook parks, the other lets its turn end quietly; one delivery in all.
-        procs = [rig.spawn(fm_command("hook", info.name, event), stdin=stdin, env=run_env)
-                 for _ in range(round_ + 1)]
-        proc, watcher = _one_parked(rig, procs, what)
-        if seen:
+    for number, calls in enumerate(TURN_ENDS, start=1):
+        if not calls:
+            seen = (*seen, _with_a_wake_queued(rig, number, what, argv, stdin, run_env, seen))
+            rig.delivered_successor = None
+            continue
+        # A doubled turn end: one hook parks, the other lets its turn end quietly; one delivery.
+        procs = [rig.spawn(argv, stdin=stdin, env=run_env) for _ in range(calls)]
+        proc, watcher = _one_parked(rig, procs, number, what)
+        if rig.delivered_successor is not None:
             assert watcher == rig.delivered_successor, (
-                f"{what} did not park on the successor the previous wake left ({watcher} "
-                f"instead of {rig.delivered_successor})")
+                f"{_turn_end(number, what)} did not park on the successor the previous wake "
+                f"left ({watcher} instead of {rig.delivered_successor})")
         marker = rig.wake()
         try:
             out, err = proc.communicate(timeout=DEADLINE * 2)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{what} parked on watcher {watcher} but never delivered the wake "
-                        f"{marker} (the plugin does not deliver)")
+            pytest.fail(f"{_turn_end(number, what)} parked on watcher {watcher} but never "
+                        f"delivered the wake {marker} (the plugin does not deliver)")
         rig.record(out + err, marker, before=seen)
         rig.delivered_successor = rig.successor(watcher)
         for other in procs:
             if other is not proc:
                 rest = subprocess.CompletedProcess(other.args, other.returncode, *drain_output(other))
                 assert marker not in rest.stdout + rest.stderr and lets_the_turn_end(rest), (
-                    f"of two concurrent {what}, the one that did not park must end its turn "
-                    f"quietly and deliver nothing: {rest!r}")
+                    f"of {calls} concurrent {_turn_end(number, what)}, the one that did not "
+                    f"park must end its turn quietly and deliver nothing: {rest!r}")
         seen = (*seen, marker)
         rig.handle()
 
 
-def _one_parked(rig: ContinuityRig, procs: list[subprocess.Popen[str]],
+def _with_a_wake_queued(rig: ContinuityRig, number: int, what: str, argv: list[str], stdin: str,
+                        env: Mapping[str, str], seen: tuple[str, ...]) -> str:
+    """A turn end that meets a wake already queued must not end quietly: the hook delivers it
+    (or answers with a continuation that makes the model drain it). The wake's marker."""
+    marker = rig.wake()
+    proc = rig.spawn(argv, stdin=stdin, env=env)
+    try:
+        out, err = proc.communicate(timeout=DEADLINE * 2)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{_turn_end(number, what)} (the wake {marker} already queued) neither "
+                    "delivered it nor ended")
+    done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    assert not lets_the_turn_end(done), (
+        f"{_turn_end(number, what)} let the turn end quietly with the wake {marker} queued: "
+        "it neither delivered the wake nor went on to drain it, so the wake waits unseen; a "
+        "plugin must keep watch at every turn end, not only while the queue is empty (exit {done.returncode}; stdout {out!r}; stderr {err!r})")
+    for old in seen:
+        assert old not in out + err, (
+            f"{_turn_end(number, what)}: the already handled wake {old} was delivered again")
+    rig.handle()
+    return marker
+
+
+def _one_parked(rig: ContinuityRig, procs: list[subprocess.Popen[str]], number: int,
                 what: str) -> tuple[subprocess.Popen[str], int]:
-    """The one hook of *procs* parked on a healthy watcher once every other one has ended."""
+    """The one hook of *procs* parked on a healthy watcher once every other one has ended;
+    fails as soon as all of them have ended without parking."""
     if len(procs) == 1:
-        return procs[0], rig.parked(procs[0], what)
+        return procs[0], eventually(f"{_turn_end(number, what)} to arm a watcher",
+                                    lambda: rig.linked(procs[0]), gone=procs[0],
+                                    gone_means=_did_not_park(number, what))
 
     def settled() -> tuple[subprocess.Popen[str], int] | None:
         live = [proc for proc in procs if proc.poll() is None]
+        if not live:
+            ended = [subprocess.CompletedProcess(p.args, p.returncode, *drain_output(p))
+                     for p in procs]
+            pytest.fail(f"{_did_not_park(number, what)} (all {len(procs)} concurrent calls "
+                        f"ended: {[(e.returncode, e.stdout, e.stderr) for e in ended]!r})")
         if len(live) != 1:
             return None
         watcher = rig.linked(live[0])
         return (live[0], watcher) if watcher is not None else None
 
-    return eventually(f"one of {len(procs)} concurrent {what} to park and the rest to end",
-                      settled)
+    return eventually(f"one of {len(procs)} concurrent {_turn_end(number, what)} to park and "
+                      "the rest to end", settled)
 
 
 def _receive(proc: subprocess.Popen[bytes], pending: bytearray,
@@ -356,5 +413,5 @@ def drive_command(rig: ContinuityRig, info: Any) -> None:
         rig.handle()
 
 
-__all__ = ["ContinuityRig", "continuity_rig", "drive_bridge", "drive_command", "drive_hook",
+__all__ = ["TURN_ENDS", "ContinuityRig", "continuity_rig", "drive_bridge", "drive_command", "drive_hook",
            "lets_the_turn_end"]
