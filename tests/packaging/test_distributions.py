@@ -155,11 +155,16 @@ def test_shim_wheels_ship_their_shim_and_not_the_client_link(built: list[Built])
 
 
 def test_crew_wheels_ship_their_crew_mode_files(built: list[Built]) -> None:
-    """What ``fm crew spawn`` writes for a crew's own session comes from the installed plugin."""
-    crews = {"pi": "crew/crew.ts", "omp": "crew/crew.ts", "opencode": "crew/firstmate-crew.js"}
+    """What ``fm crew spawn`` writes for a crew's own session comes from the installed plugin,
+    or, for the crew extension Pi and omp share, from the core that ships it once."""
+    [core] = [dist for dist in built if not dist.harness]
+    assert "firstmate/shims/crew-extension.ts" in core.wheel_names()
+    crews = {"opencode": "crew/firstmate-crew.js"}
     for dist in plugins(built):
+        names = dist.wheel_names()
         if dist.harness in crews:
-            assert f"firstmate_plugin_{dist.harness}/{crews[dist.harness]}" in dist.wheel_names()
+            assert f"firstmate_plugin_{dist.harness}/{crews[dist.harness]}" in names
+        assert not [n for n in names if n.endswith("crew.ts")], dist.name
 
 
 def test_versions_agree(built: list[Built]) -> None:

@@ -51,7 +51,8 @@ Services a policy calls
     session lock: ``acquire``, ``inspect``, ``owned_by_self``, ``SessionLockHeld``),
     :class:`Continuity` (the continuity engine, for a plugin that keeps its own long-lived
     process), :data:`OWNER_ENV` (who owns re-arming, for the hooks it runs),
-    :func:`resource_text` (a file shipped in the plugin's package), :func:`uninstall_hooks`
+    :func:`resource_text` (a file shipped in the plugin's package), :func:`crew_extension`
+    (the crew extension Pi-style extension harnesses load in crew mode), :func:`uninstall_hooks`
     (a hook spec's uninstall, e.g. as a dry run).
 A plugin's own command
     :class:`CommandParser` (fm's one help and error format), :func:`open_home`,
@@ -120,7 +121,12 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; __getattr__ r
         InProcessHarnessPlugin,
         RearmStrategy,
     )
-    from firstmate.plugin.shiminstall import ShimSpec, npm_package_flag, resource_text
+    from firstmate.plugin.shiminstall import (
+        ShimSpec,
+        crew_extension,
+        npm_package_flag,
+        resource_text,
+    )
     from firstmate.rearm.chain import StopChain
     from firstmate.rearm.claimpark import ClaimLedgerPark
     from firstmate.rearm.guarded import CheckpointGuard
@@ -184,6 +190,7 @@ _EXPORTS = {
     "ShimSpec": "firstmate.plugin.shiminstall",
     "npm_package_flag": "firstmate.plugin.shiminstall",
     "resource_text": "firstmate.plugin.shiminstall",
+    "crew_extension": "firstmate.plugin.shiminstall",
     "StopChain": "firstmate.rearm.chain",
     "ClaimLedgerPark": "firstmate.rearm.claimpark",
     "CheckpointGuard": "firstmate.rearm.guarded",
@@ -261,6 +268,7 @@ __all__ = [
     "UsageError",
     "UserFile",
     "WakeDelivery",
+    "crew_extension",
     "env_int",
     "hookimpl",
     "npm_package_flag",

@@ -109,6 +109,19 @@ def resource_text(package: str, relative: str, harness: str) -> str:
                           f"and rerun fm install {harness}") from exc
 
 
+#: The one crew extension the harnesses with a Pi-style extension API (``on("agent_end", …)``)
+#: load in crew mode, shipped with core like the bridge client; :data:`TURN_ENDED_PLACEHOLDER`
+#: in it becomes the crew's ``fm crew turn-ended NAME`` argv (a JSON array).
+CREW_EXTENSION = "shims/crew-extension.ts"
+TURN_ENDED_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
+
+
+def crew_extension(harness: str, turn_ended_argv: Sequence[str]) -> str:
+    """The crew extension's source for *harness*, recording turn ends with *turn_ended_argv*."""
+    return resource_text("firstmate", CREW_EXTENSION, harness).replace(
+        TURN_ENDED_PLACEHOLDER, json.dumps(list(turn_ended_argv)))
+
+
 def launch_argv(spec: ShimSpec, options: InstallOptions) -> list[str]:
     """The bridge command: this Python's ``-m firstmate`` (so the harness needs no ``fm`` on its
     PATH) unless ``--fm-command`` names another; ``--home`` is pinned when given."""
@@ -290,6 +303,6 @@ def uninstall(spec: ShimSpec, options: InstallOptions) -> InstallResult:
                           options.dry_run)
 
 
-__all__ = ["NPM_FLAG", "Planned", "ShimMissing", "ShimSpec", "check_package", "check_shim",
-           "install", "launch_argv", "npm_dir", "npm_package_flag", "npm_plan", "package_json",
+__all__ = ["CREW_EXTENSION", "NPM_FLAG", "TURN_ENDED_PLACEHOLDER", "Planned", "ShimMissing",
+           "ShimSpec", "check_package", "check_shim", "crew_extension", "install", "launch_argv", "npm_dir", "npm_package_flag", "npm_plan", "package_json",
            "project_plan", "resource_text", "uninstall"]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from firstmate.plugin.crewlaunch import CrewLaunchRequest
-from firstmate_plugin_omp.hooks import CREW_PLACEHOLDER, plugin
+from firstmate_plugin_omp.hooks import plugin
 
 
 def test_the_crew_loads_its_own_extension_and_gets_the_brief(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_the_crew_loads_its_own_extension_and_gets_the_brief(tmp_path: Path) -> 
     [extension] = launch.files
     assert launch.argv == ("omp", "-e", str(tmp_path / "l" / extension.path), "--model", "m",
                            "B")
-    assert CREW_PLACEHOLDER not in extension.text and "omp" in extension.text.splitlines()[0]
+    assert "__FM_TURN_ENDED_ARGV__" not in extension.text
     line = next(x for x in extension.text.splitlines() if x.startswith("const TURN_ENDED"))
     assert json.loads(line.split("=", 1)[1].strip().rstrip(";")) == [
         "/opt/fm/bin/fm", "crew", "turn-ended", "w1"]

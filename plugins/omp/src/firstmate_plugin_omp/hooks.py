@@ -9,8 +9,6 @@ so the install is one directory, ``.omp/extensions/firstmate/`` (see
 
 from __future__ import annotations
 
-import json
-
 import attrs
 from firstmate.api import (
     BridgeProfile,
@@ -21,8 +19,8 @@ from firstmate.api import (
     HarnessInfo,
     InProcessHarnessPlugin,
     ShimSpec,
+    crew_extension,
     npm_package_flag,
-    resource_text,
 )
 
 NAME = "omp"
@@ -62,11 +60,9 @@ INFO = HarnessInfo(
 PROFILE = BridgeProfile(harness=NAME, delivery="prompt", retire_on_shutdown=True,
                         idle_queue_read=True,
                         idle_queue_tick_env="FM_OMP_QUEUE_TICK_MS")
-#: The crew extension (``crew/crew.ts`` in this package) and where a crew's copy goes in its
-#: launch directory; its placeholder becomes the crew's ``fm crew turn-ended NAME`` argv.
-CREW_RESOURCE = "crew/crew.ts"
+#: Where a crew's copy of the crew extension (core's, shared with every harness of this
+#: extension API: :func:`firstmate.api.crew_extension`) goes in its launch directory.
 CREW_EXTENSION = "omp-crew/index.ts"
-CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
 CREW_NOTE = ("omp opens its setup wizard at its first interactive start unless "
              "~/.omp/agent/config.yml says startup: {{setupWizard: false}}: finish it in the "
              "crew's window once (fm crew attach {crew}).")
@@ -75,9 +71,7 @@ CREW_NOTE = ("omp opens its setup wizard at its first interactive start unless "
 def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     """``omp -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's
     session only, records every turn end; omp submits a prompt given on its command line."""
-    source = resource_text(SPEC.package, CREW_RESOURCE, NAME)
-    extension = CrewFile(CREW_EXTENSION, source.replace(
-        CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
+    extension = CrewFile(CREW_EXTENSION, crew_extension(NAME, request.turn_ended_argv()))
     argv = ("omp", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
     return CrewLaunch(argv=argv, files=(extension,), notes=(CREW_NOTE.format(crew=request.crew),))
 

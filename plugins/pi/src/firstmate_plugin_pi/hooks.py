@@ -8,8 +8,6 @@ directory, ``.pi/extensions/firstmate/`` (see :mod:`firstmate.plugin.shiminstall
 
 from __future__ import annotations
 
-import json
-
 import attrs
 from firstmate.api import (
     BridgeProfile,
@@ -20,8 +18,8 @@ from firstmate.api import (
     HarnessInfo,
     InProcessHarnessPlugin,
     ShimSpec,
+    crew_extension,
     npm_package_flag,
-    resource_text,
 )
 
 NAME = "pi"
@@ -57,19 +55,15 @@ INFO = HarnessInfo(
                                                 "extensions/firstmate/)"),),
 )
 PROFILE = BridgeProfile(harness=NAME, delivery="followUp")
-#: The crew extension (``crew/crew.ts`` in this package) and where a crew's copy goes in its
-#: launch directory; its placeholder becomes the crew's ``fm crew turn-ended NAME`` argv.
-CREW_RESOURCE = "crew/crew.ts"
+#: Where a crew's copy of the crew extension (core's, shared with every harness of this
+#: extension API: :func:`firstmate.api.crew_extension`) goes in its launch directory.
 CREW_EXTENSION = "pi-crew/index.ts"
-CREW_PLACEHOLDER = "__FM_TURN_ENDED_ARGV__"
 
 
 def crew_launch(request: CrewLaunchRequest) -> CrewLaunch:
     """``pi -e <crew extension> [ARGS] "<brief>"``: the extension, loaded by this crew's session
     only, records every turn end; Pi submits a prompt given on its command line by itself."""
-    source = resource_text(SPEC.package, CREW_RESOURCE, NAME)
-    extension = CrewFile(CREW_EXTENSION, source.replace(
-        CREW_PLACEHOLDER, json.dumps(request.turn_ended_argv())))
+    extension = CrewFile(CREW_EXTENSION, crew_extension(NAME, request.turn_ended_argv()))
     argv = ("pi", "-e", str(request.file(extension.path)), *request.extra_args, request.brief)
     return CrewLaunch(argv=argv, files=(extension,))
 
