@@ -46,7 +46,7 @@ class GuardProfile:
     #: The environment variable overriding :attr:`block_budget` ("" = none).
     block_budget_env: str = ""
     #: Milliseconds an unhealthy verdict waits for positive proof (a healthy watcher, an open
-    #: claim, a fresh rewake) before it stands (ledger harnesses).
+    #: claim, a fresh wake) before it stands (ledger harnesses).
     sync_wait_ms: int = 800
     #: The environment variable overriding :attr:`sync_wait_ms` ("" = none).
     sync_wait_env: str = ""
