@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from firstmate import hookimpl
 from firstmate.base.errors import UsageError
 from firstmate.plugin import hookinstall
 from firstmate.plugin import manager as plugins
@@ -208,3 +209,44 @@ def test_crew_launch_values_refuse_what_core_cannot_run() -> None:
     launch = CrewLaunch(argv=["x", 1], files=[CrewFile("a/b.json", "{}")], notes=["n"])
     assert launch.argv == ("x", "1") and launch.files[0].path == "a/b.json"
     assert launch.notes == ("n",) and launch.prompt == "argv"
+
+
+# --- routing by harness name --------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class Greedy:
+    """A plugin for harness *name* whose hooks answer whatever harness they are asked about."""
+
+    name: str
+
+    @hookimpl
+    def firstmate_harness_info(self) -> HarnessInfo:
+        return HarnessInfo(name=self.name, display_name=self.name.title(), family="hook",
+                           rearm_owner="hook", wake_channel="exit 2", hook_events=("stop",),
+                           process_names=(self.name,))
+
+    @hookimpl
+    def firstmate_hook(self, harness: str, event: str) -> HookOutcome:
+        return HookOutcome(0, f"{self.name} answered {harness} {event}\n")
+
+    @hookimpl
+    def firstmate_bridge_profile(self, harness: str) -> BridgeProfile:
+        return BridgeProfile(harness=self.name, delivery="followUp")
+
+
+def test_a_hook_about_one_harness_reaches_only_the_plugin_that_registered_it(
+        tmp_path: Path) -> None:
+    """Plugins register their harness once: a call about harness a goes to a's plugin alone,
+    even when another plugin (registered later, so asked first) would answer for any name."""
+    host = plugins.PluginHost(plugins.new_manager())
+    host.pm.register(Greedy("routea"), name="first")
+    host.pm.register(Greedy("routeb"), name="second")
+    home = Home(tmp_path / "home")
+    for harness in ("routea", "routeb"):
+        outcome = host.hook(harness, "stop", {}, home, {})
+        assert outcome is not None and outcome.stdout == f"{harness} answered {harness} stop\n"
+        profile = host.bridge_profile(harness)
+        assert profile is not None and profile.harness == harness
+    # A harness nobody registered is not answered by a plugin that registered another one.
+    assert host.hook("nobody", "stop", {}, home, {}) is None

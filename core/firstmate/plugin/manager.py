@@ -5,6 +5,11 @@ name). ``FIRSTMATE_PLUGINS`` (comma list) loads only the named plugins; ``FIRSTM
 skips the named ones. A plugin that fails to import is recorded by name and the others still load.
 Hot paths that need one harness call :func:`load_harness`, which imports that plugin's module by
 its conventional name and never scans every installed distribution.
+
+A plugin registers its harness once, through ``firstmate_harness_info``; a hook about one harness
+(its hook entry, install, crew launch, bridge profile, re-arm owner, wake delivery) is then
+routed past every plugin of another harness, so a plugin never answers for another harness's
+name.
 """
 
 from __future__ import annotations
@@ -68,6 +73,22 @@ class PluginHost:
 
     # --- identity -----------------------------------------------------------------------------
 
+    def _caller(self, hook: str, harness: str) -> Any:
+        """*hook*'s caller for *harness*: the plugins that registered other harnesses (through
+        ``firstmate_harness_info``) are left out; the harness's own plugin and those that
+        register none (the core's, a bridge's delivery, a demo) are asked."""
+        others = []
+        for impl in self.pm.hook.firstmate_harness_info.get_hookimpls():
+            try:
+                info = impl.function()
+            except Exception:  # a declaration that fails routes nothing; harnesses() says why
+                continue
+            if isinstance(info, HarnessInfo) and info.name != harness:
+                others.append(impl.plugin)
+        if not others:
+            return getattr(self.pm.hook, hook)
+        return self.pm.subset_hook_caller(hook, remove_plugins=others)
+
     def harnesses(self) -> list[HarnessInfo]:
         infos = [info for info in self.pm.hook.firstmate_harness_info() if info is not None]
         return sorted(infos, key=lambda info: info.name)
@@ -94,8 +115,8 @@ class PluginHost:
 
     def crew_launch(self, harness: str, request: CrewLaunchRequest) -> CrewLaunch | None:
         """How *harness* starts as the crew *request* describes; None when no plugin says."""
-        launch: CrewLaunch | None = self.pm.hook.firstmate_crew_launch(harness=harness,
-                                                                       request=request)
+        launch: CrewLaunch | None = self._caller("firstmate_crew_launch", harness)(
+            harness=harness, request=request)
         return launch
 
     # --- continuity -------------------------------------------------------------------------
@@ -104,7 +125,8 @@ class PluginHost:
         """The plugins' answer, else the owner the session's harness declares, else None."""
         from firstmate.plugin.handoff import RearmOwner
 
-        owner: RearmOwner | None = self.pm.hook.firstmate_rearm_owner(home=home, session=session)
+        owner: RearmOwner | None = self._caller("firstmate_rearm_owner", session.harness)(
+            home=home, session=session)
         if owner is not None:
             return owner
         info = self.harness(session.harness)
@@ -125,13 +147,14 @@ class PluginHost:
 
     def deliver_wake(self, wake: WakeDelivery, session: Session) -> DeliveryReceipt | None:
         """The receipt of the plugin that delivered *wake*; None when no plugin took it."""
-        receipt: DeliveryReceipt | None = self.pm.hook.firstmate_deliver_wake(
-            wake=wake, session=session)
+        receipt: DeliveryReceipt | None = self._caller(
+            "firstmate_deliver_wake", session.harness)(wake=wake, session=session)
         return receipt
 
     def bridge_profile(self, harness: str) -> BridgeProfile | None:
         """How ``fm bridge <harness>`` runs; None when no plugin gives *harness* a bridge."""
-        profile: BridgeProfile | None = self.pm.hook.firstmate_bridge_profile(harness=harness)
+        profile: BridgeProfile | None = self._caller("firstmate_bridge_profile", harness)(
+            harness=harness)
         return profile
 
     # --- install and hook entry ---------------------------------------------------------------
@@ -142,8 +165,8 @@ class PluginHost:
         from firstmate.plugin import installkeep
 
         with installkeep.session(home, options.project, dry_run=options.dry_run):
-            result: InstallResult | None = self.pm.hook.firstmate_install(home=home,
-                                                                          options=options)
+            result: InstallResult | None = self._caller("firstmate_install", options.harness)(
+                home=home, options=options)
         return result
 
     def uninstall(self, home: Home, options: InstallOptions) -> InstallResult | None:
@@ -151,19 +174,19 @@ class PluginHost:
         from firstmate.plugin import installkeep
 
         with installkeep.session(home, options.project, dry_run=options.dry_run):
-            result: InstallResult | None = self.pm.hook.firstmate_uninstall(home=home,
-                                                                            options=options)
+            result: InstallResult | None = self._caller("firstmate_uninstall", options.harness)(
+                home=home, options=options)
         return result
 
     def install_problems(self, home: Home, options: InstallOptions) -> list[InstallProblem]:
         """What the harness's plugin finds wrong with this install beyond staleness."""
-        found: list[InstallProblem] | None = self.pm.hook.firstmate_install_problems(
-            home=home, options=options)
+        found: list[InstallProblem] | None = self._caller(
+            "firstmate_install_problems", options.harness)(home=home, options=options)
         return list(found or ())
 
     def hook(self, harness: str, event: str, payload: Mapping[str, Any] | None, home: Home,
              env: Mapping[str, str]) -> HookOutcome | None:
-        outcome: HookOutcome | None = self.pm.hook.firstmate_hook(
+        outcome: HookOutcome | None = self._caller("firstmate_hook", harness)(
             harness=harness, event=event, payload=payload, home=home, env=env)
         return outcome
 

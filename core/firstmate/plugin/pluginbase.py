@@ -10,16 +10,19 @@ the ``@hookimpl`` methods defined here on a subclass instance too (it reads the 
   ``firstmate_crew_launch`` (name-guarded, then :meth:`HarnessPlugin.crew_launch`, which refuses
   in one line unless the plugin overrides it).
 - :class:`HookHarnessPlugin`: ``firstmate_harness_info``, ``firstmate_install``,
-  ``firstmate_uninstall`` (from a :class:`~firstmate.plugin.hookinstall.HookInstallSpec`) and
-  ``firstmate_hook`` (guarded, then :meth:`HookHarnessPlugin.on_hook`).
-- :class:`HookWakePlugin`: the same plus ``firstmate_deliver_wake`` for a harness whose parked
-  hook hands the wake to the model itself (the receipt names how).
+  ``firstmate_uninstall`` (from a :class:`~firstmate.plugin.hookinstall.HookInstallSpec`),
+  ``firstmate_hook`` (guarded, then its declared re-arm strategy, :attr:`HookHarnessPlugin.REARM`,
+  for the events that strategy answers and :meth:`HookHarnessPlugin.on_hook` for the rest) and
+  ``firstmate_deliver_wake`` when the strategy's hook hands the wake to the model itself.
+- :class:`HookWakePlugin`: the same, for plugins written before strategies (kept as a name).
 - :class:`InProcessHarnessPlugin`: ``firstmate_harness_info``, ``firstmate_bridge_profile``,
   ``firstmate_install`` and ``firstmate_uninstall`` (from a
   :class:`~firstmate.plugin.shiminstall.ShimSpec`).
 
-A method overridden in a subclass must carry ``@hookimpl`` again: pluggy sees only the marker
-of the method the instance resolves to.
+The plugin manager routes a hook about one harness past the plugins of other harnesses
+(:meth:`firstmate.plugin.manager.PluginHost._caller`); the name guards here stay for a host
+built by hand. A method overridden in a subclass must carry ``@hookimpl`` again: pluggy sees
+only the marker of the method the instance resolves to.
 """
 
 from __future__ import annotations
