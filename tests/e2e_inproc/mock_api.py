@@ -1,15 +1,18 @@
 """A loopback stand-in for two model APIs at once: the Anthropic Messages API (``POST
 /v1/messages``, used by Pi) and the OpenAI chat-completions API (``POST /v1/chat/completions``,
 used by omp and OpenCode). Every request body is logged; every answer is one short assistant
-message, ``OK-DONE``, streamed when the client asked for a stream, with no tool calls."""
+message, ``OK-DONE``, streamed when the client asked for a stream, unless a test's
+:attr:`MockApi.script` answers a chat-completions request with tool calls instead."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import attrs
 
@@ -24,14 +27,31 @@ class Request:
     probe: object = None
 
 
+@attrs.frozen
+class ToolCall:
+    """One function call the mock answers with, as an OpenAI-compatible model sends it."""
+
+    name: str
+    arguments: dict[str, object] = attrs.Factory(dict)
+    id: str = attrs.Factory(lambda: f"call_{uuid.uuid4().hex[:16]}")
+
+
+#: A test's model: given a chat-completions request (parsed), the tool calls to answer with,
+#: or None (or none) for the usual ``OK-DONE`` text.
+Script = Callable[[dict[str, Any]], Sequence[ToolCall] | None]
+
+
 @attrs.define(eq=False)
 class MockApi:
     server: ThreadingHTTPServer
     requests: list[Request] = attrs.Factory(list)
     lock: threading.Lock = attrs.Factory(threading.Lock)
+    answering: threading.Lock = attrs.Factory(threading.Lock)
     #: Called in the handler before the answer is sent: a snapshot of the world at the moment
     #: the harness asked (the harness is blocked on the answer, so nothing it drives moves on).
     probe: Callable[[], object] | None = None
+    #: Consulted for every chat-completions request, in arrival order (one at a time).
+    script: Script | None = None
 
     @property
     def root(self) -> str:
@@ -63,6 +83,14 @@ class MockApi:
         """How many requests' *newest* user turn carries *text*: a wake delivered once shows up
         in the history of every later request, but as the newest user turn of exactly one."""
         return sum(text in newest_user_text(body) for body in self.bodies())
+
+    def answer(self, request: dict[str, Any]) -> Sequence[ToolCall]:
+        """The tool calls :attr:`script` answers *request* with (none without a script). One
+        request at a time, so a script may keep its own state without a lock."""
+        if self.script is None:
+            return ()
+        with self.answering:
+            return self.script(request) or ()
 
     def close(self) -> None:
         self.server.shutdown()
@@ -122,25 +150,36 @@ def anthropic_message(model: str) -> dict[str, object]:
             "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 2}}
 
 
-def openai_stream(model: str) -> bytes:
+def _openai_calls(calls: Sequence[ToolCall]) -> list[dict[str, object]]:
+    return [{"index": index, "id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+            for index, call in enumerate(calls)]
+
+
+def openai_stream(model: str, calls: Sequence[ToolCall] = ()) -> bytes:
     base = {"id": "chatcmpl-mock", "object": "chat.completion.chunk",
             "created": int(time.time()), "model": model}
     usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+    # Each call whole in one delta: its id, its name and its complete arguments.
+    delta = {"tool_calls": _openai_calls(calls)} if calls else {"content": REPLY}
     return _sse([
         (None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                      "finish_reason": None}]}),
-        (None, {**base, "choices": [{"index": 0, "delta": {"content": REPLY},
-                                     "finish_reason": None}]}),
-        (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        (None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
+        (None, {**base, "choices": [{"index": 0, "delta": {},
+                                     "finish_reason": "tool_calls" if calls else "stop"}]}),
         (None, {**base, "choices": [], "usage": usage}),
         (None, "[DONE]"),
     ])
 
 
-def openai_completion(model: str) -> dict[str, object]:
+def openai_completion(model: str, calls: Sequence[ToolCall] = ()) -> dict[str, object]:
+    message: dict[str, object] = {"role": "assistant", "content": None if calls else REPLY}
+    if calls:
+        message["tool_calls"] = _openai_calls(calls)
     return {"id": "chatcmpl-mock", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": REPLY}}],
+            "model": model, "choices": [{"index": 0, "message": message,
+                                         "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
 
 
@@ -196,10 +235,11 @@ def start() -> MockApi:
                 else:
                     self._json(anthropic_message(model))
             elif path.endswith("/chat/completions"):
+                calls = mock.answer(request if isinstance(request, dict) else {})
                 if stream:
-                    self._send(200, "text/event-stream", openai_stream(model))
+                    self._send(200, "text/event-stream", openai_stream(model, calls))
                 else:
-                    self._json(openai_completion(model))
+                    self._json(openai_completion(model, calls))
             else:
                 self._json({"error": {"message": f"mock: no route for {path}"}}, 404)
 

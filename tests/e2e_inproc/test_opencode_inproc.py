@@ -23,16 +23,18 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psutil
 import pytest
 from firstmate.testing.procs import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_api import MockApi
+from mock_api import MockApi, Request
 from rig import DEADLINE, Rig, assert_successor_held, needs_node, npm_install, rig, tail
 
 OPENCODE_VERSION = "1.18.33"
@@ -116,9 +118,21 @@ def test_serve_wake_reaches_opencode_with_a_successor_holding_the_lock(
         wake_through_serve(r, mock, binary, tmp_path)
 
 
-def wake_through_serve(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> None:
-    """``opencode serve`` in the prepared project: a first turn arms a watcher through the shim,
-    and a wake reaches the model with a successor already holding the watcher lock."""
+@attrs.frozen
+class Served:
+    """``opencode serve`` after its first turn: the process, its base URL, the watcher the
+    bridge armed after the turn, and a failure's diagnostics (its log and the rig's)."""
+
+    proc: subprocess.Popen[bytes]
+    base: str
+    session: str
+    first: int
+    diag: Callable[[], str]
+
+
+def serve_first_turn(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> Served:
+    """``opencode serve`` in the prepared project, one turn run over HTTP: the shim's bridge
+    holds the session lock and armed a healthy watcher after the turn."""
     port = free_port()
     log = tmp_path / "serve.log"
     serve = r.spawn([str(binary), "serve", "--hostname", "127.0.0.1", "--port", str(port)],
@@ -141,15 +155,28 @@ def wake_through_serve(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> N
     holder = r.session_lock_pid()
     assert holder in family(serve.pid), f"session lock: {r.status().get('session_lock')}"
     assert r.bridges(), "no fm bridge opencode process is running"
+    return Served(serve, base, session["id"], first, diag)
 
-    text = f"WAKE-OC-{uuid.uuid4().hex[:8]}"
+
+def wake_reaches_serve(r: Rig, mock: MockApi, served: Served, label: str,
+                       before: int) -> Request:
+    """A wake appended from outside reaches the model, and when OpenCode sent it a successor
+    of *before* (the watcher the wake closes) already held the watcher lock. Returns the
+    request that carried it."""
+    text = f"{label}-{uuid.uuid4().hex[:8]}"
     r.wake(f"signal: builder done: {text}")
-    eventually(f"the mock to receive {text}", lambda: mock.first(text), diag=diag, deadline=DEADLINE)
-    request = mock.first(text)
-    assert request is not None
-    assert_successor_held(request, first, "OpenCode")
-    assert eventually("a healthy successor after the wake turn", lambda: r.successor(first), deadline=DEADLINE)
-    assert serve.poll() is None, diag()
+    request = eventually(f"the mock to receive {text}", lambda: mock.first(text), diag=served.diag, deadline=DEADLINE)
+    assert_successor_held(request, before, "OpenCode")
+    return request
+
+
+def wake_through_serve(r: Rig, mock: MockApi, binary: Path, tmp_path: Path) -> None:
+    """``opencode serve`` in the prepared project: a first turn arms a watcher through the shim,
+    and a wake reaches the model with a successor already holding the watcher lock."""
+    served = serve_first_turn(r, mock, binary, tmp_path)
+    wake_reaches_serve(r, mock, served, "WAKE-OC", served.first)
+    assert eventually("a healthy successor after the wake turn", lambda: r.successor(served.first), deadline=DEADLINE)
+    assert served.proc.poll() is None, served.diag()
 
 
 def test_run_mode_starts_no_bridge_and_says_so(tmp_path: Path, mock: MockApi) -> None:
