@@ -25,6 +25,7 @@ from firstmate.api import (
     HookHarnessPlugin,
     HookInstallSpec,
     HookReply,
+    McpServerSpec,
     ParkedStop,
     StopChain,
     UserFile,
@@ -108,6 +109,18 @@ HOOKS = HookInstallSpec(
     notes=("Cursor reads hooks when it starts: restart it. A project's .cursor/hooks.json runs "
            "only in a trusted workspace (cursor-agent needs --trust).",),
 )
+#: ``fm mcp`` in the project's ``.cursor/mcp.json`` (kept out of git: it names this machine's
+#: fm). Cursor asks once before it starts a server from a project's file.
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".cursor/mcp.json",
+    key="mcpServers",
+    notes=("Cursor asks once before it starts the firstmate MCP server from .cursor/mcp.json: "
+           "approve it when asked (cursor-agent mcp enable firstmate, or --approve-mcps), or "
+           "turn it on in Cursor's MCP settings.",),
+    by_hand="add it to your own ~/.cursor/mcp.json instead: under mcpServers, firstmate with "
+            "the command and args of {argv}",
+)
 
 
 @attrs.define(eq=False)
@@ -117,6 +130,7 @@ class CursorPlugin(HookHarnessPlugin):
     INFO = INFO
     HOOKS = HOOKS
     REARM = REARM
+    MCP = MCP
 
     foreign = staticmethod(gate.foreign)
 
