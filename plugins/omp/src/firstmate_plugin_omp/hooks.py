@@ -18,6 +18,7 @@ from firstmate.api import (
     GuardProfile,
     HarnessInfo,
     InProcessHarnessPlugin,
+    McpServerSpec,
     ShimSpec,
     crew_extension,
     npm_package_flag,
@@ -37,6 +38,16 @@ SPEC = ShimSpec(
     npm_note=("Install {package} as an omp plugin (its package.json names the extension under "
               "\"omp\"); the extension starts `fm bridge omp` from omp's PATH unless "
               "FIRSTMATE_BRIDGE_ARGV holds a JSON argv."),
+)
+#: ``fm mcp`` in the project's ``.omp/mcp.json`` (beside the extension; kept out of git: it
+#: names this machine's fm). omp starts a stdio server when ``type`` is left out.
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".omp/mcp.json",
+    key="mcpServers",
+    notes=("Start omp in this project to start the firstmate MCP server (/mcp list shows it).",),
+    by_hand="add it to your own ~/.omp/agent/mcp.json instead: under mcpServers, firstmate "
+            "with the command and args of {argv}",
 )
 #: The interrupt hint the TUI shows only while a turn runs.
 BUSY_MARKERS = ("esc to interrupt",)
@@ -83,6 +94,7 @@ class OmpPlugin(InProcessHarnessPlugin):
     INFO = INFO
     SHIM = SPEC
     BRIDGE = PROFILE
+    MCP = MCP
 
     def crew_launch(self, request: CrewLaunchRequest) -> CrewLaunch:
         return crew_launch(request)

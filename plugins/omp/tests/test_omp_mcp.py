@@ -1,0 +1,85 @@
+"""``fm install omp`` registers ``fm mcp`` in the project's ``.omp/mcp.json`` (when this fm has
+the MCP SDK), with the entry point the extension's bridge runs, beside the user's servers and
+kept out of git; ``fm doctor`` checks it and ``fm uninstall omp`` takes out exactly it. Real
+``fm`` processes, real files, real git."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from firstmate.plugin.mcpsdk import sdk_missing
+from firstmate.testing import DEADLINE, fm_command
+
+pytestmark = pytest.mark.skipif(sdk_missing() is not None,
+                                reason="the MCP SDK is not installed (tox -e mcp)")
+
+
+def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=DEADLINE * 4, check=False)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "OMP", "PI_"))}
+    env.update(FM_HOME=str(home), HOME=str(tmp_path / "user"),
+               FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"))
+    return env, project, home
+
+
+def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_removes(
+        rig: tuple[dict[str, str], Path, Path]) -> None:
+    env, project, home = rig
+    config = project / ".omp" / "mcp.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"mcpServers": {"db": {"command": "db-server"}}}, indent=2))
+    install = ("install", "omp", "--project", str(project), "--home", str(home))
+    done = fm(env, project, *install)
+    assert done.returncode == 0, done.stderr
+    assert "firstmate MCP server" in done.stdout
+    entry = json.loads(config.read_text())["mcpServers"]["firstmate"]
+    assert entry["args"] == ["mcp", "--home", str(home)] and set(entry) == {"command", "args"}
+    support = project / ".omp" / "extensions" / "firstmate"
+    shipped = "".join(p.read_text() for p in support.rglob("*") if p.is_file())
+    assert os.path.isabs(entry["command"]) and json.dumps(entry["command"])[1:-1] in shipped
+    assert json.loads(config.read_text())["mcpServers"]["db"] == {"command": "db-server"}
+    status = subprocess.run(["git", "-C", str(project), "status", "--porcelain"],
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", status  # (kept out of git with the extension)
+
+    # A stale entry is found by doctor and put back by install.
+    doc = json.loads(config.read_text())
+    doc["mcpServers"]["firstmate"]["args"] = ["mcp"]
+    config.write_text(json.dumps(doc))
+    findings = json.loads(fm(env, project, "doctor", "--json").stdout)["findings"]
+    stale = [f for f in findings if f["check"] == "harness-config" and "omp" in f["detail"]]
+    assert stale and stale[0]["status"] == "warn" and ".omp/mcp.json" in stale[0]["detail"]
+    assert fm(env, project, *install).returncode == 0
+    assert json.loads(config.read_text())["mcpServers"]["firstmate"] == entry
+
+    done = fm(env, project, "uninstall", "omp", "--project", str(project))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(config.read_text()) == {"mcpServers": {"db": {"command": "db-server"}}}
+    assert not support.exists()
+
+
+def test_a_server_of_the_users_own_named_firstmate_is_refused_and_nothing_installed(
+        rig: tuple[dict[str, str], Path, Path]) -> None:
+    env, project, _home = rig
+    config = project / ".omp" / "mcp.json"
+    config.parent.mkdir()
+    original = '{"mcpServers": {"firstmate": {"command": "npx", "args": ["firstmate"]}}}\n'
+    config.write_text(original)
+    done = fm(env, project, "install", "omp", "--project", str(project))
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "a server of your own, not fm mcp; rename it" in done.stderr
+    assert config.read_text() == original
+    assert sorted(p.name for p in config.parent.iterdir()) == ["mcp.json"]  # (no extension)
