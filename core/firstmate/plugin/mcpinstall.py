@@ -1,7 +1,9 @@
 """Register ``fm mcp`` where a harness reads its MCP servers, from a spec its plugin declares.
 
-An :class:`McpServerSpec` names the JSON file (project-relative), the object in it that holds
-servers by name, and the entry's shape; each harness's plugin owns its own. The entry is
+An :class:`McpServerSpec` names the JSON or TOML file (project-relative), the object or table
+in it that holds servers by name, and the entry's shape; each harness's plugin owns its own.
+A TOML file (Codex, Grok) gets our table ``[<key>.firstmate]`` as a block of its own, the rest
+of the file kept byte for byte (:mod:`firstmate.plugin.tomltable`). The entry is
 ``firstmate``, running the same absolute entry point as the hooks (``options.fm_command``) with
 ``mcp`` (and ``--home`` when the install pins one). It names this machine's paths, so it is
 personal: written only into a file git does not track, and kept out of git; where git tracks
@@ -52,10 +54,14 @@ class McpServerSpec:
     """Where and how one harness reads MCP servers, as data."""
 
     harness: str
-    #: Project-relative JSON file the harness reads its project's MCP servers from.
+    #: Project-relative JSON (or, with :attr:`toml`, TOML) file the harness reads its
+    #: project's MCP servers from.
     path: str
-    #: The top-level key of the object holding servers by name (``mcpServers``, ``mcp``).
+    #: The top-level key of the object holding servers by name (``mcpServers``, ``mcp``,
+    #: ``mcp_servers``).
     key: str
+    #: The file is TOML: our entry is the table ``[<key>.firstmate]``.
+    toml: bool = False
     #: True: the command and its arguments are one list under ``command`` (OpenCode); False:
     #: ``command`` is the program and ``args`` its arguments.
     argv_command: bool = False
@@ -137,6 +143,24 @@ def _adder(spec: McpServerSpec, options: InstallOptions) -> Any:
         return doc
 
     return add
+
+
+def _toml_change(spec: McpServerSpec, options: InstallOptions, *, removing: bool) -> FileChange:
+    """Our table added to (or taken out of) the spec's TOML file, the rest kept as written."""
+    from firstmate.plugin import tomltable
+    from firstmate.plugin.configfiles import update_text
+
+    def remove(text: str) -> str:
+        return tomltable.remove(text, spec.key, SERVER, ours)
+
+    if removing:
+        prune = options.project if "/" in spec.path else None
+        return update_text(spec.file(options), remove, remove_ours=remove,
+                           dry_run=options.dry_run, delete_if_vacant=True, prune_upto=prune)
+    wanted = spec.entry(options)
+    return update_text(spec.file(options),
+                       lambda text: tomltable.upsert(text, spec.key, SERVER, wanted, ours),
+                       remove_ours=remove, dry_run=options.dry_run, personal=True)
 
 
 def _names(doc: JsonDoc, key: str) -> list[Any] | None:
@@ -240,7 +264,8 @@ def install(spec: McpServerSpec, options: InstallOptions,
                      + (spec.by_hand.format(argv=argv) if spec.by_hand else
                         f"add {argv} in your personal MCP settings"))
         return None
-    changes = [update_json(spec.file(options), _adder(spec, options),
+    changes = [_toml_change(spec, options, removing=False) if spec.toml else
+               update_json(spec.file(options), _adder(spec, options),
                            remove_ours=_remover(spec), dry_run=options.dry_run, personal=True)]
     if spec.approval is not None:
         changes.append(_approve(spec.approval, options))
@@ -257,7 +282,8 @@ def uninstall(spec: McpServerSpec, options: InstallOptions, *,
     else."""
     remove = _remover(spec)
     prune = options.project if "/" in spec.path else None
-    changes = [update_json(spec.file(options), remove, remove_ours=remove,
+    changes = [_toml_change(spec, options, removing=True) if spec.toml else
+               update_json(spec.file(options), remove, remove_ours=remove,
                            dry_run=options.dry_run, delete_if_vacant=True, prune_upto=prune)]
     if spec.approval is not None:
         changes.append(_disapprove(spec.approval, options, users=users_approval))

@@ -33,6 +33,7 @@ from firstmate.api import (
     HookReply,
     InstallFlag,
     InstallOptions,
+    McpServerSpec,
     ParkedStop,
     RearmStrategy,
     Session,
@@ -155,6 +156,17 @@ HOOKS = HookInstallSpec(
     blocks=(TextBlock("AGENTS.md", PROTOCOL, BLOCK_NAME),),
     notes=(TRUST_NOTE,),
 )
+#: ``fm mcp`` as the table ``[mcp_servers.firstmate]`` in the project's ``.codex/config.toml``
+#: (kept out of git: it names this machine's fm; the rest of the file kept as written).
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".codex/config.toml",
+    key="mcp_servers",
+    toml=True,
+    notes=("Codex reads .codex/config.toml (and starts the firstmate MCP server) only in a "
+           "project you trust: restart Codex and trust it when asked; /mcp lists the server.",),
+    by_hand="add it to your own ~/.codex/config.toml instead: codex mcp add firstmate -- {argv}",
+)
 #: ``--parked``: the Stop hook holds the turn open until the next wake.
 PARKED_HOOKS = attrs.evolve(HOOKS, events=(
     HookEvent("Stop", "stop", {"timeout": PARK_TIMEOUT + 60}, env=(PARK_ENV,)),))
@@ -174,6 +186,7 @@ class CodexPlugin(HookHarnessPlugin):
     INFO = INFO
     HOOKS = HOOKS
     REARM = GUARD
+    MCP = MCP
 
     def rearm(self, env: Mapping[str, str],
               payload: Mapping[str, Any] | None = None) -> RearmStrategy | None:

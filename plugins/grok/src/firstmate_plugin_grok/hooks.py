@@ -24,6 +24,7 @@ from firstmate.api import (
     HookInstallSpec,
     HookOutcome,
     HookReply,
+    McpServerSpec,
     RearmStrategy,
     TextBlock,
 )
@@ -91,6 +92,17 @@ HOOKS = HookInstallSpec(
     blocks=(TextBlock(RULES_FILE, RULES),),
     notes=("Grok runs project hooks only in a trusted folder (/hooks-trust or --trust).",),
 )
+#: ``fm mcp`` as the table ``[mcp_servers.firstmate]`` in the project's ``.grok/config.toml``
+#: (kept out of git: it names this machine's fm; the rest of the file kept as written).
+MCP = McpServerSpec(
+    harness=NAME,
+    path=".grok/config.toml",
+    key="mcp_servers",
+    toml=True,
+    notes=("Restart Grok to start the firstmate MCP server (grok mcp list shows it); its tools "
+           "reach the model as firstmate__<tool>.",),
+    by_hand="add it to your own ~/.grok/config.toml instead: grok mcp add firstmate -- {argv}",
+)
 
 
 @attrs.define(eq=False)
@@ -100,6 +112,7 @@ class GrokPlugin(HookHarnessPlugin):
     INFO = INFO
     HOOKS = HOOKS
     REARM = GUARD
+    MCP = MCP
 
     foreign = staticmethod(gate.foreign)
 
