@@ -12,34 +12,23 @@ from typing import Any
 
 import pytest
 from firstmate.plugin.mcpsdk import sdk_missing
-from firstmate.testing import DEADLINE, fm_command
+from firstmate.testing.installs import config_finding, run_fm, scratch_project
 
 pytestmark = pytest.mark.skipif(sdk_missing() is not None,
                                 reason="the MCP SDK is not installed (tox -e mcp)")
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=DEADLINE * 4, check=False)
+    return run_fm(env, cwd, *args)
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
-    project, home = tmp_path / "project", tmp_path / "home"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "CLAUDE_"))}
-    env.update(FM_HOME=str(home), CLAUDE_CONFIG_DIR=str(tmp_path / "claude-config"),
-               FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"))
-    return env, project, home
+    return scratch_project(tmp_path, drop=("CLAUDE_",), CLAUDE_CONFIG_DIR=str(tmp_path / "claude-config"))
 
 
 def _finding(env: dict[str, str], project: Path) -> dict[str, Any]:
-    done = fm(env, project, "doctor", "--json")
-    found = [f for f in json.loads(done.stdout)["findings"]
-             if f["check"] == "harness-config" and "claude" in f["detail"]]
-    assert len(found) == 1, found
-    return found[0]
+    return config_finding(env, project, "claude")
 
 
 def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_removes(

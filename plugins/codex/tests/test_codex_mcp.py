@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from firstmate.plugin.mcpsdk import sdk_missing
-from firstmate.testing import DEADLINE, fm_command
+from firstmate.testing.installs import config_finding, run_fm, scratch_project
 
 pytestmark = pytest.mark.skipif(sdk_missing() is not None,
                                 reason="the MCP SDK is not installed (tox -e mcp)")
@@ -34,27 +34,16 @@ model = "o3-pro"
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=DEADLINE * 4, check=False)
+    return run_fm(env, cwd, *args)
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
-    project, home = tmp_path / "project", tmp_path / "home"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "CODEX"))}
-    env.update(FM_HOME=str(home), HOME=str(tmp_path / "user"), CODEX_HOME=str(tmp_path / "codex-home"),
-               FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"))
-    return env, project, home
+    return scratch_project(tmp_path, drop=("CODEX",), CODEX_HOME=str(tmp_path / "codex-home"))
 
 
 def _finding(env: dict[str, str], project: Path) -> dict[str, Any]:
-    done = fm(env, project, "doctor", "--json")
-    found = [f for f in json.loads(done.stdout)["findings"]
-             if f["check"] == "harness-config" and "codex" in f["detail"]]
-    assert len(found) == 1, found
-    return found[0]
+    return config_finding(env, project, "codex")
 
 
 def test_install_appends_our_table_doctor_checks_it_uninstall_puts_the_file_back(

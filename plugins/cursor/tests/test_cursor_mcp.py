@@ -13,35 +13,23 @@ from typing import Any
 
 import pytest
 from firstmate.plugin.mcpsdk import sdk_missing
-from firstmate.testing import DEADLINE, fm_command
+from firstmate.testing.installs import config_finding, run_fm, scratch_project
 
 pytestmark = pytest.mark.skipif(sdk_missing() is not None,
                                 reason="the MCP SDK is not installed (tox -e mcp)")
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=DEADLINE * 4, check=False)
+    return run_fm(env, cwd, *args)
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
-    project, home, user = tmp_path / "project", tmp_path / "home", tmp_path / "user"
-    project.mkdir()
-    user.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "CURSOR"))}
-    # (in a git project the hooks go into ~/.cursor/hooks.json: a private HOME)
-    env.update(FM_HOME=str(home), HOME=str(user), FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"))
-    return env, project, home
+    return scratch_project(tmp_path, drop=("CURSOR",))
 
 
 def _finding(env: dict[str, str], project: Path) -> dict[str, Any]:
-    done = fm(env, project, "doctor", "--json")
-    found = [f for f in json.loads(done.stdout)["findings"]
-             if f["check"] == "harness-config" and "cursor" in f["detail"]]
-    assert len(found) == 1, found
-    return found[0]
+    return config_finding(env, project, "cursor")
 
 
 def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_removes(

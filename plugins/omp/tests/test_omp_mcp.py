@@ -12,26 +12,19 @@ from pathlib import Path
 
 import pytest
 from firstmate.plugin.mcpsdk import sdk_missing
-from firstmate.testing import DEADLINE, fm_command
+from firstmate.testing.installs import run_fm, scratch_project
 
 pytestmark = pytest.mark.skipif(sdk_missing() is not None,
                                 reason="the MCP SDK is not installed (tox -e mcp)")
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fm_command(*args), capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=DEADLINE * 4, check=False)
+    return run_fm(env, cwd, *args)
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
-    project, home = tmp_path / "project", tmp_path / "home"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "OMP", "PI_"))}
-    env.update(FM_HOME=str(home), HOME=str(tmp_path / "user"),
-               FIRSTMATE_KEYS_DIR=str(tmp_path / "keys"))
-    return env, project, home
+    return scratch_project(tmp_path, drop=("OMP", "PI_"))
 
 
 def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_removes(
