@@ -283,6 +283,70 @@ def test_a_file_changed_since_the_install_keeps_the_changes(tmp_path: Path) -> N
     assert json.loads(path.read_text()) == {**json.loads(USER_SETTINGS), "model": "sonnet"}
 
 
+def _edit_and_reinstall(tmp_path: Path, path: Path) -> None:
+    """The user adds a key of their own while fm moved (its hook names an older path), so the
+    next install rewrites the file, their key included."""
+    text = path.read_text().replace('"fm hook claude stop"', '"/old/venv/bin/fm hook claude stop"')
+    doc = json.loads(text)
+    doc["mine"] = {"kept": True}
+    path.write_text(json.dumps(doc, indent=4) + "\n")
+    with kept(tmp_path):
+        assert merge(path).action == "merged"
+    assert json.loads(path.read_text())["mine"] == {"kept": True}
+
+
+def test_a_change_the_user_made_between_two_installs_survives_the_uninstall(
+        tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    with kept(tmp_path):
+        merge(path)
+    _edit_and_reinstall(tmp_path, path)
+    with kept(tmp_path) as home:
+        assert unmerge(path).action == "merged", "not the original from before the edit"
+    assert json.loads(path.read_text()) == {**json.loads(USER_SETTINGS), "mine": {"kept": True}}
+    assert not list((home.state / "installs").iterdir()), "the record goes with the uninstall"
+
+
+def test_a_file_fm_created_and_the_user_then_added_to_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    with kept(tmp_path):
+        assert merge(path).action == "created"
+    _edit_and_reinstall(tmp_path, path)
+    with kept(tmp_path):
+        assert unmerge(path, prune_upto=tmp_path).action == "merged"
+    assert json.loads(path.read_text()) == {"mine": {"kept": True}}
+
+
+def test_a_file_the_user_removed_after_the_install_is_not_brought_back(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    with kept(tmp_path):
+        merge(path)
+    path.unlink()
+    with kept(tmp_path):
+        assert merge(path).action == "created"
+    with kept(tmp_path) as home:
+        assert unmerge(path).action == "removed"
+    assert not path.exists() and not list((home.state / "installs").iterdir())
+
+
+def test_an_edit_the_user_undid_still_gets_the_original_back_byte_for_byte(
+        tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    with kept(tmp_path):
+        merge(path)
+    installed = path.read_bytes()
+    path.write_text("{}")  # the user empties it, and the next install rewrites it
+    with kept(tmp_path):
+        assert merge(path).action == "merged"
+    path.write_bytes(installed)  # then they think better of it
+    with kept(tmp_path):
+        assert unmerge(path).action == "restored", "it means what it did before fm"
+    assert path.read_text() == USER_SETTINGS
+
+
 def test_an_older_fms_backup_beside_the_file_moves_into_the_home(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text(USER_SETTINGS)

@@ -6,7 +6,11 @@ the project), the directories the install makes for it, and the ``info/exclude``
 (:mod:`firstmate.plugin.gitexclude`). ``fm uninstall`` then restores the original byte for byte
 (formatting, key order) when the file is still as fm left it, removes a file fm created, and
 removes the directories fm made while they are empty; a file the user changed since keeps their
-changes (only fm's entries are taken out).
+changes (only fm's entries are taken out). An install that finds the file changed since fm last
+wrote it marks the record *edited*: the file now holds the user's changes too, so however fm
+rewrites it, the uninstall only takes fm's entries out (the original still says what the user
+had before, such as a name they had approved). An install that finds a file it had kept gone
+starts afresh, as if fm created it.
 
 In a git project a file whose entry names this machine's paths (a *personal* file: hook
 commands, a shim's ``launch.json``) never goes into a file git tracks: that is refused, naming
@@ -58,10 +62,12 @@ class Kept:
     dirs: tuple[str, ...] = ()
     #: The ``info/exclude`` pattern fm added for the file ("" when none).
     excluded: str = ""
+    #: The user changed the file after fm wrote it: the original no longer stands for it.
+    edited: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "existed": self.existed, "written": self.written,
-                "dirs": list(self.dirs), "excluded": self.excluded}
+                "dirs": list(self.dirs), "excluded": self.excluded, "edited": self.edited}
 
 
 def _kept(raw: object) -> Kept | None:
@@ -73,7 +79,8 @@ def _kept(raw: object) -> Kept | None:
             not all(isinstance(d, str) for d in dirs) or not isinstance(written, str) or \
             not isinstance(excluded, str):
         return None
-    return Kept(path, raw.get("existed") is True, written, tuple(dirs), excluded)
+    return Kept(path, raw.get("existed") is True, written, tuple(dirs), excluded,
+                raw.get("edited") is True)
 
 
 @attrs.define(eq=False)
@@ -140,6 +147,11 @@ class Keeper:
         filestage.write(record, (json.dumps(kept.to_json(), indent=1) + "\n").encode(),
                         mode=0o600)
 
+    def _drop_original(self, path: Path) -> None:
+        orig = self._files(path)[1]
+        if not self.dry_run and filestage.exists(orig):
+            filestage.remove(orig)
+
     def forget(self, path: Path) -> None:
         """Drop the record of *path* (its uninstall is done) and fm's exclude line for it."""
         kept = self.load(path)
@@ -164,6 +176,16 @@ class Keeper:
                 and gitexclude.tracked(self.worktree, [path]):
             raise TrackedPersonalFile(str(path))
         kept = self.load(path)
+        if kept is not None and kept.written and \
+                (old is None or sha256_hex(old) != kept.written):
+            # The user changed the file since fm wrote it: what this install writes holds their
+            # change, so it must not look "as fm left it" to the uninstall.
+            if old is None and kept.existed:
+                self._drop_original(path)  # they removed it: the original is no longer theirs
+                kept = None
+            elif old is not None and not kept.edited:
+                kept = attrs.evolve(kept, edited=True)
+                self._save(kept)
         if kept is None:
             original = old
             legacy = Path(str(path) + LEGACY_BACKUP_SUFFIX)
@@ -202,7 +224,7 @@ class Keeper:
     def untouched(self, path: Path, current: bytes | None) -> Kept | None:
         """The record of *path* when the file is exactly as fm last wrote it."""
         kept = self.load(path)
-        if kept is None or current is None or not kept.written:
+        if kept is None or current is None or not kept.written or kept.edited:
             return None
         return kept if sha256_hex(current) == kept.written else None
 
