@@ -149,6 +149,31 @@ def test_fm_install_is_idempotent_and_keeps_the_users_entries(tmp_path: Path) ->
     assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.local.json"]
 
 
+def test_what_the_user_added_between_two_installs_survives_the_uninstall(
+        tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text('{\n  "permissions": {"allow": ["Bash(ls:*)"]}\n}\n')
+    _fm(tmp_path, "install", "claude")
+    # The user adds a hook and a key of their own; fm has moved since (its hooks name an older
+    # path), so the next install rewrites the file with their additions in it.
+    doc = json.loads(settings.read_text())
+    for groups in doc["hooks"].values():
+        for group in groups:
+            for hook in group["hooks"]:
+                hook["command"] = "/old/venv/bin/fm hook claude " + \
+                    hook["command"].rsplit(" hook claude ", 1)[1]
+    doc["hooks"]["PreToolUse"] = [{"matcher": "Bash",
+                                   "hooks": [{"type": "command", "command": "audit.sh"}]}]
+    doc["model"] = "opus"
+    settings.write_text(json.dumps(doc, indent=2) + "\n")
+    assert "merged .claude/settings.local.json" in _fm(tmp_path, "install", "claude")
+    _fm(tmp_path, "uninstall", "claude")
+    assert json.loads(settings.read_text()) == {
+        "permissions": {"allow": ["Bash(ls:*)"]}, "model": "opus",
+        "hooks": {"PreToolUse": doc["hooks"]["PreToolUse"]}}
+
+
 def test_hooks_an_older_fm_put_in_the_committed_settings_are_moved(tmp_path: Path) -> None:
     """An older fm wrote the hooks (with this machine's paths) into .claude/settings.json and
     kept a .fm-backup beside it: the next install puts that file back as the user had it and
