@@ -16,8 +16,9 @@ The rules every installer follows through these helpers:
   file out of git. A file whose entries name this machine's paths (*personal*) is never merged
   into a file git tracks.
 - Uninstall puts a file fm left untouched back byte for byte (or removes it, and the directories
-  made for it, when fm created it); otherwise it removes only our entries, and a file left
-  holding nothing but the empty skeleton is deleted unless the user had a file there first.
+  made for it, when fm created it); otherwise (the user changed it, also between two installs)
+  it removes only our entries, and a file left holding nothing but the empty skeleton is
+  deleted unless the user had a file there first.
 """
 
 from __future__ import annotations
