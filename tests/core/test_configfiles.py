@@ -347,6 +347,35 @@ def test_an_edit_the_user_undid_still_gets_the_original_back_byte_for_byte(
     assert path.read_text() == USER_SETTINGS
 
 
+def _approve(path: Path) -> Any:
+    return update_json(path, lambda doc: {**doc, "approved": ["x"]}, remove_ours=_disapprove)
+
+
+def _disapprove(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "approved"}
+
+
+def test_a_file_two_installers_share_goes_back_byte_for_byte_after_fm_entries_were_edited(
+        tmp_path: Path) -> None:
+    # Hooks and an approval in one file; the user takes the approval out by hand (and
+    # reformats), the next install puts it back. Their own content never changed, so the
+    # uninstall, taking out the hooks and then the approval, ends with the original bytes.
+    path = tmp_path / "settings.json"
+    path.write_text(USER_SETTINGS)
+    with kept(tmp_path):
+        merge(path)
+        _approve(path)
+    path.write_text(json.dumps(_disapprove(json.loads(path.read_text())), indent=2))
+    with kept(tmp_path):
+        assert merge(path).action == "unchanged" and _approve(path).action == "merged"
+    with kept(tmp_path) as home:
+        assert unmerge(path).action == "merged"
+        assert update_json(path, _disapprove, remove_ours=_disapprove,
+                           delete_if_vacant=True).action == "restored"
+    assert path.read_text() == USER_SETTINGS
+    assert not list((home.state / "installs").iterdir())
+
+
 def test_an_older_fms_backup_beside_the_file_moves_into_the_home(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text(USER_SETTINGS)

@@ -494,7 +494,7 @@ def _take_out(path: Path, old: bytes, rendered: Callable[[], bytes], *, same: bo
     keeper = installkeep.current()
     if same:  # nothing of ours in it
         if keeper is not None and not keeper.shared(path):
-            keeper.forget(path)
+            keeper.settled(path)
         return FileChange(path, "unchanged")
     # A user-level file may hold other projects' entries too: it is put back only once it means
     # what it did before fm (below), never just because it is as fm last wrote it.
@@ -517,7 +517,7 @@ def _take_out(path: Path, old: bytes, rendered: Callable[[], bytes], *, same: bo
                           prune_dirs=record.dirs)
         change = commit(path, old, rendered(), user_content=True, dry_run=dry_run)
         if keeper is not None and not keeper.shared(path):
-            keeper.forget(path)  # (a user-level file may still hold other projects' entries)
+            keeper.settled(path)  # (a user-level file may still hold other projects' entries)
         return change
     legacy = backup_path(path)
     if filestage.exists(legacy):

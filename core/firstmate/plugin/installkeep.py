@@ -95,6 +95,7 @@ class Keeper:
     exclude: Path | None
     _add: list[str] = attrs.Factory(list)
     _drop: list[str] = attrs.Factory(list)
+    _settled: list[Path] = attrs.Factory(list)
 
     # --- where records live -----------------------------------------------------------------
 
@@ -175,6 +176,7 @@ class Keeper:
         if personal and inside is not None and old is not None and self.worktree is not None \
                 and gitexclude.tracked(self.worktree, [path]):
             raise TrackedPersonalFile(str(path))
+        self._settled = [p for p in self._settled if os.path.abspath(p) != os.path.abspath(path)]
         kept = self.load(path)
         if kept is not None and kept.written and \
                 (old is None or sha256_hex(old) != kept.written):
@@ -228,10 +230,19 @@ class Keeper:
             return None
         return kept if sha256_hex(current) == kept.written else None
 
+    def settled(self, path: Path) -> None:
+        """The uninstall took fm's entries out of *path*: its record is forgotten at the end of
+        the session, so that a later change to the same file in it (hooks, then an approval)
+        still finds the original and puts it back once the file means what it did."""
+        self._settled.append(path)
+
     # --- the end ------------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Stage fm's exclude lines as this session left them."""
+        """Forget the records of settled files; stage fm's exclude lines as this session left
+        them."""
+        for path in self._settled:
+            self.forget(path)
         if self.exclude is None or not (self._add or self._drop):
             return
         drop = [p for p in self._drop if p not in self._add]
