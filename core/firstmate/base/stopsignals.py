@@ -76,16 +76,30 @@ def install(handler: Callable[[int, FrameType | None], None] = raise_stopped, *,
 
 class held:  # (lower case: it reads as a statement, ``with stopsignals.held():``)
     """Hold stops while a child is started and recorded, so a stop never lands between the
-    fork and the record its cleanup kills from (an orphan outliving the command). The previous
-    mask is restored on exit, so a stop already held stays held; a pending one lands then.
-    It holds them for the calling thread, which is the whole of a single-threaded command such
-    as the watcher."""
+    fork and the record its cleanup kills from (an orphan outliving the command).
+
+    A stop that arrives meanwhile is noted by a stand-in handler and raised again on exit, to
+    the handler that was there. The signal mask is left alone: a mask is inherited through
+    exec, and a tmux server started here would pass stops held to every crew it runs. Off the
+    main thread nothing is held: stops are handled in the main thread, never in this one."""
 
     def __enter__(self) -> None:
-        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._caught: list[int] = []
+        self._old: dict[int, Handler] | None = None
+        try:
+            self._old = {int(sig): signal.signal(sig, self._note) for sig in STOP_SIGNALS}
+        except ValueError:  # not the main thread
+            self._old = None
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._caught.append(signum)
 
     def __exit__(self, *exc: object) -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+        if self._old is None:
+            return
+        restore(self._old)
+        if self._caught:
+            signal.raise_signal(self._caught[0])
 
 
 def restore(previous: Mapping[int, Handler]) -> None:
