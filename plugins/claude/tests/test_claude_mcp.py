@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate.plugin.mcpsdk import sdk_missing
 from firstmate.testing.installs import config_finding, run_fm, scratch_project
+from firstmate.testing.mcpinstalls import needs_sdk
 
-pytestmark = pytest.mark.skipif(sdk_missing() is not None,
-                                reason="the MCP SDK is not installed (tox -e mcp)")
+pytestmark = needs_sdk
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from firstmate.plugin.mcpsdk import sdk_missing
 from firstmate.testing.installs import config_finding, run_fm, scratch_project
+from firstmate.testing.mcpinstalls import (
+    git_status,
+    needs_sdk,
+    stale_entry_is_found_and_fixed,
+    users_own_server_is_refused,
+)
 
-pytestmark = pytest.mark.skipif(sdk_missing() is not None,
-                                reason="the MCP SDK is not installed (tox -e mcp)")
+pytestmark = needs_sdk
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,20 +53,10 @@ def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_r
     entry = {"command": fm_path, "args": ["mcp", "--home", str(home)]}
     assert json.loads(config.read_text()) == {"mcpServers": {
         "db": {"command": "db-server", "args": ["--port", "1"]}, "firstmate": entry}}
-    status = subprocess.run(["git", "-C", str(project), "status", "--porcelain"],
-                            capture_output=True, text=True, check=True).stdout
-    assert status == "", status  # (it names this machine's fm: kept out of git)
+    assert git_status(project) == ""  # (it names this machine's fm: kept out of git)
     assert _finding(env, project)["status"] == "ok"
-
-    # A stale entry is found by doctor and put back by install.
-    doc = json.loads(config.read_text())
-    doc["mcpServers"]["firstmate"]["command"] = "/old/fm"
-    config.write_text(json.dumps(doc))
-    finding = _finding(env, project)
-    assert finding["status"] == "warn" and ".cursor/mcp.json" in finding["detail"]
-    assert finding["fix"].startswith("fm install cursor --project")
-    assert fm(env, project, *install).returncode == 0
-    assert json.loads(config.read_text())["mcpServers"]["firstmate"] == entry
+    stale_entry_is_found_and_fixed(env, project, "cursor", config,
+                                   lambda good: good.replace(json.dumps(fm_path), '"/old/fm"'))
 
     # A server the user adds afterwards stays; the uninstall takes out exactly ours.
     doc = json.loads(config.read_text())
@@ -87,15 +81,8 @@ def test_a_file_fm_made_goes_with_the_uninstall(rig: tuple[dict[str, str], Path,
 def test_a_server_of_the_users_own_named_firstmate_is_refused_in_one_line(
         rig: tuple[dict[str, str], Path, Path]) -> None:
     env, project, _home = rig
-    config = project / ".cursor" / "mcp.json"
-    config.parent.mkdir()
-    original = '{"mcpServers": {"firstmate": {"command": "my-own-firstmate"}}}\n'
-    config.write_text(original)
-    done = fm(env, project, "install", "cursor", "--project", str(project))
-    assert done.returncode == 1
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "a server of your own, not fm mcp; rename it" in done.stderr
-    assert config.read_text() == original
+    users_own_server_is_refused(env, project, "cursor", project / ".cursor" / "mcp.json",
+                                '{"mcpServers": {"firstmate": {"command": "my-own-firstmate"}}}\n')
     assert not (Path(env["HOME"]) / ".cursor").exists()  # (nothing else changed either)
 
 

@@ -11,11 +11,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from firstmate.plugin.mcpsdk import sdk_missing
 from firstmate.testing.installs import run_fm, scratch_project
+from firstmate.testing.mcpinstalls import (
+    git_status,
+    needs_sdk,
+    stale_entry_is_found_and_fixed,
+    users_own_server_is_refused,
+)
 
-pytestmark = pytest.mark.skipif(sdk_missing() is not None,
-                                reason="the MCP SDK is not installed (tox -e mcp)")
+pytestmark = needs_sdk
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -43,19 +47,14 @@ def test_install_registers_the_server_beside_the_users_doctor_checks_uninstall_r
     shipped = "".join(p.read_text() for p in support.rglob("*") if p.is_file())
     assert os.path.isabs(entry["command"]) and json.dumps(entry["command"])[1:-1] in shipped
     assert json.loads(config.read_text())["mcpServers"]["db"] == {"command": "db-server"}
-    status = subprocess.run(["git", "-C", str(project), "status", "--porcelain"],
-                            capture_output=True, text=True, check=True).stdout
-    assert status == "", status  # (kept out of git with the extension)
+    assert git_status(project) == ""  # (kept out of git with the extension)
 
-    # A stale entry is found by doctor and put back by install.
-    doc = json.loads(config.read_text())
-    doc["mcpServers"]["firstmate"]["args"] = ["mcp"]
-    config.write_text(json.dumps(doc))
-    findings = json.loads(fm(env, project, "doctor", "--json").stdout)["findings"]
-    stale = [f for f in findings if f["check"] == "harness-config" and "omp" in f["detail"]]
-    assert stale and stale[0]["status"] == "warn" and ".omp/mcp.json" in stale[0]["detail"]
-    assert fm(env, project, *install).returncode == 0
-    assert json.loads(config.read_text())["mcpServers"]["firstmate"] == entry
+    def spoil(good: str) -> str:
+        doc = json.loads(good)
+        doc["mcpServers"]["firstmate"]["args"] = ["mcp"]
+        return json.dumps(doc)
+
+    stale_entry_is_found_and_fixed(env, project, "omp", config, spoil)
 
     done = fm(env, project, "uninstall", "omp", "--project", str(project))
     assert done.returncode == 0, done.stderr
@@ -67,12 +66,7 @@ def test_a_server_of_the_users_own_named_firstmate_is_refused_and_nothing_instal
         rig: tuple[dict[str, str], Path, Path]) -> None:
     env, project, _home = rig
     config = project / ".omp" / "mcp.json"
-    config.parent.mkdir()
-    original = '{"mcpServers": {"firstmate": {"command": "npx", "args": ["firstmate"]}}}\n'
-    config.write_text(original)
-    done = fm(env, project, "install", "omp", "--project", str(project))
-    assert done.returncode == 1
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "a server of your own, not fm mcp; rename it" in done.stderr
-    assert config.read_text() == original
+    users_own_server_is_refused(
+        env, project, "omp", config,
+        '{"mcpServers": {"firstmate": {"command": "npx", "args": ["firstmate"]}}}\n')
     assert sorted(p.name for p in config.parent.iterdir()) == ["mcp.json"]  # (no extension)

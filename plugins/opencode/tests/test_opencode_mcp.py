@@ -10,12 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-from firstmate.plugin.mcpsdk import sdk_missing
 from firstmate.testing import DEADLINE, fm_command
+from firstmate.testing.mcpinstalls import git_status, needs_sdk, stale_entry_is_found_and_fixed
 
-pytestmark = pytest.mark.skipif(sdk_missing() is not None,
-                                reason="the MCP SDK is not installed (tox -e mcp)")
+pytestmark = needs_sdk
 
 
 def fm(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -38,20 +36,10 @@ def test_install_registers_a_local_server_doctor_checks_uninstall_takes_out_exac
     assert entry["type"] == "local" and entry["enabled"] is True
     assert entry["command"][-3:] == ["mcp", "--home", str(home)]
     assert os.path.isabs(entry["command"][0]) and entry["command"][0] in json.dumps(launch)
-    status = subprocess.run(["git", "-C", str(project), "status", "--porcelain"],
-                            capture_output=True, text=True, check=True).stdout
-    assert status == "", status  # (kept out of git with the shim)
-
-    # A stale entry is found by doctor and put back by install.
-    doc = json.loads(config.read_text())
-    doc["mcp"]["firstmate"]["command"] = ["/old/fm", "mcp"]
-    config.write_text(json.dumps(doc))
-    findings = json.loads(fm(env, project, "doctor", "--json").stdout)["findings"]
-    stale = [f for f in findings if f["check"] == "harness-config" and "opencode" in f["detail"]]
-    assert stale and stale[0]["status"] == "warn" and "opencode.json" in stale[0]["detail"]
-    assert fm(env, project, "install", "opencode", "--project", str(project), "--home",
-              str(home)).returncode == 0
-    assert json.loads(config.read_text())["mcp"]["firstmate"] == entry
+    assert git_status(project) == ""  # (kept out of git with the shim)
+    stale_entry_is_found_and_fixed(
+        env, project, "opencode", config,
+        lambda good: good.replace(json.dumps(entry["command"][0]), '"/old/fm"'))
 
     # OpenCode adds its own key when it runs; the uninstall keeps it and takes out ours.
     doc = json.loads(config.read_text())
