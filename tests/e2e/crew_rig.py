@@ -4,6 +4,7 @@ tests/e2e_inproc/test_crew_pi_inproc.py).
 - :class:`ToolMock`: a loopback Anthropic Messages API (Claude Code and Pi both speak it) that
   answers a crew's brief with one tool call running the status command the brief names (as a
   model following the brief would), and everything else with a short text turn.
+- :func:`serve_messages`: the loopback server under it, for a test's own scripted model.
 - :class:`CrewRig`: a scratch project, Firstmate home and private tmux server; an ``fm`` wrapper
   the crew is spawned with (``--fm-command``) that logs every call with the caller's ``FM_CREW``;
   the primary's real ``fm arm``; and the checks that the crew's session never armed a watcher.
@@ -71,6 +72,53 @@ def _message(model: str, blocks: list[tuple[dict[str, Any], dict[str, Any]]],
     return _sse(events)
 
 
+def serve_messages(answer: Callable[[dict[str, Any]], bytes], bodies: list[dict[str, Any]],
+                   lock: threading.Lock) -> ThreadingHTTPServer:
+    """A loopback Anthropic Messages API, serving in a thread of its own: every request body is
+    appended to *bodies* and answered with ``answer(body)`` (a stream of events), both under
+    *lock*, so a scripted model sees one request at a time."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+        def _send(self, code: int, kind: str, data: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_HEAD(self) -> None:
+            self._send(200, "application/json", b"")
+
+        def do_GET(self) -> None:
+            self._send(200, "application/json", b"{}")
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if "count_tokens" in self.path:
+                self._send(200, "application/json", b'{"input_tokens": 10}')
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {}
+            if not isinstance(body, dict):
+                body = {}
+            with lock:
+                bodies.append(body)
+                reply = answer(body)
+            self._send(200, "text/event-stream", reply)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @attrs.define(eq=False)
 class ToolMock:
     """See the module docstring. :attr:`note` is the text of the status line the tool call
@@ -105,8 +153,7 @@ class ToolMock:
         found = BRIEF_COMMAND.search("\n".join(_text(m.get("content")) for m in turn))
         if bash and found and not after_tool and turn:
             command = f'{found.group(1)} crew status {found.group(2)} "done: {self.note}"'
-            with self.lock:
-                self.tool_calls.append(command)
+            self.tool_calls.append(command)  # (answer runs under self.lock)
             # Claude Code's Bash takes a description too; Pi's bash only the command.
             extra = {"description": "Report to the captain"} if bash == "Bash" else {}
             call = json.dumps({"command": command, **extra})
@@ -118,44 +165,7 @@ class ToolMock:
                                  {"type": "text_delta", "text": "OK-DONE"})], "end_turn")
 
     def start(self) -> ToolMock:
-        mock = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _send(self, code: int, kind: str, data: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_HEAD(self) -> None:
-                self._send(200, "application/json", b"")
-
-            def do_GET(self) -> None:
-                self._send(200, "application/json", b"{}")
-
-            def do_POST(self) -> None:
-                size = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(size)
-                if "count_tokens" in self.path:
-                    self._send(200, "application/json", b'{"input_tokens": 10}')
-                    return
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = {}
-                with mock.lock:
-                    mock.bodies.append(body)
-                self._send(200, "text/event-stream", mock.answer(body))
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = serve_messages(self.answer, self.bodies, self.lock)
         return self
 
     def describe(self) -> str:

@@ -23,7 +23,6 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crew_rig import _message
+from crew_rig import _message, serve_messages
 from test_claude_e2e import (
     CONTEXT,
     REPO,
@@ -91,44 +90,8 @@ class ScriptedModel:
         self.raw: dict[str, str] = {}  # tool → its whole tool_result block, as JSON
         self.lock = threading.Lock()
         self.ids: dict[str, str] = {}  # tool_use id → tool
-        mock = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _send(self, code: int, kind: str, data: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_HEAD(self) -> None:
-                self._send(200, "application/json", b"")
-
-            def do_GET(self) -> None:
-                self._send(200, "application/json", b"{}")
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if "count_tokens" in self.path:
-                    self._send(200, "application/json", b'{"input_tokens": 10}')
-                    return
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = {}
-                with mock.lock:
-                    mock.bodies.append(body)
-                    answer = mock.answer(body if isinstance(body, dict) else {})
-                self._send(200, "text/event-stream", answer)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serve_messages(self.answer, self.bodies, self.lock)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def _call(self, model: str, tool: str, given: dict[str, Any]) -> bytes:
         call_id = f"toolu_{uuid.uuid4().hex[:16]}"
