@@ -209,3 +209,16 @@ def test_an_intent_left_in_the_old_format_is_applied_as_a_hosts_registration(
     inbox.recover()
     member = crew.get(home, "gpu.bob")
     assert (member.pane, member.host) == ("%9", "gpu")
+
+
+def test_the_crews_written_are_named_in_the_change_journal(home: Home, inbox: Inbox) -> None:
+    # (the watcher's status source looks at the crews named there, not at the whole fleet)
+    journal = home.crew_dir / ".changes"
+    inbox.commit([Incoming(status(1, "a"), 10), Incoming(status(1, "b", crew_name="bob"), 11)])
+    assert sorted(journal.read_text().split()) == ["gpu.alice", "gpu.bob"]
+    inbox.commit([Incoming(status(1, "a"), 10)])  # (a duplicate writes nothing, names nothing)
+    assert sorted(journal.read_text().split()) == ["gpu.alice", "gpu.bob"]
+    size = crew.path(home, "gpu.alice", crew.STATUS).stat().st_size
+    _intent(inbox.store, "gpu/e1/status/alice/2", "gpu.alice", size, b"1700000002.000\tc\n")
+    assert inbox.recover() == 1
+    assert journal.read_text().split()[-1] == "gpu.alice"

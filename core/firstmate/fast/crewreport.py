@@ -115,6 +115,29 @@ def append_whole(path: str, data: bytes) -> int:
 JOINED = os.path.join("state", "fleet", "forward.lock")
 
 
+#: The crews' change journal (``state/crew/.changes``): every writer of a crew's status log or
+#: turn-end marker here appends the crew's name to it, then rings, so the watcher's status
+#: source looks at the crews named since it last looked instead of at the whole fleet
+#: (:mod:`firstmate.watch.sources.status`). Best effort: a name it misses, like a line written
+#: by hand, is found by the source's full pass.
+CHANGES = ".changes"
+
+
+def note_changed(root: str, *names: str) -> None:
+    """Append *names* to the home's change journal (:data:`CHANGES`); never raises."""
+    try:
+        fd = os.open(os.path.join(root, "state", "crew", CHANGES),
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, "".join(f"{name}\n" for name in names).encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def ring(root: str) -> None:
     from firstmate.fast import bell
 
@@ -136,6 +159,7 @@ def status(root: str, name: str, line: str, *, now: float | None = None) -> tupl
     at = time.time() if now is None else now
     data = f"{at:.3f}\t{text}\n".encode()
     end = append_whole(crew_file(root, name, STATUS), data)
+    note_changed(root, name)
     ring(root)
     return text, round(at, 3), end - len(data), end
 
@@ -155,8 +179,9 @@ def turn_ended(root: str, name: str, *, now: float | None = None) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, marker)
+    note_changed(root, name)
     ring(root)
 
 
-__all__ = ["EMPTY", "MAX_STATUS_BYTES", "TURN_MARKER_MAX", "append_whole", "check_ground",
-           "require_crew", "status", "status_text", "turn_ended", "unknown_crew", "valid_name"]
+__all__ = ["CHANGES", "EMPTY", "MAX_STATUS_BYTES", "TURN_MARKER_MAX", "append_whole", "check_ground",
+           "note_changed", "require_crew", "status", "status_text", "turn_ended", "unknown_crew", "valid_name"]

@@ -147,6 +147,7 @@ class Inbox:
         if intents:
             self._settle(intents)
             self._dirty = False
+            crewreport.note_changed(str(self.home.root), *{i.name for i in intents})
             crewreport.ring(str(self.home.root))
         return Outcome(len(intents), duplicates, tuple(refused), tuple(hellos), tuple(gaps))
 
@@ -300,6 +301,7 @@ class Inbox:
         finally:
             locks.close()
         self._settle(intents)
+        crewreport.note_changed(str(self.home.root), *{i.name for i in intents})
         crewreport.ring(str(self.home.root))
         return appended
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import attrs
@@ -22,6 +23,8 @@ from firstmate.base.errors import StateError, UsageError
 from firstmate.fast import crewlog
 from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
+
+PANE = crewmod.PANE
 
 #: What identifies one version of a file: (inode, size, mtime_ns, ctime_ns).
 FileKey = tuple[int, int, int, int]
@@ -43,8 +46,9 @@ class FleetScan:
     home: Home
     #: ``state/crew`` as a string: joined with plain f-strings in the per-crew loop.
     directory: str = attrs.field(init=False)
-    #: crew name → suffix → the entry the last scan saw.
-    _files: dict[str, dict[str, os.DirEntry[str]]] = attrs.field(factory=dict, init=False)
+    #: crew name → suffix → the entry the last scan saw (or its ``lstat``, from :meth:`scan_only`).
+    _files: dict[str, dict[str, os.DirEntry[str] | os.stat_result]] = attrs.field(
+        factory=dict, init=False)
     #: Registrations and small files read before, by path, with the key they were read at.
     _known: dict[str, _Known] = attrs.field(factory=dict, init=False)
 
@@ -53,7 +57,7 @@ class FleetScan:
 
     def scan(self) -> tuple[crewmod.Crew, ...]:
         """Every registered crew, as :func:`firstmate.store.crew.list` gives them, in its order."""
-        files: dict[str, dict[str, os.DirEntry[str]]] = {}
+        files: dict[str, dict[str, os.DirEntry[str] | os.stat_result]] = {}
         panes: list[tuple[str, str, os.DirEntry[str]]] = []
         try:
             with os.scandir(self.directory) as entries:
@@ -74,9 +78,45 @@ class FleetScan:
         for _, name, entry in sorted(panes, key=lambda found: found[0]):
             if not crewmod.NAME_RE.fullmatch(name):
                 continue
-            found = self._registration(name, entry)
+            try:
+                st: os.stat_result | None = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while we listed
+            except OSError:
+                st = None
+            found = self._registration(name, entry.path, st)
             if found is not None:
                 crews.append(found)
+        return tuple(crews)
+
+    def scan_only(self, names: Iterable[str], suffixes: Iterable[str]) -> tuple[crewmod.Crew, ...]:
+        """The registered crews among *names*, as :meth:`scan` gives them, from an ``lstat`` of
+        each one's *suffixes* (and registration) instead of a listing of the whole directory:
+        what a source that knows which crews changed pays for those alone. The view holds only
+        them until the next scan."""
+        wanted = (PANE, *(suffix for suffix in suffixes if suffix != PANE))
+        files: dict[str, dict[str, os.DirEntry[str] | os.stat_result]] = {}
+        crews: list[crewmod.Crew] = []
+        for name in sorted(set(names)):
+            if not crewmod.NAME_RE.fullmatch(name):
+                continue
+            found: dict[str, os.DirEntry[str] | os.stat_result] = {}
+            for suffix in wanted:
+                try:
+                    found[suffix] = os.lstat(self.path(name, suffix))
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise StateError(f"cannot read {self.path(name, suffix)}: {exc.strerror}; "
+                                     "check the state directory's permissions") from exc
+            files[name] = found
+        self._files = files
+        for name, found in files.items():
+            registration = found.get(PANE)
+            if isinstance(registration, os.stat_result):
+                member = self._registration(name, self.path(name, PANE), registration)
+                if member is not None:
+                    crews.append(member)
         return tuple(crews)
 
     def path(self, name: str, suffix: str) -> str:
@@ -85,8 +125,8 @@ class FleetScan:
     def stat(self, name: str, suffix: str) -> os.stat_result | None:
         """The ``lstat`` of crew *name*'s file as of the last scan; None when it had none."""
         entry = self._files.get(name, {}).get(suffix)
-        if entry is None:
-            return None
+        if entry is None or isinstance(entry, os.stat_result):
+            return entry
         try:
             return entry.stat(follow_symlinks=False)
         except FileNotFoundError:
@@ -118,28 +158,22 @@ class FleetScan:
         """Drop what is known of a file this process just wrote."""
         self._known.pop(self.path(name, suffix), None)
 
-    def _registration(self, name: str, entry: os.DirEntry[str]) -> crewmod.Crew | None:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            return None  # removed while we listed
-        except OSError:
-            st = None
+    def _registration(self, name: str, where: str, st: os.stat_result | None) -> crewmod.Crew | None:
         if st is None or not stat.S_ISREG(st.st_mode):
             try:
                 return crewmod.get(self.home, name)  # raises what crew.list raises (a symlink)
             except UsageError:
                 return None  # removed while we listed
         key = file_key(st)
-        known = self._known.get(entry.path)
+        known = self._known.get(where)
         if known is not None and known.key == key and isinstance(known.value, crewmod.Crew):
             return known.value
-        text = crewmod.read_text(entry.path, crewlog.MAX_REGISTRATION_BYTES)
+        text = crewmod.read_text(where, crewlog.MAX_REGISTRATION_BYTES)
         if text is None:
             return None  # removed while we listed
         # (as crew.get reads it; the mtime is the registration's, from the same inode)
         member = crewmod.Crew.of(name, crewlog.parse_registration(text), st.st_mtime)
-        self._known[entry.path] = _Known(key, member)
+        self._known[where] = _Known(key, member)
         return member
 
 

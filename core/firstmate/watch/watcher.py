@@ -335,7 +335,8 @@ class Watcher:
         while True:
             number += 1
             now = time.time()
-            if now >= full_at:
+            full = now >= full_at
+            if full:
                 chosen, full_at = self.sources, now + poll_every
             else:
                 chosen = [s for s in self.sources if (rang and s in on_bell)
@@ -363,7 +364,7 @@ class Watcher:
             ctx = PollContext(home=home, env=self.env, now=now, poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq,
-                              rung=self.bell.pending, bell_fd=self.bell.fileno())
+                              rung=self.bell.pending, bell_fd=self.bell.fileno(), full=full)
             for index, source in enumerate(chosen):
                 if index and self.bell.pending():
                     # A ring during this pass (a queued row, a crew line) is answered before the
@@ -371,7 +372,7 @@ class Watcher:
                     # so a row never waits for a slow pass over the fleet, and a doorbell source
                     # still comes before the later ones, as in any poll.
                     self.bell.wait(0)
-                    again = attrs.evolve(ctx, now=time.time())
+                    again = attrs.evolve(ctx, now=time.time(), full=False)
                     for early in chosen[:index]:
                         if early in on_bell:
                             wake = self._poll(early, again)

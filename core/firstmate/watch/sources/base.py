@@ -58,6 +58,10 @@ class PollContext:
     #: The doorbell's socket (readable while a ring waits), for a source that waits on
     #: something else (a tmux call) and stops waiting when it rings; None without a doorbell.
     bell_fd: int | None = None
+    #: True on the watcher's full poll (its first, then one each ``FM_POLL``), False on a poll
+    #: that answers a ring or a source's own deadline: a source that follows what changed may
+    #: look over everything only on a full poll.
+    full: bool = True
 
 
 @runtime_checkable

@@ -1,7 +1,10 @@
 """Status signals and turn-end markers: the crews' own reports.
 
 Each poll reads, per registered crew, the status lines appended since the source's cursor
-(``NAME.signal-cursor``) and whether the turn-end marker changed since ``NAME.turn-seen``.
+(``NAME.signal-cursor``) and whether the turn-end marker changed since ``NAME.turn-seen`` — every
+crew on the watcher's full poll, and between full polls only the crews the change journal names
+and the ones left pending (:mod:`firstmate.watch.sources.changes`), which is what looking at
+every crew would find.
 
 Actionable, when the new lines hold a captain-relevant event (``FM_CAPTAIN_RE``, searched
 case-insensitively in each line; default ``done:|needs-decision:|blocked:|failed:|PR ready|
@@ -52,6 +55,7 @@ from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.panes import busy as pane_busy
 from firstmate.watch.sources.base import PollContext, Wake
+from firstmate.watch.sources.changes import Changes, Seen, due_full
 
 DEFAULT_SIGNAL_GRACE = 30.0
 DEFAULT_SIGNAL_QUIET = 2.0
@@ -68,6 +72,9 @@ OTHERS_SHOWN = 8
 REASON_TEXT_BYTES = 2000
 #: Most bytes of new status read per crew per poll (the rest is read on the next poll).
 READ_LIMIT = 1 << 20
+#: The files of a crew this source reads (what a poll that is not a full pass ``lstat``\ s).
+_LOOKED_AT = (crewmod.STATUS, crewmod.TURN_ENDED, crewmod.SIGNAL_CURSOR, crewmod.TURN_SEEN,
+              crewmod.DRAIN_CURSOR)
 
 
 @attrs.frozen
@@ -119,10 +126,15 @@ class StatusSource:
     #: The other crews the last wake covers: their cursors advance with its commit.
     _covered: list[_Pending] = attrs.field(factory=list, init=False)
     _noted: set[str] = attrs.field(factory=set, init=False)
+    #: Whether this source polled before (a new watcher's first poll may start from the record).
+    _looked: bool = attrs.field(default=False, init=False)
     #: One listing of state/crew per poll; cursors and turn-seen marks re-read only on change.
     #: (The sources of one watcher share one, so each registration is read once.)
     fleet: FleetScan = attrs.field(
         default=attrs.Factory(lambda self: FleetScan(self.home), takes_self=True), kw_only=True)
+    #: The change journal: which crews a poll that is not a full pass looks at.
+    changes: Changes = attrs.field(
+        default=attrs.Factory(lambda self: Changes(self.home), takes_self=True), kw_only=True)
 
     def poll(self, ctx: PollContext) -> Wake | None:
         self._held.clear()
@@ -131,18 +143,26 @@ class StatusSource:
         if not usable:
             self._note_once(ctx, "FM_CAPTAIN_RE", "status: FM_CAPTAIN_RE is not a valid regex; using the default")
         found: list[_Candidate] = []
-        for member in self.fleet.scan():
+        members, position, full_at = self._members(ctx)
+        left: set[str] = set()  # (the crews to look at again next time: changes.py)
+        for member in members:
             try:
                 if self._nothing_new(member.name):
                     self._first_seen.pop(member.name, None)
                     self._since.pop(member.name, None)
                     continue
                 candidate = self._look(ctx, member, captain)
+                # (held to settle, or read only up to READ_LIMIT: more to look at next time)
+                if candidate is not None or f"settle:{member.name}" in self._held \
+                        or not self._nothing_new(member.name):
+                    left.add(member.name)
             except FirstmateError as exc:
                 self._note_once(ctx, member.name, f"status: {member.name}: skipped: {exc.message}")
+                left.add(member.name)
                 continue
             if candidate is not None:
                 found.append(candidate)
+        self.changes.save(Seen(*position, frozenset(left), full_at))
         if not found:
             return None
         release = self._release(ctx, found)
@@ -174,6 +194,22 @@ class StatusSource:
         return min(self._held.values()) if self._held else None
 
     # --- internals -----------------------------------------------------------------------------
+
+    def _members(self, ctx: PollContext) -> tuple[tuple[crewmod.Crew, ...], tuple[int, int], float]:
+        """The crews this poll looks at (every one on a full pass, else those pending or named
+        in the change journal since: changes.py), the journal position it read to, and when
+        the last full pass was."""
+        seen = self.changes.load()
+        first, self._looked = not self._looked, True
+        if seen is not None and not due_full(seen, ctx.full, first, ctx.now, ctx.env):
+            named = self.changes.since(seen)
+            if named is not None:
+                names, position = named
+                return (self.fleet.scan_only(names | seen.pending, _LOOKED_AT), position,
+                        seen.full_at)
+        self.changes.rotate()
+        position = self.changes.position()  # (before the look: a name written during it is read)
+        return self.fleet.scan(), position, ctx.now
 
     @staticmethod
     def _release(ctx: PollContext, found: list[_Candidate]) -> float:
