@@ -38,10 +38,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def accepting(port: int) -> bool:
+def accepting(port: int, address: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((address, port)) == 0
 
 
 class Node:

@@ -8,106 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.fleet import config, sshhosts
+from firstmate.fleet import config
 from firstmate.store import crew
 from firstmate.testing.procs import eventually
-from remote_support import DEADLINE, LocalFleet
-from ssh_support import Sshd, keygen, kill, master_pid, remote_fm
-
-
-class Rig:
-    """A primary (``fm fleet use`` on a test nats-server) and host gpu reached over SSH."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.sshd = Sshd(tmp)
-        self.sshd.start()
-        self.socket = str(tmp / "gpu.tmux")
-        self.records = tmp / "records"
-        self.records.mkdir()
-        self.project = tmp / "project"
-        self.project.mkdir()
-        self.fleet = LocalFleet(tmp, ("gpu",), env={
-            "FM_SSH_CONFIG": "none", "FM_TMUX_SOCKET": str(tmp / "local.tmux"),
-            "FM_SIGNAL_GRACE": "0", "FM_POLL": "1", "FM_SSH_RETRY": "0.2",
-            "FM_SSH_TIMEOUT": "10", "FM_SSH_CONNECT_TIMEOUT": "3", "FM_REMOTE_WAIT": "30"})
-        self.fleet.setup(join=False)
-        self.primary = self.fleet.primary
-        self.host_home = self.fleet.homes["gpu"]
-
-    def add_host(self, *extra: str, identity: Path | None = None,
-                 check: bool = True) -> subprocess.CompletedProcess[str]:
-        # (the host's own home, and the same keys directory: its secrets are by home)
-        fm_there = remote_fm(self.host_home.root, self.fleet.keys, self.records)
-        return self.fm("fleet", "host", "add", "gpu", "--ssh", self.sshd.dest, "--port",
-                       str(self.sshd.port), "--identity", str(identity or self.sshd.key),
-                       "--remote-dir", str(self.project), "--remote-fm", fm_there,
-                       "--remote-tmux-socket", self.socket, *extra, check=check)
-
-    def fm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.fleet.fm(self.primary, *args, check=check)
-
-    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """The host's tmux, asked directly (not through fm)."""
-        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True,
-                              text=True, timeout=30, check=False)
-
-    def pane(self, program: str = "exec cat") -> str:
-        """A pane of the host's tmux running *program*; its id."""
-        if self.tmux("has-session").returncode:
-            made = self.tmux("new-session", "-d", "-s", "work", "-x", "120", "-y", "30", "-P",
-                             "-F", "#{pane_id}", "sh", "-c", program)
-        else:
-            made = self.tmux("new-window", "-d", "-t", "work:", "-P", "-F", "#{pane_id}", "sh",
-                             "-c", program)
-        assert made.returncode == 0, made.stderr
-        return made.stdout.strip()
-
-    def ssh_base(self) -> list[str]:
-        access = sshhosts.load(self.primary, self.fleet.env(self.primary), "gpu")
-        assert access is not None
-        return sshhosts.base_argv(self.primary, self.fleet.env(self.primary), access)[:-1]
-
-    def master(self) -> int | None:
-        return master_pid(self.ssh_base(), self.sshd.dest)
-
-    def watch(self) -> subprocess.Popen[str]:
-        """One watcher cycle of the primary (``fm watch``)."""
-        return subprocess.Popen([sys.executable, "-m", "firstmate", "watch"], text=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=self.fleet.env(self.primary))
-
-    def handled(self) -> None:
-        """Play the primary handling its wake: drain, then run the acknowledgement printed."""
-        drained = json.loads(self.fm("wake", "drain", "--json").stdout)
-        if drained.get("ack_command"):
-            self.fm(*str(drained["ack_command"]).split()[1:])
-
-    def close(self) -> None:
-        self.fleet.close()  # (fm fleet stop ends the control masters too)
-        self.tmux("kill-server")
-        self.sshd.stop()
-        for pid in self.sshd.sessions():
-            kill(pid)
-
-
-def reason(watcher: subprocess.Popen[str], deadline: float = DEADLINE) -> str:
-    """The watcher's reason line (it ends once it printed one)."""
-    assert watcher.stdout is not None
-    ready, _, _ = select.select([watcher.stdout], [], [], deadline)
-    if not ready:
-        watcher.kill()
-        pytest.fail(f"no wake within {deadline}s")
-    line = watcher.stdout.readline().rstrip("\n")
-    watcher.wait(DEADLINE)
-    return line
+from ssh_support import Rig, keygen, kill, reason, turns
 
 
 @pytest.fixture
@@ -117,11 +25,6 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         yield made
     finally:
         made.close()
-
-
-def turns(rig: Rig, name: str) -> list[str]:
-    path = rig.records / f"{name}.turns"
-    return path.read_text().splitlines() if path.exists() else []
 
 
 # --- a crew spawned on a host, and driven from the primary -------------------------------------
