@@ -89,3 +89,27 @@ def test_symlinks_are_refused_as_the_crew_store_refuses_them(home: Home, tmp_pat
         crew.list(home)
     with pytest.raises(StateError, match="symlink"):
         scan.scan()
+
+
+def test_a_scan_asked_to_stop_goes_on_from_what_it_read(home: Home) -> None:
+    from firstmate.store.crewscan import STOP_EVERY
+
+    for i in range(STOP_EVERY * 3):
+        crew.add(home, f"c{i:03d}", f"%{i}")
+    scan = FleetScan(home)
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return True
+
+    # A cold scan stops after each STOP_EVERY registrations it reads; what it read is kept.
+    assert scan.scan_until(stop) is None
+    assert scan.scan_until(stop) is None
+    assert scan.scan_until(stop) is None
+    assert len(asked) == 3
+    assert scan.scan_until(stop) == crew.list(home)  # (all read before: nothing to stop for)
+    assert len(asked) == 3
+    assert FleetScan(home).scan_until(lambda: False) == crew.list(home)
+    names = {f"c{i:03d}" for i in range(5)}
+    assert {c.name for c in scan.scan_only(names, (crew.STATUS,))} == names

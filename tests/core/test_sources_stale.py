@@ -725,3 +725,25 @@ def test_the_panes_a_batch_takes_are_looked_for_only_until_the_doorbell_rings(
     assert source.next_due(ringing) == T0 + 16  # the rest at once, after the ring
     assert len(backend.batches) == 1 and 2 <= len(backend.batches[0]) < len(targets)
     source.close()
+
+
+def test_a_ring_during_a_new_watchers_first_scan_is_answered_before_the_scan_goes_on(
+        server: Server, home: Home) -> None:
+    # A new watcher reads every registration once: at hundreds of crews that is milliseconds a
+    # ring would wait for. Rung, the scan ends early and the source is due again at once.
+    from firstmate.store.crewscan import STOP_EVERY
+
+    target = server.window("w1", STATIC)
+    server.wait_for(target, lambda text: "ready for orders" in text)
+    crew.add(home, "w1", target)
+    for i in range(STOP_EVERY * 2):
+        crew.add(home, f"gpu.c{i:03d}", "%1", host="gpu")  # (another host's: never read here)
+    source = StaleSource(home, server.backend)
+    rung = attrs.evolve(ctx(home, T0), rung=lambda: True)
+    assert source.poll(rung) is None
+    assert source.next_due(rung) == T0
+    assert source.poll(rung) is None  # (the rest of the registrations, ended early again)
+    assert source.poll(rung) is None
+    assert source.next_due(rung) == pytest.approx(T0 + 15)  # (scanned whole: the usual clock)
+    source.poll(ctx(home, T0 + 16))
+    assert source.poll(ctx(home, T0 + 40)) == Wake("stale", "w1", "stale: w1")

@@ -5,8 +5,9 @@ unreachable, once, as one wake of the whole host; lines its crews report meanwhi
 outbox; the link set up again, the host is read again without a wake and every line reaches the
 primary once.
 
-Needs CAP_NET_ADMIN (``ip netns add``): skipped with the reason where the process lacks it (CI
-runs as root). Everything the test makes (namespace, veth, processes inside) is removed by the
+Needs CAP_NET_ADMIN (``ip netns add``): skipped with the reason where the process lacks it,
+except under CI, where ``FM_TEST_REQUIRE_NETNS=1`` (set by .ci/run, which runs as root) makes it
+fail. Everything the test makes (namespace, veth, processes inside) is removed by the
 fixture's finaliser, whatever happened. Nothing is routed off this machine: the namespace's only
 link is the veth pair, on addresses no other machine answers for.
 """
@@ -116,16 +117,23 @@ class Netns:
             ip("netns", "del", self.name, check=False)
 
 
+def unavailable(why: str) -> None:
+    """Skip for *why*; fail under CI (``FM_TEST_REQUIRE_NETNS=1``, set by .ci/run)."""
+    if os.environ.get("FM_TEST_REQUIRE_NETNS") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
 @pytest.fixture
 def netns() -> Iterator[Netns]:
     if sys.platform != "linux" or shutil.which("ip") is None:
-        pytest.skip("no ip command (iproute2): a host as a network namespace needs Linux's")
+        unavailable("no ip command (iproute2): a host as a network namespace needs Linux's")
     made = Netns()
     try:
         try:
             made.create()
         except RuntimeError as exc:
-            pytest.skip(f"cannot make a network namespace here ({exc}): it needs "
+            unavailable(f"cannot make a network namespace here ({exc}): it needs "
                         "CAP_NET_ADMIN (root; CI runs as root)")
         yield made
     finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import attrs
@@ -25,6 +25,8 @@ from firstmate.store import crew as crewmod
 from firstmate.store.home import Home
 
 PANE = crewmod.PANE
+#: Registrations read between two looks at a scan's *stop* (:meth:`FleetScan.scan_until`).
+STOP_EVERY = 32
 
 #: What identifies one version of a file: (inode, size, mtime_ns, ctime_ns).
 FileKey = tuple[int, int, int, int]
@@ -57,6 +59,15 @@ class FleetScan:
 
     def scan(self) -> tuple[crewmod.Crew, ...]:
         """Every registered crew, as :func:`firstmate.store.crew.list` gives them, in its order."""
+        found = self.scan_until(None)
+        assert found is not None
+        return found
+
+    def scan_until(self, stop: Callable[[], bool] | None) -> tuple[crewmod.Crew, ...] | None:
+        """:meth:`scan`, or None when *stop* said so while registrations not read before were
+        being read (checked every :data:`STOP_EVERY` of them): a new watcher's first pass over a
+        large fleet reads them all, and a ring waits for none of it. What was read is kept, so
+        the next scan goes on from there."""
         files: dict[str, dict[str, os.DirEntry[str] | os.stat_result]] = {}
         panes: list[tuple[str, str, os.DirEntry[str]]] = []
         try:
@@ -75,9 +86,14 @@ class FleetScan:
             raise StateError(f"cannot list {self.directory}: {exc.strerror}") from exc
         self._files = files
         crews: list[crewmod.Crew] = []
+        fresh = 0
         for _, name, entry in sorted(panes, key=lambda found: found[0]):
             if not crewmod.NAME_RE.fullmatch(name):
                 continue
+            if stop is not None and entry.path not in self._known:
+                fresh += 1
+                if fresh % STOP_EVERY == 0 and stop():
+                    return None
             try:
                 st: os.stat_result | None = entry.stat(follow_symlinks=False)
             except FileNotFoundError:

@@ -206,7 +206,13 @@ class StaleSource:
                 return None
             signatures = found if isinstance(found, dict) else None
             # A crew of another host has its pane there, never in this one's tmux.
-            members = tuple(m for m in self.fleet.scan() if m.host == self.host)
+            scanned = self.fleet.scan_until(ctx.rung if self.host is None else None)
+            if scanned is None:
+                # The doorbell rang while registrations were read: it is answered first, and
+                # the next poll, due at once, scans again from what was read.
+                self._due[_MORE] = ctx.now
+                return None
+            members = tuple(m for m in scanned if m.host == self.host)
             if isinstance(signatures, PaneListing):
                 members = self._bind(members, signatures)
                 exited = self._exited(ctx, members, signatures)
