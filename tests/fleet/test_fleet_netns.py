@@ -231,7 +231,8 @@ def test_a_hosts_link_cut_wakes_once_and_its_lines_arrive_once_when_back(rig: Ne
                           ("gpu", "c1"): ["done: during the cut"],
                           ("gpu", "c2"): ["blocked: during the cut"]})
     keys = rig.drained()
-    assert sorted(keys) == ["gpu.c1.status", "gpu.c2.status"] or keys == ["gpu.c2.status"], keys
+    # (one wake or two, as the lines arrive in one batch or in two; never the host or a stale)
+    assert keys and set(keys) <= {"gpu.c1.status", "gpu.c2.status"}, keys
     third = rig.watch()
     eventually("the host read again", lambda: not os.path.exists(
         rig.primary.state / "fleet" / "gpu.unreachable"), gone=third,
