@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+import typing
 
 import psutil
 import pytest
 from firstmate.base.errors import UsageError
 from firstmate.continuity import armargs, armlinks
+from firstmate.continuity.watchchild import Child
 from firstmate.store import cyclelog, episodes
 from firstmate.store.database import open_store
 from firstmate.store.health import watcher_health
@@ -613,3 +615,40 @@ def test_a_stop_while_the_failed_line_is_printed_writes_no_second_row(rig: Rig) 
         or "arm interrupted by SIGTERM" in printed, printed
     rows = mine()
     assert [(row.origin, row.reason) for row in rows] == [("started", "nonzero-exit")], rows
+
+
+def _pipe_child() -> tuple[Child, int]:
+    """A Child whose stdout is a non-blocking pipe this test writes to (no process behind it)."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    proc = typing.cast("subprocess.Popen[bytes]", None)
+    return Child(proc, None, 0.0, out_fd=read_end), write_end
+
+
+def test_the_arm_takes_a_whole_line_in_one_read_and_finds_the_pipe_end_on_the_next() -> None:
+    child, write_end = _pipe_child()
+    try:
+        os.write(write_end, b"check: one\n")
+        os.close(write_end)
+        child.read()
+        # The line is relayed from the one read that emptied the pipe on a line's end; the
+        # pipe's end (already there) is found by the next read, as the arm's loop makes it.
+        assert child.lines == ["check: one"]
+        assert child.out_fd is not None
+        child.read()
+        assert child.lines == ["check: one"] and child.out_fd is None
+    finally:
+        child.close()
+
+
+def test_the_arm_reads_a_line_without_its_end_to_the_pipe_end_in_one_call() -> None:
+    child, write_end = _pipe_child()
+    try:
+        os.write(write_end, b"check: two\nwatcher: FAILED - cut")
+        child.read()
+        assert child.lines == ["check: two"] and child.buffer == b"watcher: FAILED - cut"
+        os.close(write_end)
+        child.read()
+        assert child.lines == ["check: two", "watcher: FAILED - cut"] and child.out_fd is None
+    finally:
+        child.close()

@@ -114,6 +114,11 @@ class Child:
             self.buffer += data
             *done, self.buffer = self.buffer.split(b"\n")
             self.lines.extend(part.decode("utf-8", "replace") for part in done)
+            if len(data) < 65536 and not self.buffer:
+                # The pipe held whole lines and is empty now: a reason line is relayed at
+                # once, without another read to find that out (the caller waits on the pipe
+                # again, and sees its end there).
+                break
 
     def take_ready(self) -> None:
         if self.ready is not None:

@@ -328,6 +328,7 @@ class Watcher:
         # between an append and its wake, and a deadline of one source costs no other's work.
         on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
         self._beacon, db_path = os.fspath(home.beacon), os.fspath(home.db)  # (made once)
+        code_path = os.fspath(code)
         due: dict[int, float] = {}
         full_at = 0.0
         rang = False
@@ -349,18 +350,14 @@ class Watcher:
                 self._touch_beacon()
             if number == 1:
                 self._notify_ready()
-            gone = missing_ground(home, code)
-            if gone is not None:
-                self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
-                # Downtime is published only where it can land: with state/ gone there is no
-                # store left to record it in (only this code directory may have gone).
-                return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
-            if self.db_file is not None and _file_id(db_path) != self.db_file:
-                self._say(f"watcher: FAILED - {home.db} was removed or replaced while the "
-                          "watcher ran; ending this cycle (the next fm arm opens the current "
-                          "database)")
-                # Nothing is published: the file this cycle holds is no longer the queue.
-                return self._finish(ExitCode.STATE, publish=False)
+            # The grounds in two stats: the database file this cycle opened, found by its
+            # path, proves the home and state/ above it are there; only when it is not is
+            # each ground looked at, to name the one that is gone.
+            if (self.db_file is None or _file_id(db_path) != self.db_file
+                    or not os.path.isdir(code_path)):
+                ended = self._grounds_gone(code)
+                if ended is not None:
+                    return ended
             ctx = PollContext(home=home, env=self.env, now=now, poll=number,
                               triage=self._log, handling_successor=successor,
                               beat=self._touch_beacon, startup_seq=self.startup_seq,
@@ -389,6 +386,25 @@ class Watcher:
                 self._touch_beacon()
             due = self._dues(ctx)
             rang = self.bell.wait(max(MIN_WAIT, min([full_at, *due.values()]) - time.time()))
+
+    def _grounds_gone(self, code: Path) -> int | None:
+        """End the cycle when a ground is gone (home, state/, this code, the database file
+        this cycle opened): the exit status; None when every one is there."""
+        assert self.home is not None
+        home = self.home
+        gone = missing_ground(home, code)
+        if gone is not None:
+            self._note_line(f"watcher: {gone} no longer exists; ending this cycle")
+            # Downtime is published only where it can land: with state/ gone there is no
+            # store left to record it in (only this code directory may have gone).
+            return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
+        if self.db_file is not None and _file_id(home.db) != self.db_file:
+            self._say(f"watcher: FAILED - {home.db} was removed or replaced while the "
+                      "watcher ran; ending this cycle (the next fm arm opens the current "
+                      "database)")
+            # Nothing is published: the file this cycle holds is no longer the queue.
+            return self._finish(ExitCode.STATE, publish=False)
+        return None
 
     def _poll(self, source: Source, ctx: PollContext) -> Wake | int | None:
         from firstmate.watch.sources.resurface import StartupLockHeld
