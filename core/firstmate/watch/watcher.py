@@ -407,14 +407,15 @@ class Watcher:
         return None
 
     def _poll(self, source: Source, ctx: PollContext) -> Wake | int | None:
-        from firstmate.watch.sources.resurface import StartupLockHeld
-
         try:
             return source.poll(ctx)
-        except StartupLockHeld as exc:
-            self._say(exc.message)
-            return self._finish(ExitCode.FAILED, publish=True)
         except Exception as exc:  # one broken source must not blind the others
+            # (imported here, not on every poll: a ring's answer runs no import statement)
+            from firstmate.watch.sources.resurface import StartupLockHeld
+
+            if isinstance(exc, StartupLockHeld):
+                self._say(exc.message)
+                return self._finish(ExitCode.FAILED, publish=True)
             name = getattr(source, "name", type(source).__name__)
             text = exc.message if isinstance(exc, FirstmateError) else f"{type(exc).__name__}: {exc}"
             self._note_once(f"{name}:{text}", f"watcher: source {name} failed: {text}")

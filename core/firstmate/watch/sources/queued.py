@@ -26,6 +26,7 @@ from typing import ClassVar
 import attrs
 
 from firstmate.base.dbconn import about_the_file, translate
+from firstmate.base.wakeinput import clean
 from firstmate.fast.wakeactor import UNCLAIMED_SQL, VALID_SQL
 from firstmate.store.database import Store, kv_get, kv_set
 from firstmate.store.home import Home
@@ -48,8 +49,6 @@ _ROWS = (
 def reason_line(kind: str, payload: str) -> str:
     """*payload* as one reason line: kept when it already starts with a reason prefix, else
     prefixed with its kind (``check: <payload>``), so the arm always recognises it."""
-    from firstmate.store.queue import clean
-
     text = clean(payload).strip()
     if _REASON.match(text):
         return text
