@@ -32,7 +32,6 @@ the arm itself signals its child only from the safe point on.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import math
 import os
 import signal
@@ -52,6 +51,7 @@ from firstmate.base.exitcodes import ExitCode
 from firstmate.base.stopsignals import Stopped
 from firstmate.store.downtime import OPEN_KEY
 from firstmate.store.home import Home, open_private, resolve_root
+from firstmate.watch.grounds import code_dir, disposable_checkout, file_id, missing_ground
 
 if TYPE_CHECKING:
     from firstmate.store.database import Store
@@ -65,7 +65,6 @@ DEFAULT_CLEANUP_BOUND = 2
 DEFAULT_STARTUP_BOUND = 10.0
 #: A watcher never waits less than this between polls (a source naming a past deadline).
 MIN_WAIT = 0.01
-DISPOSABLE_MARKER = "/.no-mistakes/worktrees/"
 #: The env var naming the pipe the arm listens on for "first poll done".
 READY_FD_ENV = "FM_WATCH_READY_FD"
 PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
@@ -92,49 +91,6 @@ def predecessor_arm_pid(env: Mapping[str, str]) -> int | None:
     raw = env.get(PREDECESSOR_ENV, "").strip()
     if raw.isascii() and raw.isdigit() and int(raw) > 1:
         return int(raw)
-    return None
-
-
-def code_dir() -> Path:
-    """The directory of the running ``firstmate`` package (the watcher's own code)."""
-    import firstmate
-
-    return Path(os.path.abspath(os.path.dirname(firstmate.__file__)))
-
-
-def disposable_checkout(code: Path, env: Mapping[str, str]) -> Path | None:
-    """*code* (logical or physical) when it lies in a disposable checkout, else None.
-
-    A disposable checkout is one whose path contains ``/.no-mistakes/worktrees/`` or matches a
-    glob of the colon-separated ``FM_DISPOSABLE_PATTERNS``. ``FM_GATE_REFUSE_BYPASS=1`` lifts the
-    refusal (for tests of the refusal's neighbours).
-    """
-    if env.get("FM_GATE_REFUSE_BYPASS", "").strip() == "1":
-        return None
-    patterns = [p for p in env.get("FM_DISPOSABLE_PATTERNS", "").split(":") if p.strip()]
-    for candidate in (Path(os.path.abspath(code)), Path(os.path.realpath(code))):
-        text = str(candidate)
-        if DISPOSABLE_MARKER in text + "/":
-            return candidate
-        for pattern in patterns:
-            if fnmatch.fnmatchcase(text, pattern) or fnmatch.fnmatchcase(text + "/", pattern):
-                return candidate
-    return None
-
-
-def _file_id(path: str | Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def missing_ground(home: Home, code: Path | None = None) -> Path | None:
-    """The first of home, state dir and code dir that no longer exists, else None."""
-    for path in (home.root, home.state, code_dir() if code is None else code):
-        if not os.path.isdir(path):
-            return path
     return None
 
 
@@ -280,7 +236,7 @@ class Watcher:
 
         assert self.home is not None
         self.db = open_store(self.home)
-        self.db_file = _file_id(self.home.db)
+        self.db_file = file_id(self.home.db)
         bound = env_float(self.env, "FM_WATCHER_STARTUP_LOCK_BOUND", DEFAULT_STARTUP_BOUND)
         try:
             with queue.locked(self.db, timeout=bound) as conn:
@@ -353,7 +309,7 @@ class Watcher:
             # The grounds in two stats: the database file this cycle opened, found by its
             # path, proves the home and state/ above it are there; only when it is not is
             # each ground looked at, to name the one that is gone.
-            if (self.db_file is None or _file_id(db_path) != self.db_file
+            if (self.db_file is None or file_id(db_path) != self.db_file
                     or not os.path.isdir(code_path)):
                 ended = self._grounds_gone(code)
                 if ended is not None:
@@ -398,7 +354,7 @@ class Watcher:
             # Downtime is published only where it can land: with state/ gone there is no
             # store left to record it in (only this code directory may have gone).
             return self._finish(ExitCode.STATE, publish=os.path.isdir(home.state))
-        if self.db_file is not None and _file_id(home.db) != self.db_file:
+        if self.db_file is not None and file_id(home.db) != self.db_file:
             self._say(f"watcher: FAILED - {home.db} was removed or replaced while the "
                       "watcher ran; ending this cycle (the next fm arm opens the current "
                       "database)")
