@@ -24,6 +24,13 @@ if not os.environ.get("FIRSTMATE_KEYS_DIR"):
 
     os.environ["FIRSTMATE_KEYS_DIR"] = os.path.join(tempfile.mkdtemp(prefix="fm-test-keys-"), "keys")
 
+# The plugin index (firstmate.base.pluginindex) is cached in a directory of this test run too: the
+# tests' private site directories would otherwise leave index files in the user's cache.
+if "fm-test-cache-" not in os.environ.get("XDG_CACHE_HOME", ""):
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fm-test-cache-")
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(

@@ -79,9 +79,6 @@ class FakeSite:
         (info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1.0\n")
         (info / "entry_points.txt").write_text(f"[firstmate.plugins]\n{name} = {module}:plugin\n")
-        # The conventional module name too, for a core that still imports plugins by it.
-        (self.path / f"firstmate_plugin_{name.replace('-', '_')}.py").write_text(
-            f"from {module} import *  # noqa: F403\nfrom {module} import plugin  # noqa: F401\n")
         for stale in [m for m in sys.modules if m.endswith(name.replace("-", "_"))]:
             self.monkeypatch.delitem(sys.modules, stale)
 

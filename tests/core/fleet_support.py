@@ -16,6 +16,7 @@ import attrs
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually
 from firstmate.watch.backends.tmux import TmuxBackend
+from plugin_site import declare
 
 CORE = Path(__file__).resolve().parents[2] / "core"
 FAKE = Path(__file__).resolve().parent / "fakecrew"
@@ -68,7 +69,11 @@ def make_fleet(tmp_path: Path) -> Iterator[Fleet]:
     home = Home(tmp_path / "home").ensure()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("FM_", "FAKECREW_")) and k not in ("TMUX", "TMUX_PANE")}
-    paths = [str(CORE), str(FAKE), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    declared = tmp_path / "fakecrew-site"  # (its entry point: fm finds plugins by nothing else)
+    declared.mkdir()
+    declare(declared, "fakecrew", "firstmate_plugin_fakecrew")
+    paths = [str(CORE), str(FAKE), str(declared),
+             *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     (tmp_path / "records").mkdir()
     env.update(PYTHONPATH=os.pathsep.join(paths), FM_HOME=str(home.root), FM_TMUX_SOCKET=socket,
                FAKECREW_DIR=str(tmp_path / "records"), FAKECREW_SECRET="s3cret",

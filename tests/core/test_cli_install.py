@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from firstmate.base.homeroot import find_root
+from plugin_site import declare
 
 DEADLINE = 60.0
 
@@ -82,6 +83,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     site.mkdir()
     (site / "firstmate_plugin_fakei.py").write_text(textwrap.dedent(PLUGIN))
     (site / "firstmate_plugin_silent.py").write_text(textwrap.dedent(SILENT))
+    declare(site, "fakei", "firstmate_plugin_fakei")
+    declare(site, "silent", "firstmate_plugin_silent")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("FM_", "FIRSTMATE_"))}
     base["PYTHONPATH"] = os.pathsep.join([str(site), *(os.path.abspath(part) for part in os.environ.get("PYTHONPATH", "").split(os.pathsep) if part)])
     base["FM_HOME"] = str(tmp_path / "home")

@@ -34,6 +34,7 @@ from firstmate.store.identity import identity_of
 from firstmate.store.need import Need
 from firstmate.store.scope import Scope, classify_dir, primary_scope
 from firstmate.testing.procs import eventually
+from plugin_site import declare
 from watch_support import Rig, make_rig, started_pid
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)
@@ -362,8 +363,9 @@ def grig(tmp_path: Path) -> Any:
     stand_ins = tmp_path / "stand-ins"
     stand_ins.mkdir()
     for name, profile in PROFILES.items():
-        (stand_ins / f"firstmate_plugin_{name}.py").write_text(STAND_IN.format(
+        (stand_ins / f"standin_{name}.py").write_text(STAND_IN.format(
             name=name, profile=profile, owner=REARMS[name][0], command=REARMS[name][1]))
+        declare(stand_ins, name, f"standin_{name}")  # (found before an installed plugin)
     made.env["PYTHONPATH"] = os.pathsep.join(
         [str(stand_ins), *filter(None, made.env.get("PYTHONPATH", "").split(os.pathsep))])
     try:

@@ -27,6 +27,7 @@ from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity, identity_of, matches
 from firstmate.testing import read_line
 from firstmate.testing.procs import eventually
+from plugin_site import declare
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.
@@ -217,6 +218,7 @@ def bridge_plugin(where: Path, name: str, *, retire: bool, idle: bool) -> Path:
     *retire* (like omp, not like Pi) and reads the queue while idle with *idle*."""
     path = where / f"firstmate_plugin_{name}.py"
     path.write_text(BRIDGE_PLUGIN.format(name=name, retire=retire, idle=idle))
+    declare(where, name, path.stem)
     return path
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 PROJECT = "firstmate"
 #: The entry-point group every harness plugin registers in.
 ENTRY_POINT_GROUP = "firstmate.plugins"
-#: A harness plugin's conventional module: ``firstmate_plugin_<harness>`` (``-`` as ``_``).
+#: The shipped plugins' naming: package ``firstmate_plugin_<harness>``, distribution
+#: ``firstmate-plugin-<harness>``. Only names a distribution to install or describe: an installed
+#: plugin is found by its entry point (firstmate.base.pluginindex), whatever its names.
 PLUGIN_MODULE_PREFIX = "firstmate_plugin_"
 #: The module holding the core's own defaults (its ``plugin``), registered in every plugin
 #: manager under :data:`CORE_PLUGIN_NAME`, like any plugin and replaceable like one.
@@ -36,18 +38,11 @@ def fm_module_argv(*args: str) -> list[str]:
     return [sys.executable, *MODULE_ARGS, *args]
 
 
-#: Submodules of the plugin package tried, after the package itself, for the ``plugin`` object
-#: and the ``quick_gate`` function: a plugin may keep its package ``__init__`` empty.
-PLUGIN_SUBMODULE = "hooks"
+#: The submodule of a plugin's package tried, after the package itself, for the ``quick_gate``
+#: function: a plugin may keep its package ``__init__`` empty.
 GATE_SUBMODULE = "gate"
-
-
-def plugin_module(harness: str) -> str:
-    """The conventional module of *harness*'s plugin."""
-    return PLUGIN_MODULE_PREFIX + harness.replace("-", "_")
 
 
 __all__ = ["CORE_PLUGIN_MODULE", "CORE_PLUGIN_NAME", "DISABLE_PLUGINS_ENV", "ENTRY_POINT_GROUP",
            "GATE_SUBMODULE", "HARNESS_NAMES_ENV", "KEYS_DIR_ENV", "MODULE_ARGS", "PLUGINS_ENV",
-           "PLUGIN_MODULE_PREFIX", "PLUGIN_SUBMODULE", "PROJECT", "fm_module_argv",
-           "plugin_module"]
+           "PLUGIN_MODULE_PREFIX", "PROJECT", "fm_module_argv"]

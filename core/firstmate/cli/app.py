@@ -19,17 +19,17 @@ def describe(app: str) -> str:
     import textwrap
 
     from firstmate.base.names import PLUGIN_MODULE_PREFIX
+    from firstmate.base.pluginindex import find
 
     harness = app[len(APP_PREFIX):] if app.startswith(APP_PREFIX) else ""
-    dist = PLUGIN_MODULE_PREFIX.replace("_", "-") + harness
+    entry = find(harness) if harness else None
+    # The installed plugin's own distribution (its entry point says which), else the name the
+    # shipped plugins' distributions follow.
+    dist = entry.dist if entry and entry.dist else PLUGIN_MODULE_PREFIX.replace("_", "-") + harness
     display = _display(harness) if harness else "its harness"
     what = f"{dist}, the Firstmate plugin for {display}" if harness else "a Firstmate plugin"
-    try:
-        from importlib.metadata import version
-
-        what = f"{dist} {version(dist)}, the Firstmate plugin for {display}"
-    except Exception:  # a description never fails over a version
-        pass
+    if entry is not None and entry.version:
+        what = f"{dist} {entry.version}, the Firstmate plugin for {display}"
     install = f"fm install {harness}" if harness else "fm install HARNESS"
     text = (f"{app} is the command of {what}. It is the whole fm command under the plugin's own "
             "name: pipx exposes it when it installs the plugin, and a launcher that finds no fm "

@@ -5,8 +5,9 @@ or break its harness:
 
 1. The payload is read from stdin with a size cap (1 MiB) and a deadline (``FM_HOOK_STDIN_TIMEOUT``,
    2 s), so a harness that never closes stdin cannot hold us.
-2. The plugin's optional ``quick_gate(event, payload, env, home)`` (in its package or its
-   ``gate`` submodule) decides, with the standard library only, whether there can be anything
+2. The plugin's optional ``quick_gate(event, payload, env, home)`` (in the package of the module
+   its entry point names, or that package's ``gate`` submodule; the entry point is read from the
+   cached index, :mod:`firstmate.base.pluginindex`) decides, with the standard library only, whether there can be anything
    to do; "no" exits 0 silently before pluggy, attrs or json are imported (docs/hooks.md,
    "The quick gate").
    A user-level hook (``--project DIR``: one entry per project in a file the harness reads
@@ -166,19 +167,25 @@ def _disabled(harness: str, env: Mapping[str, str]) -> bool:
 
 
 def _gate(harness: str) -> Any:
-    """The plugin's quick-gate module (its package, or its ``gate`` submodule), or None."""
+    """The plugin's quick-gate module (the package its entry point's module belongs to, or that
+    package's ``gate`` submodule), or None."""
     try:
         # __import__, not importlib.import_module: the importlib package is not loaded yet.
-        from firstmate.base.names import GATE_SUBMODULE, plugin_module
+        from firstmate.base.names import GATE_SUBMODULE
+        from firstmate.base.pluginindex import find
 
-        package = plugin_module(harness)
-        module = __import__(package)
+        entry = find(harness)
+        if entry is None:
+            return None  # not installed: the full path says so
+        package = entry.package
+        __import__(package)
+        module = sys.modules[package]
         if getattr(module, "quick_gate", None) is None:
             # A plugin whose package __init__ is empty keeps its gate in the gate submodule.
             __import__(f"{package}.{GATE_SUBMODULE}")
             module = sys.modules[f"{package}.{GATE_SUBMODULE}"]
     except Exception:
-        return None  # not installed or broken: the full path decides
+        return None  # broken: the full path decides
     return module
 
 

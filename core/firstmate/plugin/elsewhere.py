@@ -22,7 +22,7 @@ import attrs
 
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
-from firstmate.base.names import ENTRY_POINT_GROUP, PLUGIN_MODULE_PREFIX
+from firstmate.base.names import ENTRY_POINT_GROUP
 from firstmate.plugin.installroute import pipx_homes
 
 #: At most this many environments are looked at in each place (a machine has a few).
@@ -125,8 +125,8 @@ def _source(info: Path) -> Path | None:
 
 
 def _plugins(environment: Path) -> Iterator[tuple[str, str, Path | None]]:
-    for info in sorted(environment.glob(f"lib/python3*/site-packages/{PLUGIN_MODULE_PREFIX}*"
-                                        ".dist-info")):
+    # Every distribution whose entry points register a harness, whatever its name.
+    for info in sorted(environment.glob("lib/python3*/site-packages/*.dist-info")):
         harness = _harness(info)
         if harness is None:
             continue

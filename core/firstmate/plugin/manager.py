@@ -1,10 +1,11 @@
 """The plugin manager: finds harness plugins, isolates their failures, and calls hooks typed.
 
-Plugins are found through the entry-point group ``firstmate.plugin.manager`` (entry-point name = harness
-name). ``FIRSTMATE_PLUGINS`` (comma list) loads only the named plugins; ``FIRSTMATE_DISABLE_PLUGINS``
-skips the named ones. A plugin that fails to import is recorded by name and the others still load.
-Hot paths that need one harness call :func:`load_harness`, which imports that plugin's module by
-its conventional name and never scans every installed distribution.
+Plugins are found through the entry-point group ``firstmate.plugins`` (entry-point name = harness
+name), read through a cached index (:mod:`firstmate.base.pluginindex`) so that finding them does
+not scan every installed distribution's metadata. ``FIRSTMATE_PLUGINS`` (comma list) loads only
+the named plugins; ``FIRSTMATE_DISABLE_PLUGINS`` skips the named ones. A plugin that fails to
+import is recorded by name and the others still load. Hot paths that need one harness call
+:func:`load_harness`, which imports only the module that harness's entry point names.
 
 A plugin registers its harness once, through ``firstmate_harness_info``; a hook about one harness
 (its hook entry, install, crew launch, bridge profile, re-arm owner, wake delivery) is then
@@ -16,14 +17,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import pluggy
 
 from firstmate import PROJECT
-from firstmate.base import names
+from firstmate.base import names, pluginindex
 from firstmate.base.errors import FirstmateError
 from firstmate.base.exitcodes import ExitCode
 from firstmate.plugin import hookspecs
@@ -219,10 +220,8 @@ def _register_core(pm: pluggy.PluginManager) -> None:
     pm.register(module.CorePlugin(pm), name=names.CORE_PLUGIN_NAME)
 
 
-def _entry_points() -> Iterable[Any]:
-    from importlib.metadata import entry_points
-
-    return entry_points(group=ENTRY_POINT_GROUP)
+def _entry_points() -> list[pluginindex.Entry]:
+    return pluginindex.entries()
 
 
 def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHost:
@@ -234,19 +233,16 @@ def load(env: Mapping[str, str] | None = None, *, core: bool = True) -> PluginHo
     host = PluginHost(pm)
     if core:
         _register_core(pm)
-    seen: set[str] = set()
-    for ep in sorted(_entry_points(), key=lambda ep: ep.name):
-        if ep.name in seen or (allow and ep.name not in allow) or ep.name in block:
+    for ep in sorted(_entry_points(), key=lambda ep: ep.name):  # (one entry per name)
+        if (allow and ep.name not in allow) or ep.name in block:
             continue
-        seen.add(ep.name)
         try:
             plugin = ep.load()
             pm.register(plugin, name=ep.name)
         except Exception as exc:
             host.failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
             continue
-        dist = getattr(ep, "dist", None)
-        host.versions[ep.name] = str(getattr(dist, "version", "") or "")
+        host.versions[ep.name] = ep.version
     pm.check_pending()
     return host
 
@@ -261,8 +257,8 @@ def load_harness(name: str, env: Mapping[str, str] | None = None, *,
     """The core defaults plus the one plugin for harness *name*, loaded as cheaply as possible
     and once per process (*fresh* builds a host of the caller's own, to register more into).
 
-    Tries the conventional module ``firstmate_plugin_<name>`` first (the ``plugin`` attribute of
-    the package or of its ``hooks`` submodule); falls back to the entry-point scan only when that module is not importable.
+    Imports only the module that *name*'s entry point names, found in the cached index
+    (:mod:`firstmate.base.pluginindex`), never by scanning every distribution's metadata.
     """
     env = os.environ if env is None else env
     disabled = env.get(names.DISABLE_PLUGINS_ENV, "")
@@ -280,49 +276,31 @@ def load_harness(name: str, env: Mapping[str, str] | None = None, *,
     return host
 
 
-def _conventional_plugin(package: str) -> Any:
-    """The ``plugin`` of *package* or of its ``hooks`` submodule; None when neither has one."""
-    for module_name in (package, f"{package}.{names.PLUGIN_SUBMODULE}"):
-        try:
-            plugin = getattr(importlib.import_module(module_name), "plugin", None)
-        except ImportError:
-            return None  # not installed under the conventional name: the entry-point scan
-        if plugin is not None:
-            return plugin
-    return None
-
-
 def _build_harness_host(name: str) -> PluginHost:
     pm = new_manager()
     host = PluginHost(pm)
     _register_core(pm)
-    plugin = _conventional_plugin(names.plugin_module(name))
-    if plugin is None:
-        for ep in _entry_points():
-            if ep.name == name:
-                try:
-                    plugin = ep.load()
-                except Exception as exc:
-                    host.failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
-                break
-    if plugin is None:
+    entry = pluginindex.find(name)
+    if entry is None:
         from firstmate.plugin.elsewhere import missing
 
         raise missing(name, _installed_names())
+    try:
+        plugin = entry.load()
+    except Exception as exc:
+        raise FirstmateError(
+            f"the {name} plugin ({entry.dist or entry.value}) failed to import: "
+            f"{type(exc).__name__}: {exc}; reinstall it (fm plugin add {name}) or remove it",
+            exit_code=ExitCode.PLUGIN) from exc
     pm.register(plugin, name=name)
+    host.versions[name] = entry.version
     pm.check_pending()
     return host
 
 
 def _installed_names() -> list[str]:
-    """The harnesses whose plugins are installed: entry points and conventional modules."""
-    import pkgutil
-
-    found = [ep.name for ep in _entry_points()]
-    prefix = names.PLUGIN_MODULE_PREFIX
-    found += [module.name[len(prefix):] for module in pkgutil.iter_modules()
-              if module.name.startswith(prefix)]
-    return found
+    """The harnesses whose plugins are installed (their entry points)."""
+    return [entry.name for entry in _entry_points()]
 
 
 def require(host: PluginHost, names: Sequence[str]) -> list[str]:
