@@ -19,7 +19,8 @@ import attrs
 import firstmate
 import firstmate_plugin_claude
 import pytest
-from firstmate.store.home import Home
+from firstmate.api import Home
+from firstmate.testing.state import arm_links, claim
 
 DEADLINE = 30.0
 PATHS = [str(Path(firstmate.__file__).resolve().parents[1]),
@@ -90,16 +91,7 @@ class Rig:
         return pid if watcher.get("healthy") and isinstance(pid, int) else None
 
     def ledger(self) -> dict[str, Any]:
-        from firstmate.continuity import claimledger
-        from firstmate.store.database import open_store
-
-        db = open_store(self.home)
-        try:
-            with db.reading() as conn:
-                entry = claimledger.read(conn, "claude")
-        finally:
-            db.close()
-        return attrs.asdict(entry) if entry is not None else {}
+        return claim(self.home, "claude")
 
     def parked(self, after: int = 0) -> int | None:
         """The epoch of an ``arming`` claim newer than *after* once the newest hook's arm is
@@ -114,20 +106,13 @@ class Rig:
     def hook_linked(self, watcher: int) -> bool:
         """Whether an arm under a live hook process started or attached to *watcher*."""
         import psutil
-        from firstmate.continuity.armlinks import links
-        from firstmate.store.database import open_store
 
         arms: set[int] = set()
         for proc in self.procs:
             if proc.poll() is None:
                 with contextlib.suppress(psutil.Error):
                     arms |= {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
-        db = open_store(self.home)
-        try:
-            return any(link.watcher_pid == watcher and link.arm_pid in arms
-                       for link in links(db))
-        finally:
-            db.close()
+        return any(pair[1] == watcher and pair[0] in arms for pair in arm_links(self.home))
 
     def close(self) -> None:
         for proc in self.procs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstmate.plugin.crewlaunch import CrewLaunchRequest
+from firstmate.api import CrewLaunchRequest
 from firstmate_plugin_claude.hooks import plugin
 
 

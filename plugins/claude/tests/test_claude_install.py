@@ -7,8 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from firstmate.plugin.harness import HookOutcome, InstallOptions
-from firstmate.store.home import Home
+from firstmate.api import Home, HookOutcome, InstallOptions
 from firstmate_plugin_claude.gate import quick_gate
 from firstmate_plugin_claude.hooks import plugin
 
@@ -197,10 +196,10 @@ def test_hooks_an_older_fm_put_in_the_committed_settings_are_moved(tmp_path: Pat
 
 
 def test_claude_declares_the_supervision_host_engine_and_its_project_dir() -> None:
-    from firstmate.host import supervision as host
+    from firstmate.testing.state import default_host_engine
     from firstmate_plugin_claude.hooks import INFO
 
     assert INFO.host_engine == ("claude", "-p", "--permission-mode", "dontAsk", "--allowedTools",
                                 "Bash,Read", "--model", "sonnet")
-    assert host.default_engine({"FIRSTMATE_PLUGINS": "claude"}) == INFO.host_engine
+    assert default_host_engine({"FIRSTMATE_PLUGINS": "claude"}) == INFO.host_engine
     assert INFO.project_env == ("CLAUDE_PROJECT_DIR",)

@@ -3,16 +3,15 @@ cooperates with the ledger, and the knobs and store keys that keep their Claude 
 
 from __future__ import annotations
 
-from firstmate.continuity import claimledger
-from firstmate.plugin import manager as plugins
-from firstmate.rearm.claimpark import ClaimLedgerPark
+from firstmate.api import ClaimLedgerPark
+from firstmate.testing.state import claim_keys, loaded_harness
 from firstmate_plugin_claude.hooks import INFO, REARM
 
 
 def test_the_stop_hooks_are_a_claim_ledger_park_and_the_guard_cooperates() -> None:
     assert isinstance(REARM, ClaimLedgerPark)
     assert REARM.events(INFO) == ("stop", "stop-failure")
-    info = plugins.load_harness("claude", {}).harness("claude")
+    info = loaded_harness("claude")
     assert info is not None and info.guard == REARM.guard and info.guard.claim_ledger
 
 
@@ -26,8 +25,6 @@ def test_the_knobs_and_keys_keep_their_claude_names() -> None:
     assert (REARM.guard.sync_wait_env, REARM.guard.sync_wait_ms) == (
         "FM_CLAUDE_AUTOARM_SYNC_WAIT_MS", 800)
     # A home an older version supervised keeps its ledger: the same store keys.
-    assert (claimledger.key("claude"), claimledger.key("claude", "notified"),
-            claimledger.key("claude", "alarmed"), claimledger.key("claude", "stopfailure_at"),
-            claimledger.key("claude", "notices")) == (
+    assert claim_keys("claude") == (
         "claude.autoarm", "claude.autoarm.notified", "claude.autoarm.alarmed",
         "claude.autoarm.stopfailure_at", "claude.autoarm.notices")

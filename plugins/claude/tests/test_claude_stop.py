@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from claude_support import Rig, rig_fixture  # noqa: F401  (the rig fixture)
+from firstmate.api import Home
 from firstmate.continuity import claimledger
 from firstmate.rearm import claimpark
 from firstmate.store.database import kv_set, open_store
-from firstmate.store.home import Home
 from firstmate.store.locks import FileLock
 from firstmate.testing.procs import eventually
 
@@ -298,7 +298,7 @@ def test_cross_loaded_under_grok_or_cursor_is_inert(rig: Rig) -> None:
 def test_the_plugin_directory_ships_the_same_hooks(tmp_path: Path) -> None:
     """The same events and options as ``fm install claude`` writes; only the command differs:
     the plugin's launcher finds ``fm`` itself (a static file cannot know where it is)."""
-    from firstmate.plugin.harness import InstallOptions
+    from firstmate.api import InstallOptions
     from firstmate_plugin_claude.hooks import HOOKS, plugin_dir
 
     root = plugin_dir()

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.base.errors import UsageError
-from firstmate.plugin.harness import InstallOptions
+from firstmate.api import InstallOptions, UsageError
 from firstmate.testing import DEADLINE, fm_command
 from firstmate_plugin_codex import appserver
 from firstmate_plugin_codex.hooks import plugin

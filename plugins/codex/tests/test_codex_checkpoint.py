@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from firstmate.api import Home, watcher_health
 from firstmate.store import episodes, queue
 from firstmate.store.database import Store
-from firstmate.store.health import watcher_health
-from firstmate.store.home import Home
 from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home, spawn_arm  # noqa: F401
 
 

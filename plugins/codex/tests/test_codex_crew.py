@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from firstmate.plugin.crewlaunch import CrewLaunchRequest
+from firstmate.api import CrewLaunchRequest
 from firstmate_plugin_codex.hooks import plugin
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstmate.plugin.configfiles import block_markers
-from firstmate.plugin.harness import HookOutcome, InstallOptions
-from firstmate.store.home import Home
+from firstmate.api import Home, HookOutcome, InstallOptions
+from firstmate.testing.state import block_markers
 from firstmate_plugin_codex.gate import quick_gate
 from firstmate_plugin_codex.hooks import BLOCK_NAME, plugin
 

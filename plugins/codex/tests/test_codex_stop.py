@@ -8,9 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from firstmate.continuity.stopchain import Bounds, Chain, charge
-from firstmate.store.health import watcher_health
-from firstmate.store.home import Home
+from firstmate.api import Home, watcher_health
 from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home  # noqa: F401
 from firstmate_plugin_codex.hooks import plugin
 
@@ -135,7 +133,7 @@ def test_a_newer_park_supersedes_an_older_one(fm_home: Home,  # noqa: F811
 
 
 def test_install_parked_mode(tmp_path: Path) -> None:
-    from firstmate.plugin.harness import InstallOptions
+    from firstmate.api import InstallOptions
 
     plugin.firstmate_install(options=InstallOptions("codex", tmp_path, flags={"parked": "true"}))
     handler = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]["Stop"][0][
@@ -144,24 +142,3 @@ def test_install_parked_mode(tmp_path: Path) -> None:
     assert handler["timeout"] > 3600
     plugin.firstmate_uninstall(options=InstallOptions("codex", tmp_path))
     assert not (tmp_path / ".codex").exists()
-
-
-def test_chain_bounds_are_pure_and_reset_on_a_new_conversation() -> None:
-    bounds = Bounds(block_budget=2, same_budget=2, ceiling=4)
-    chain = Chain("c")
-    for _ in range(2):
-        verdict = charge(chain, "wake", ("signal: x",), bounds)
-        assert verdict.allowed
-        chain = verdict.chain
-    assert not charge(chain, "wake", ("signal: x",), bounds).allowed
-    verdict = charge(chain, "wake", ("stale: alpha (idle 3m)",), bounds)
-    assert verdict.allowed
-    chain = verdict.chain
-    assert charge(chain, "wake", ("stale: alpha (idle 9m)",), bounds).allowed  # same canonical
-    assert not charge(attrs_total(chain, 4), "block", (), bounds).allowed
-
-
-def attrs_total(chain: Chain, total: int) -> Chain:
-    import attrs
-
-    return attrs.evolve(chain, total=total)

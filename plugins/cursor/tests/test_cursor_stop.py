@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from firstmate.continuity.stopchain import Chain, spend
-from firstmate.store.health import watcher_health
-from firstmate.store.home import Home
+from firstmate.api import Home, watcher_health
 from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home  # noqa: F401
 
 STOP = {"conversation_id": "c-1", "generation_id": "g-1", "model": "m",
@@ -152,14 +150,3 @@ def test_pi_hosting_cursor_hooks_stands_down(env: dict[str, str]) -> None:
 
 def test_aborted_stops_never_park(env: dict[str, str]) -> None:
     assert run(env, status="aborted")[0] == {}
-
-
-def test_chain_record_is_per_conversation(fm_home: Home) -> None:  # noqa: F811
-    from firstmate.continuity.stopchain import Bounds, load
-
-    bounds = Bounds(block_budget=1)
-    assert spend(fm_home, "cursor", "a", "block", (), bounds).allowed
-    assert not spend(fm_home, "cursor", "a", "block", (), bounds).allowed
-    assert spend(fm_home, "cursor", "b", "block", (), bounds).allowed
-    assert load(fm_home, "cursor", "b", reset=False) == Chain("b", blocks=1, total=1)
-    assert spend(fm_home, "cursor", "b", "block", (), bounds, reset=True).allowed

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from firstmate.base.errors import UsageError
-from firstmate.plugin.crewlaunch import CrewLaunchRequest
+from firstmate.api import CrewLaunchRequest, UsageError
 from firstmate_plugin_grok.hooks import plugin
 
 

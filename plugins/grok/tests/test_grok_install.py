@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from firstmate.plugin.harness import HookOutcome, InstallOptions
-from firstmate.store.home import Home
+from firstmate.api import Home, HookOutcome, InstallOptions
 from firstmate_plugin_grok.gate import quick_gate
 from firstmate_plugin_grok.hooks import plugin
 

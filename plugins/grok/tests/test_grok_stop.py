@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from firstmate.store.home import Home
+from firstmate.api import Home
 from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home  # noqa: F401
 from firstmate_plugin_grok.hooks import RULES, plugin
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from firstmate.plugin import shiminstall
+from firstmate.api import resource_text
+from firstmate.testing.state import shim_package_json
 from firstmate_plugin_omp.hooks import INFO, PROFILE, SPEC, plugin
 
 
@@ -19,11 +20,11 @@ def test_profile_and_owned_files() -> None:
     assert plugin.firstmate_bridge_profile(harness="omp") is PROFILE
     assert plugin.firstmate_bridge_profile(harness="claude") is None
     assert INFO.owned_files == SPEC.owned_files() and INFO.config_files == ()
-    assert SPEC.marker in shiminstall.resource_text(SPEC.package, SPEC.resource, "omp")[:300]
+    assert SPEC.marker in resource_text(SPEC.package, SPEC.resource, "omp")[:300]
 
 
 def test_npm_manifest_names_the_extension_for_the_harness() -> None:
-    manifest = json.loads(shiminstall.package_json(SPEC))
+    manifest = json.loads(shim_package_json(SPEC))
     assert manifest["name"] == "firstmate-omp"
     for key, value in SPEC.npm_fields.items():
         assert manifest[key] == value

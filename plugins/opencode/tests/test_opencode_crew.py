@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from firstmate.plugin.crewlaunch import CrewLaunch, CrewLaunchRequest
+from firstmate.api import CrewLaunch, CrewLaunchRequest
 from firstmate.testing import eventually
 from firstmate_plugin_opencode.hooks import CREW_PLACEHOLDER, plugin
 
