@@ -6,7 +6,8 @@ alternating with the baseline ``python -c pass`` of the same interpreter and env
 machine load hits both alike. Reported per command: the median wall time, the baseline's, their
 ratio and the median of the per-pair ratios. Goals: every gate path of a hook (a never-used home,
 a crew's own session, nothing to supervise, away mode, another harness's payload) <= 1.6;
-``fm wake append`` and ``fm crew status`` <= 2.0. The last line is one JSON object; ``--check``
+``fm wake append`` and ``fm crew status`` <= 2.0. A supervised home's hook, which loads the
+plugin and runs it, is reported as a reference. The last line is one JSON object; ``--check``
 exits 1 when a goal is missed.
 
 The commands run the way a harness runs them: the ``fm`` console script next to this interpreter
@@ -63,7 +64,8 @@ def child_env(home: Path, pycache: Path) -> dict[str, str]:
     if importlib.util.find_spec("firstmate") is None:
         extra.append(str(REPO / "core"))
     if importlib.util.find_spec("firstmate_plugin_claude") is None:
-        extra.append(str(REPO / "plugins" / "claude" / "src"))
+        # Not installed: its sources, and the entry point fm finds a plugin by.
+        extra += [str(REPO / "plugins" / "claude" / "src"), str(claude_site(pycache.parent))]
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     env["FM_HOME"] = str(home)
@@ -71,6 +73,19 @@ def child_env(home: Path, pycache: Path) -> dict[str, str]:
     # user's own keys directory.
     env["FIRSTMATE_KEYS_DIR"] = str(pycache.parent / "keys")
     return env
+
+
+def claude_site(tmp: Path) -> Path:
+    """A site directory declaring the Claude plugin's entry point, for a checkout run where the
+    plugin is not installed."""
+    site = tmp / "site"
+    info = site / "firstmate_plugin_claude-0.dev0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: firstmate-plugin-claude\n"
+                                   "Version: 0.dev0\n")
+    (info / "entry_points.txt").write_text(
+        "[firstmate.plugins]\nclaude = firstmate_plugin_claude.hooks:plugin\n")
+    return site
 
 
 def fm_argv() -> tuple[list[str], str]:
@@ -151,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
                     lambda i: [*fm, "crew", "status", "c1", f"working: step {i}"],
                     fleet_env, b"", args.runs, goal=PRODUCER_GOAL),
         ]
+        # The path with work to do: a supervised home's turn end loads the plugin (found through
+        # the plugin index) and runs its hook. No goal: a reference that must not regress.
+        supervised = measure("hook: supervised home", lambda i: stop, fleet_env, CLAUDE_STOP,
+                             args.runs, goal=0.0)
         # Why the short commands lock through fcntl and not portalocker (firstmate.store.locks).
         portalocker = measure("import portalocker", lambda i: [sys.executable, "-c",
                                                                "import portalocker"],
@@ -165,11 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['label']:<28} {r['median_ms']:>7.1f} ms | baseline {r['baseline_median_ms']:.1f} ms "
               f"-> ratio {r['ratio']:.2f}x (per-pair median {r['pair_ratio']:.2f}x) "
               f"goal <= {r['goal']}x: {verdict}")
+    print(f"{'hook: supervised home':<28} {supervised['median_ms']:>7.1f} ms | baseline "
+          f"{supervised['baseline_median_ms']:.1f} ms -> ratio {supervised['ratio']:.2f}x "
+          "(reference: the plugin loads and its hook runs)")
     print(f"{'python -c import portalocker':<28} {portalocker['median_ms']:>7.1f} ms | baseline "
           f"{portalocker['baseline_median_ms']:.1f} ms -> ratio {portalocker['ratio']:.2f}x "
           "(reference: why only long-running processes lock through portalocker)")
     emit("coldstart", {"bench": "coldstart", "command": how, "goal_ratio": GOAL_RATIO,
-                       "portalocker_import": portalocker,
+                       "portalocker_import": portalocker, "supervised_hook": supervised,
                        "producer_goal_ratio": PRODUCER_GOAL,
                        "goal_met": ok, "results": results})
     return 1 if args.check and not ok else 0

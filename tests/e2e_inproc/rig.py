@@ -9,6 +9,7 @@ for that tag, so a leftover is found whatever its command line looks like.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -53,19 +54,41 @@ needs_node = pytest.mark.skipif(
 
 def source_paths() -> list[str]:
     """Absolute source dirs of this checkout for what is not installed: under tox the installed
-    packages (and the shim files they ship) are used; in a bare checkout, the sources."""
+    packages (and the shim files they ship) are used; in a bare checkout, the sources, with a
+    site directory that declares the plugins' entry points (fm finds a plugin by nothing else)."""
     import importlib.util
 
     wanted = {"firstmate": REPO / "core",
               **{f"firstmate_plugin_{name}": REPO / "plugins" / name / "src"
                  for name in ("pi", "omp", "opencode")}}
-    paths = []
+    paths, undeclared = [], []
     for module, path in wanted.items():
         spec = importlib.util.find_spec(module)
         origin = Path(spec.origin).resolve() if spec and spec.origin else None
         if origin is None or origin.is_relative_to(path.resolve()):
             paths.append(str(path))
+        if origin is None and module != "firstmate":
+            undeclared.append(module)
+    if undeclared:
+        paths.append(str(entry_point_site(tuple(undeclared))))
     return paths
+
+
+@functools.cache
+def entry_point_site(modules: tuple[str, ...]) -> Path:
+    """A site directory holding a dist-info with the entry point of each plugin in *modules*."""
+    import tempfile
+
+    site = Path(tempfile.mkdtemp(prefix="fm-e2e-site-"))
+    for module in modules:
+        harness = module.removeprefix("firstmate_plugin_")
+        info = site / f"{module}-0.dev0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}"
+                                       "\nVersion: 0.dev0\n")
+        (info / "entry_points.txt").write_text(
+            f"[firstmate.plugins]\n{harness} = {module}.hooks:plugin\n")
+    return site
 
 
 def npm_install(name: str, version: str, packages: list[str], binary: str) -> Path:

@@ -6,7 +6,7 @@ a hook more than its whole start-up budget, so the scan's answer (harness name �
 attribute its entry point names, and its distribution's name and version) is kept in a small
 file in the user's cache directory — ``$XDG_CACHE_HOME/firstmate``, else ``~/.cache/firstmate``
 — one per Python environment and ``sys.path``. The file is trusted only while its key matches —
-a digest of ``sys.path`` and each of its directories' modification times (installing,
+``sys.path`` and each of its directories' modification times (installing,
 removing or upgrading a distribution adds or removes a ``*.dist-info`` there) — and while each
 indexed plugin's ``entry_points.txt`` keeps the time it had (an edit in place). A missing,
 foreign, shared-writable, corrupt or stale file means a real scan, and the answer is written
@@ -118,13 +118,20 @@ def _path() -> list[str]:
 
 
 def key() -> tuple[str, int]:
-    """A digest of ``sys.path`` and its directories' modification times (an install, an
-    uninstall or an upgrade adds or removes a ``*.dist-info`` in one), and the newest of them."""
-    times = [_mtime(entry) for entry in _path()]
-    from firstmate.base.fasthash import sha256_hex
+    """The text of ``sys.path`` and its directories' modification times (an install, an
+    uninstall or an upgrade adds or removes a ``*.dist-info`` in one), on one line, and the
+    newest of the times. Kept whole in the index: comparing it costs less than hashing it."""
+    path = _path()
+    times = [_mtime(entry) for entry in path]
+    return repr((sys.prefix, path, times)), max(times, default=-1)
 
-    text = repr((HEADER, sys.prefix, _path(), times))
-    return sha256_hex(text.encode("utf-8", "surrogateescape")), max(times, default=-1)
+
+def _name_hash(text: str) -> str:
+    """A short stable name for *text* (its bytes as one number, modulo a 61-bit prime): it only
+    picks the index file, whose contents are checked in full, so hashlib's cost is not worth
+    paying here."""
+    value = int.from_bytes(text.encode("utf-8", "surrogateescape"), "big") % ((1 << 61) - 1)
+    return f"{value:016x}"
 
 
 def _fresh(newest: int) -> bool:
@@ -154,10 +161,8 @@ def index_file(env: Mapping[str, str] | None = None) -> str | None:
     folder = cache_dir(env)
     if folder is None:
         return None
-    from firstmate.base.fasthash import sha256_hex
-
-    which = repr((sys.prefix, sys.executable, _path())).encode("utf-8", "surrogateescape")
-    return os.path.join(folder, f"{FILE_PREFIX}{sha256_hex(which)[:24]}{FILE_SUFFIX}")
+    which = _name_hash(repr((sys.prefix, sys.executable, _path())))
+    return os.path.join(folder, f"{FILE_PREFIX}{which}{FILE_SUFFIX}")
 
 
 def parse(text: str, want: str) -> list[Entry] | None:
@@ -184,6 +189,8 @@ def parse(text: str, want: str) -> list[Entry] | None:
 
 def render(entries: Iterable[tuple[Entry, str]], digest: str) -> str:
     """An index of *entries* (each with its ``entry_points.txt``) under key *digest*."""
+    if "\n" in digest:
+        raise ValueError("a key is one line")
     lines = [HEADER, f"key {digest}"]
     for entry, where in entries:
         if "\t" in where or "\n" in where:
