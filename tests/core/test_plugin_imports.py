@@ -1,7 +1,8 @@
 """The plugin contract is firstmate.api: every plugin this repository ships, the template and
 the example in docs/writing-a-plugin.md import nothing from firstmate but firstmate.api (with
-its quick-gate module) and, in tests, firstmate.testing. Read from the sources, so it holds
-with the core alone installed."""
+its quick-gate module) and, in tests, firstmate.testing: a plugin's tests arrange and read a
+home's state through the test kit, never through core's store. Read from the sources, so it
+holds with the core alone installed."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = ("firstmate.api", "firstmate.testing")
-#: Every plugin's shipped code, and the template's tests too: a new plugin starts as a copy.
-SOURCES = sorted([*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("plugins/_template/tests/*.py")])
+#: Every plugin's shipped code.
+SOURCES = sorted(ROOT.glob("plugins/*/src/**/*.py"))
+#: Every plugin's tests (the template's too: a new plugin starts as a copy), with their helpers.
+TESTS = sorted(ROOT.glob("plugins/*/tests/**/*.py"))
+
+
+def _allowed(name: str) -> bool:
+    return any(name == ok or name.startswith(f"{ok}.") for ok in ALLOWED)
 
 
 def foreign_imports(source: str) -> list[str]:
@@ -30,7 +37,7 @@ def foreign_imports(source: str) -> list[str]:
             continue
         found += [f"line {node.lineno}: {name}" for name in names
                   if (name == "firstmate" or name.startswith("firstmate."))
-                  and not name.startswith(ALLOWED) and name != "firstmate.api"]
+                  and not _allowed(name)]
     return found
 
 
@@ -43,8 +50,14 @@ def docs_example() -> str:
     return match.group(1)
 
 
+def _plugins(paths: list[Path]) -> set[str]:
+    return {p.parts[len(ROOT.parts) + 1] for p in paths}
+
+
 def test_there_are_plugins_to_check() -> None:
-    assert len({p.parts[len(ROOT.parts) + 1] for p in SOURCES}) >= 8, SOURCES
+    assert len(_plugins(SOURCES)) >= 8, SOURCES
+    # Every plugin with code has tests, and the template's are among them.
+    assert _plugins(TESTS) == _plugins(SOURCES) and "_template" in _plugins(TESTS), TESTS
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -52,6 +65,14 @@ def test_a_plugin_imports_only_the_api(path: Path) -> None:
     assert foreign_imports(path.read_text()) == [], (
         f"{path.relative_to(ROOT)} reaches into core: import these from firstmate.api instead "
         "(add the name there if a plugin truly needs it)")
+
+
+@pytest.mark.parametrize("path", TESTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_plugins_tests_import_only_the_api_and_the_test_kit(path: Path) -> None:
+    assert foreign_imports(path.read_text()) == [], (
+        f"{path.relative_to(ROOT)} reaches into core: a plugin's tests use firstmate.api and "
+        "firstmate.testing (firstmate.testing.plant arranges a home's state, "
+        "firstmate.testing.state reads it; add a helper there if a test truly needs one)")
 
 
 def test_the_docs_example_imports_only_the_api() -> None:
@@ -65,6 +86,10 @@ def test_the_check_catches_each_way_of_reaching_in() -> None:
                            "def f():\n    from firstmate.guards import turnend\n") == [
         "line 1: firstmate.store.home", "line 2: firstmate.plugin.harness",
         "line 3: firstmate.hookimpl", "line 5: firstmate.guards"]
+    # A name that only starts like an allowed module is not it.
+    assert foreign_imports("import firstmate.apix\nfrom firstmate.testingkit import x\n") == [
+        "line 1: firstmate.apix", "line 2: firstmate.testingkit"]
     assert foreign_imports("from firstmate.api import Home\nfrom firstmate.api.gate import x\n"
                            "from firstmate.testing import rearm\nimport firstmate_plugin_x\n"
+                           "from firstmate.testing.plant import plant_claim\n"
                            "from . import gate\n") == []

@@ -4,8 +4,9 @@ Enable with ``pytest_plugins = ["firstmate.testing"]`` in a conftest. Modules:
 :mod:`~firstmate.testing.procs` (real processes), :mod:`~firstmate.testing.fixtures`,
 :mod:`~firstmate.testing.samples` (hook calls and user files), :mod:`~firstmate.testing.contract`
 and :mod:`~firstmate.testing.rearm` (the continuity half of the contract),
-:mod:`~firstmate.testing.state` (what a plugin's tests read of a home's state and of core's
-shipped texts, so they import nothing of core but ``firstmate.api`` and this kit). Fixtures:
+:mod:`~firstmate.testing.state` and :mod:`~firstmate.testing.plant` (what a plugin's tests read
+of a home's state and of core's shipped texts, and what they arrange in a home before a hook
+runs, so they import nothing of core but ``firstmate.api`` and this kit). Fixtures:
 
 ``fm_home`` / ``fm_env``
     A fresh prepared home (``FM_HOME`` points at it) and the environment a child ``fm`` runs with.

@@ -1,8 +1,9 @@
 """What a plugin's tests read of a home's state and of core's shipped texts, so they check it
 through the test kit rather than through core's store: the re-arm claim a hook holds, the arm
-links a watcher keeps, the wake episode, the store keys of a claim ledger, the harness as a hook
-loads it, the supervision host's default engine, the markers of a text block an install writes
-and a shim's npm manifest."""
+links a watcher keeps, the wake episode, the wait left before a paced claim, the store keys of
+a claim ledger, the harness as a hook loads it, the supervision host's default engine, the
+markers of a text block an install writes and a shim's npm manifest. What they arrange before
+a hook runs is :mod:`firstmate.testing.plant`'s."""
 
 from __future__ import annotations
 
@@ -87,6 +88,14 @@ def default_host_engine(env: Mapping[str, str]) -> tuple[str, ...]:
     return default_engine(env)
 
 
+def pacing_left(home: Home, harness: str, cooldown: float) -> float:
+    """Seconds until *harness*'s next paced claim in *home* may run under a *cooldown* of that
+    many seconds (0 when it may run now): positive while a paced hook waits."""
+    from firstmate.rearm.claimpark import cooldown_left
+
+    return cooldown_left(home, harness, cooldown)
+
+
 def block_markers(name: str) -> tuple[str, str]:
     """The first and last lines of the text block *name* an install writes into a shared file
     (``AGENTS.md``)."""
@@ -103,4 +112,4 @@ def shim_package_json(spec: ShimSpec) -> str:
 
 
 __all__ = ["arm_links", "block_markers", "claim", "claim_keys", "default_host_engine",
-           "episode", "loaded_harness", "shim_package_json"]
+           "episode", "loaded_harness", "pacing_left", "shim_package_json"]

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import firstmate
+import firstmate.api
 import firstmate_plugin_claude
 import pytest
 from firstmate.api import Home
 from firstmate.testing.state import arm_links, claim
 
 DEADLINE = 30.0
-PATHS = [str(Path(firstmate.__file__).resolve().parents[1]),
+# (firstmate/api/__init__.py: the directory holding the firstmate package)
+PATHS = [str(Path(firstmate.api.__file__).resolve().parents[2]),
          str(Path(firstmate_plugin_claude.__file__).resolve().parents[1])]
 
 

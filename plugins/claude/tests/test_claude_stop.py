@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 from claude_support import Rig, rig_fixture  # noqa: F401  (the rig fixture)
-from firstmate.api import Home
-from firstmate.continuity import claimledger
-from firstmate.rearm import claimpark
-from firstmate.store.database import kv_set, open_store
-from firstmate.store.locks import FileLock
+from firstmate.testing.plant import (
+    commit_claim,
+    plant_claim,
+    set_last_paced_claim,
+    watcher_lock_held,
+)
 from firstmate.testing.procs import eventually
-
-#: Where the Stop hook paces StopFailure claims (the claim ledger's key for Claude).
-PACED_AT = claimledger.key("claude", "stopfailure_at")
+from firstmate.testing.state import pacing_left
 
 # --- session start -----------------------------------------------------------------------------
 
@@ -108,38 +107,19 @@ def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
-def _plant_claim(home: Home, owner: subprocess.Popen[bytes],
-                 session_pid: int) -> claimledger.Claim:
-    from firstmate.testing import exec_identity
-
-    ident = exec_identity(owner)  # (not the forking interpreter's, which never matches again)
-    db = open_store(home)
-    try:
-        with db.transaction() as conn:
-            return claimledger.claim_next(conn, "claude", owner.pid, ident.token(),
-                                          session_pid=session_pid)
-    finally:
-        db.close()
-
-
 def test_orphaned_claim_of_a_dead_session_is_superseded(rig: Rig) -> None:
     rig.session_start()
     rig.add_crew()
     orphan = _sleeper()  # a live hook process left behind by a session that is gone
     try:
-        old = _plant_claim(rig.home, orphan, session_pid=4_000_000)
+        old = plant_claim(rig.home, "claude", orphan, session_pid=4_000_000)
         hook = rig.start_hook("stop")
-        eventually("the new session's hook parked", lambda: rig.parked(old.epoch))
+        eventually("the new session's hook parked", lambda: rig.parked(old["epoch"]))
         rig.append("signal: builder done: AFTER-ORPHAN")
         _, err = hook.communicate(timeout=60)
         assert hook.returncode == 2 and "AFTER-ORPHAN" in err
-        db = open_store(rig.home)
-        try:
-            with db.transaction() as conn:  # the superseded owner can no longer commit
-                assert claimledger.commit(conn, "claude", old.epoch, old.owner_pid,
-                                          "wake") is False
-        finally:
-            db.close()
+        # The superseded owner can no longer commit.
+        assert commit_claim(rig.home, "claude", old["epoch"], old["owner_pid"], "wake") is False
     finally:
         orphan.kill()
         orphan.wait()
@@ -190,7 +170,8 @@ def test_open_claim_of_this_session_admits_no_second_hook(rig: Rig) -> None:
     rig.add_crew()
     owner = _sleeper()
     try:
-        _plant_claim(rig.home, owner, session_pid=int(rig.env["FM_SESSION_HOLDER_PID"]))
+        plant_claim(rig.home, "claude", owner,
+                    session_pid=int(rig.env["FM_SESSION_HOLDER_PID"]))
         assert rig.run_hook("stop") == (0, "", "")
         assert rig.ledger()["epoch"] == 1
     finally:
@@ -205,17 +186,14 @@ def test_failure_episode_failed_still_failing_alarm_then_recovery(rig: Rig) -> N
     # its claim, so the confirmation timeout alone would not end it sooner).
     env = {"FM_CLAUDE_AUTOARM_ATTEMPTS": "1", "FM_CLAUDE_AUTOARM_NOTICE_BUDGET": "2",
            "FM_ARM_CONFIRM_TIMEOUT": "3", "FM_WATCHER_STARTUP_LOCK_BOUND": "2"}
-    blocker = FileLock(rig.home.lock_path("watch"), "test-blocker", rig.home.root)
-    blocker.acquire(0)  # a live non-watcher holds the watcher singleton: every arm fails
-    try:
+    # A live non-watcher holds the watcher singleton: every arm fails.
+    with watcher_lock_held(rig.home):
         code, out, err = rig.run_hook("stop", **env)
         assert (code, out) == (2, "") and "auto-arm FAILED" in err and "evidence:" in err
         code, _, err = rig.run_hook("stop", **env)
         assert code == 2 and "STILL FAILING" in err and "last notice" in err
         assert rig.run_hook("stop", **env) == (0, "", "")  # after the alarm: suppressed
         assert rig.ledger()["outcome"] == "failed-suppressed"
-    finally:
-        blocker.release()
     # The recovery starts a real watcher: it gets the default start budget (a loaded machine
     # may need it); the short one above only made the blocked arms fail quickly.
     hook = rig.start_hook("stop", **{k: v for k, v in env.items() if k not in (
@@ -225,12 +203,9 @@ def test_failure_episode_failed_still_failing_alarm_then_recovery(rig: Rig) -> N
     _, err = hook.communicate(timeout=60)
     assert hook.returncode == 2 and "RECOVERED" in err
     rig.fm("arm", "--stop")
-    blocker.acquire(0)
-    try:
+    with watcher_lock_held(rig.home):
         code, _, err = rig.run_hook("stop", **env)
         assert code == 2 and "auto-arm FAILED" in err  # a new episode starts over
-    finally:
-        blocker.release()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
@@ -249,12 +224,7 @@ def test_stop_signal_from_the_hook_timeout_is_exit_2_interrupted(rig: Rig, sig: 
 def test_stop_failure_is_paced_not_dropped(rig: Rig) -> None:
     rig.session_start()
     rig.add_crew()
-    db = open_store(rig.home)
-    try:
-        with db.transaction() as conn:
-            kv_set(conn, PACED_AT, f"{time.time():.3f}")
-    finally:
-        db.close()
+    set_last_paced_claim(rig.home, "claude", time.time())
     started = time.monotonic()
     hook = rig.start_hook("stop-failure", rig.payload("StopFailure", error="overloaded"),
                           FM_CLAUDE_STOPFAILURE_COOLDOWN_MS="1500")
@@ -268,16 +238,11 @@ def test_stop_failure_is_paced_not_dropped(rig: Rig) -> None:
 def test_stop_failure_stands_down_if_away_appears_while_paced(rig: Rig) -> None:
     rig.session_start()
     rig.add_crew()
-    db = open_store(rig.home)
-    try:
-        with db.transaction() as conn:
-            kv_set(conn, PACED_AT, f"{time.time() + 5:.3f}")
-    finally:
-        db.close()
+    set_last_paced_claim(rig.home, "claude", time.time() + 5)
     hook = rig.start_hook("stop-failure", rig.payload("StopFailure", error="overloaded"),
                           FM_CLAUDE_STOPFAILURE_COOLDOWN_MS="4000")
     eventually("the paced hook to start waiting",
-               lambda: claimpark.cooldown_left(rig.home, "claude", 4.0) > 0)
+               lambda: pacing_left(rig.home, "claude", 4.0) > 0)
     assert rig.fm("away", "on").returncode == 0
     assert hook.communicate(timeout=60) == ("", "") and hook.returncode == 0
     assert rig.ledger() == {}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from firstmate.api import Home, watcher_health
-from firstmate.store import episodes, queue
-from firstmate.store.database import Store
 from firstmate.testing import DEADLINE, arm_env, eventually, fm_command, fm_home, spawn_arm  # noqa: F401
+from firstmate.testing.plant import announced_episode_with_late_row, queue_wake
+from firstmate.testing.state import episode
 
 
 @pytest.fixture
@@ -38,15 +38,6 @@ def wait_healthy(home: Home, env: dict[str, str]) -> int:
         health = watcher_health(home, env)
         return int(health.pid) if health.healthy and health.pid else None
     return eventually("a healthy watcher", healthy, DEADLINE)
-
-
-def state(home: Home) -> episodes.EpisodeState:
-    db = Store(home)
-    try:
-        with db.reading() as conn:
-            return episodes.read(conn)
-    finally:
-        db.close()
 
 
 @pytest.mark.parametrize("args", [["--seconds", "0"], ["--seconds", "abc"], ["--seconds"],
@@ -105,39 +96,27 @@ def test_default_seconds_come_from_the_environment(env: dict[str, str]) -> None:
 
 
 def test_an_announced_episode_stays_announced(fm_home: Home, env: dict[str, str]) -> None:  # noqa: F811
-    db = Store(fm_home)
-    try:
-        queue.append(db, "signal", "a", "first")
-        with db.transaction() as conn:
-            assert episodes.arm_check(conn, True) is episodes.Action.RECOVER
-            # A row behind the append path's back: only the announced-episode reopen sees it.
-            conn.execute("INSERT INTO wakes (seq, at, kind, key, payload, claim) "
-                         "VALUES (99, 1.0, 'signal', 'late', 'late row', NULL)")
-    finally:
-        db.close()
-    announced = state(fm_home)
-    assert isinstance(announced, episodes.Episode) and announced.status == "announced"
+    # A wake queued and announced, then a row behind the append path's back: only the
+    # announced-episode reopen sees it.
+    announced_episode_with_late_row(fm_home)
+    announced = episode(fm_home)
+    assert announced.get("status") == "announced"
     for _ in range(2):
         _code, out, _ = finish(checkpoint(env, "--seconds", "2"))
         assert "rearm-resurface" not in out
-        after = state(fm_home)
-        assert isinstance(after, episodes.Episode)
-        assert (after.status, after.generation) == ("announced", announced.generation)
+        after = episode(fm_home)
+        assert after != {}
+        assert (after["status"], after["generation"]) == ("announced", announced["generation"])
 
 
 def test_a_never_announced_episode_is_still_announced(fm_home: Home,  # noqa: F811
                                                        env: dict[str, str]) -> None:
-    db = Store(fm_home)
-    try:
-        queue.append(db, "signal", "a", "waiting work")
-    finally:
-        db.close()
-    pending = state(fm_home)
-    assert isinstance(pending, episodes.Episode) and pending.status == "pending"
+    queue_wake(fm_home, "signal", "a", "waiting work")
+    pending = episode(fm_home)
+    assert pending.get("status") == "pending"
     code, out, _ = finish(checkpoint(env, "--seconds", "60"))
     assert code == 0 and "check: rearm-resurface" in out
-    after = state(fm_home)
-    assert isinstance(after, episodes.Episode) and after.status == "announced"
+    assert episode(fm_home).get("status") == "announced"
 
 
 def test_status_json_is_readable_after_a_checkpoint(fm_home: Home,  # noqa: F811
