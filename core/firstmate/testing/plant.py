@@ -98,7 +98,7 @@ def queue_wake(home: Home, kind: str, key: str, payload: str) -> int:
 
 
 def announced_episode_with_late_row(home: Home, payload: str = "late row") -> None:
-    """Queue a wake in *home* and announce its episode as a (non-successor) watcher start does,
+    """Queue a wake in a fresh *home* and announce its episode as a (non-successor) watcher start does,
     then insert a row (sequence 99) behind the append path's back, so no new episode covers it:
     only a watcher start's reopen of the announced episode can see it. Raises AssertionError
     when the start does not announce the queued wake (a recovery)."""
