@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import attrs
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually
+from firstmate.testing.sites import declare
 from firstmate.watch.backends.tmux import TmuxBackend
-from plugin_site import declare
 
 CORE = Path(__file__).resolve().parents[2] / "core"
 FAKE = Path(__file__).resolve().parent / "fakecrew"

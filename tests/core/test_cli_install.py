@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from firstmate.base.homeroot import find_root
-from plugin_site import declare
+from firstmate.testing.sites import declare
 
 DEADLINE = 60.0
 

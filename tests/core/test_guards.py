@@ -34,7 +34,7 @@ from firstmate.store.identity import identity_of
 from firstmate.store.need import Need
 from firstmate.store.scope import Scope, classify_dir, primary_scope
 from firstmate.testing.procs import eventually
-from plugin_site import declare
+from firstmate.testing.sites import declare
 from watch_support import Rig, make_rig, started_pid
 
 HEALTHY = WatcherHealth(True, "healthy", True, pid=10, beacon_age=1.0)

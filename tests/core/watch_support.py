@@ -27,7 +27,7 @@ from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity, identity_of, matches
 from firstmate.testing import read_line
 from firstmate.testing.procs import eventually
-from plugin_site import declare
+from firstmate.testing.sites import declare
 
 CORE = str(Path(__file__).resolve().parents[2] / "core")
 #: "Eventually" bound for every wait: generous for a loaded two-core machine.

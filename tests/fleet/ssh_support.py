@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from firstmate.fleet import sshhosts
 from firstmate.testing.procs import eventually
+from firstmate.testing.sites import declare
 from remote_support import DEADLINE, LocalFleet, accepting, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,7 +143,9 @@ def kill(pid: int | None) -> None:
 def remote_fm(home: Path, keys: Path, records: Path) -> str:
     """The fm command a host's settings name: this interpreter's fm, in the host's own home and
     keys directory, with the stand-in harness plugin importable."""
-    paths = str(FAKECREW)  # (the stand-in harness; fm itself is this interpreter's)
+    site = records.parent / "fakecrew-site"  # (its entry point: fm finds plugins by nothing else)
+    declare(site, "fakecrew", "firstmate_plugin_fakecrew")
+    paths = os.pathsep.join([str(FAKECREW), str(site)])  # (fm itself is this interpreter's)
     words = ["env", f"FM_HOME={home}", f"FIRSTMATE_KEYS_DIR={keys}", f"PYTHONPATH={paths}",
              f"FAKECREW_DIR={records}", sys.executable, "-m", "firstmate"]
     return shlex.join(words)
