@@ -88,7 +88,7 @@ def test_a_running_forwarder_is_rung_by_every_report(home: Home) -> None:
         os.close(holder)
 
 
-def test_a_registration_that_changed_rings_the_forwarder(home: Home) -> None:
+def test_a_registration_that_changed_names_its_crew_and_rings_the_forwarder(home: Home) -> None:
     import fcntl
 
     lock = mark_joined(home)
@@ -104,6 +104,10 @@ def test_a_registration_that_changed_rings_the_forwarder(home: Home) -> None:
         assert bell.recv(16) == b"!"
         crew.unregister(home, "alice")
         assert bell.recv(16) == b"!"
+        # Each change names the crew in the change journal before it rings (the forwarder
+        # looks only at the crews named there: firstmate.fleet.changed).
+        journal = (home.crew_dir / crewreport.CHANGES).read_text()
+        assert journal == "alice\n" * 3
     finally:
         bell.close()
         os.close(holder)

@@ -13,10 +13,10 @@ import attrs
 import pytest
 from firstmate.fast.crewreport import CHANGES
 from firstmate.store import crew
+from firstmate.store.crewchanges import ROTATE_BYTES, SEEN
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home
 from firstmate.watch.sources.base import PollContext, Wake
-from firstmate.watch.sources.changes import ROTATE_BYTES, SEEN
 from firstmate.watch.sources.status import StatusSource
 
 T0 = float(int(time.time())) - 100_000

@@ -2,9 +2,11 @@
 
 One per home (``state/fleet/forward.lock``). Started by ``fm fleet join``; any report that finds
 it gone starts it again (:mod:`firstmate.fast.fleetbell`). It waits on its doorbell, which every
-``fm crew status`` and ``fm crew turn-ended`` rings, and looks at the crews' files anyway every
-``FM_FLEET_RESCAN`` seconds (15; a turn end recorded with a bare ``touch`` rings nothing). Each
-crew with something new gets a pump that publishes its events in order, one at a time — the next
+``fm crew status``, ``fm crew turn-ended`` and registration change rings after naming its crew
+in the change journal; a ring looks only at the crews named since (:mod:`firstmate.fleet.changed`),
+and a full pass over every crew's files runs at start and every ``FM_FLEET_RESCAN`` seconds (15;
+a line or a turn end written by hand names no crew and rings nothing). Each crew with something
+new gets a pump that publishes its events in order, one at a time — the next
 only once JetStream acknowledged the last, so a crew's order holds through any failure — and
 saves the crew's cursor after each acknowledged batch (:mod:`firstmate.fleet.outbox`). Crews
 pump concurrently. A publish that fails (the server down, the stream full) is sent again with
@@ -25,6 +27,7 @@ from typing import Any
 from firstmate.base.envnum import env_float
 from firstmate.base.exitcodes import ExitCode
 from firstmate.fleet import config, names, natsconn, paths, procs, wire
+from firstmate.fleet.changed import ChangedCrews
 from firstmate.fleet.outbox import Outbox
 from firstmate.store.home import Home
 from firstmate.store.ledgers import BoundedLog
@@ -91,8 +94,8 @@ class Forwarder:
                  rescan: float) -> None:
         self.member = member
         self.outbox = outbox
+        self.changed = ChangedCrews(outbox, rescan)
         self.log = log
-        self.rescan = rescan
         self.key = bytes.fromhex(member.key)
         self.stop = asyncio.Event()
         self.rung = asyncio.Event()
@@ -144,13 +147,18 @@ class Forwarder:
     async def _watch(self) -> None:
         while not self.stop.is_set():
             self.rung.clear()
-            for name in self.outbox.pending():
+            # (a crew whose pump has not finished, or failed, is looked at again)
+            busy = [name for name, task in self.pumps.items()
+                    if not task.done() or task.cancelled() or task.exception() is not None]
+            for name in [name for name, task in self.pumps.items() if task.done()]:
+                del self.pumps[name]
+            for name in self.changed.pending(time.time(), busy):
                 task = self.pumps.get(name)
                 if task is None or task.done():
                     self.pumps[name] = asyncio.ensure_future(self._pump(name))
             waits = {asyncio.ensure_future(self.rung.wait()),
                      asyncio.ensure_future(self.stop.wait())}
-            _done, rest = await asyncio.wait(waits, timeout=self.rescan,
+            _done, rest = await asyncio.wait(waits, timeout=self.changed.next_full(time.time()),
                                              return_when=asyncio.FIRST_COMPLETED)
             for waiting in rest:
                 waiting.cancel()

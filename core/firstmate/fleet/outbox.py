@@ -24,7 +24,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -83,6 +83,8 @@ class Outbox:
     epoch: str
     _cursors: dict[str, Cursor] = attrs.field(factory=dict, init=False)
     _panes: dict[str, tuple[tuple[int, int, int], str]] = attrs.field(factory=dict, init=False)
+    #: The crews the last :meth:`pending` looked at (what a look costs: one per crew).
+    looked: int = attrs.field(default=0, init=False)
 
     @classmethod
     def open(cls, home: Home, fleet: str, host: str) -> Outbox:
@@ -115,26 +117,41 @@ class Outbox:
             self._cursors[name] = found
         return found
 
-    def pending(self) -> list[str]:
-        """The crews with something not sent yet: one listing of ``state/crew`` and the
-        ``lstat`` of each crew's files; a registration is read again only when it changed."""
+    def pending(self, only: Iterable[str] | None = None) -> list[str]:
+        """The crews with something not sent yet. Every crew: one listing of ``state/crew``
+        and the ``lstat`` of each crew's files; *only*: the ``lstat`` of those crews' files
+        alone. A registration is read again only when it changed."""
         files: dict[str, dict[str, os.stat_result]] = {}
-        try:
-            with os.scandir(self.home.crew_dir) as entries:
-                for entry in entries:
-                    base, dot, suffix = entry.name.rpartition(".")
-                    if dot and base and ("." + suffix) in (PANE, STATUS, TURN_ENDED):
-                        try:
-                            files.setdefault(base, {})["." + suffix] = entry.stat(
-                                follow_symlinks=False)
-                        except OSError:
-                            continue
-        except OSError:
-            files = {}
+        if only is None:
+            try:
+                with os.scandir(self.home.crew_dir) as entries:
+                    for entry in entries:
+                        base, dot, suffix = entry.name.rpartition(".")
+                        if dot and base and ("." + suffix) in (PANE, STATUS, TURN_ENDED):
+                            try:
+                                files.setdefault(base, {})["." + suffix] = entry.stat(
+                                    follow_symlinks=False)
+                            except OSError:
+                                continue
+            except OSError:
+                files = {}
+            candidates = {*files, *self._known_cursors()}
+        else:
+            candidates = {name for name in only if names.CREW_RE.fullmatch(name)}
+            crew_dir = os.fspath(self.home.crew_dir)
+            for name in candidates:
+                for suffix in (PANE, STATUS, TURN_ENDED):
+                    try:
+                        files.setdefault(name, {})[suffix] = os.lstat(
+                            crewlog.crew_path(crew_dir, name, suffix))
+                    except OSError:
+                        continue
         found = []
-        for name in sorted({*files, *self._known_cursors()}):
+        self.looked = 0
+        for name in sorted(candidates):
             if not names.CREW_RE.fullmatch(name):
                 continue
+            self.looked += 1
             cursor = self.cursor(name)
             mine = files.get(name, {})
             if self._pane(name, mine.get(PANE)) != cursor.pane:

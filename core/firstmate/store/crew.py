@@ -327,17 +327,19 @@ def _write_registration(home: Home, member: Crew, *, keep_time: float | None = N
     atomic_write(target, crewlog.encode_registration(member.binding()))
     if keep_time is not None:  # (the registration's mtime is when the crew was added)
         os.utime(target, (keep_time, keep_time), follow_symlinks=False)
-    _forward(home)
+    _forward(home, member.name)
 
 
-def _forward(home: Home) -> None:
+def _forward(home: Home, name: str) -> None:
     """On a home joined to a fleet, have its forwarder send a registration that changed at
-    once (its periodic look would find it later); one ``stat`` on any other home."""
-    from firstmate.fast.crewreport import JOINED
+    once: the crew named in the change journal, then the forwarder rung (its periodic full
+    pass would find it later); one ``stat`` on any other home."""
+    from firstmate.fast.crewreport import JOINED, note_changed
 
     if os.path.lexists(os.path.join(home.root, JOINED)):
         from firstmate.fast import fleetbell
 
+        note_changed(str(home.root), name)
         fleetbell.ring(str(home.root))
 
 
@@ -401,7 +403,7 @@ def remove(home: Home, name: str) -> Crew:
     crew = get(home, name)
     with _registry(home):
         _remove_files(home, name, SUFFIXES)
-    _forward(home)
+    _forward(home, name)
     return crew
 
 
@@ -411,7 +413,7 @@ def unregister(home: Home, name: str) -> Crew:
     crew = get(home, name)
     with _registry(home):
         _remove_files(home, name, [suffix for suffix in SUFFIXES if suffix not in LOGS])
-    _forward(home)
+    _forward(home, name)
     return crew
 
 

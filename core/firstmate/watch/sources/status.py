@@ -3,8 +3,8 @@
 Each poll reads, per registered crew, the status lines appended since the source's cursor
 (``NAME.signal-cursor``) and whether the turn-end marker changed since ``NAME.turn-seen`` — every
 crew on the watcher's full poll, and between full polls only the crews the change journal names
-and the ones left pending (:mod:`firstmate.watch.sources.changes`), which is what looking at
-every crew would find.
+and the ones left pending (:mod:`firstmate.store.crewchanges`,
+:mod:`firstmate.watch.sources.changes`), which is what looking at every crew would find.
 
 Actionable, when the new lines hold a captain-relevant event (``FM_CAPTAIN_RE``, searched
 case-insensitively in each line; default ``done:|needs-decision:|blocked:|failed:|PR ready|
@@ -50,12 +50,13 @@ from firstmate.fast import crewlog
 from firstmate.fast.captain import captain_pattern
 from firstmate.fast.crewlog import LINE_MAX
 from firstmate.store import crew as crewmod
+from firstmate.store.crewchanges import Changes, Seen
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home, atomic_write
 from firstmate.watch.backends.base import CrewBackend
 from firstmate.watch.backends.panes import busy as pane_busy
 from firstmate.watch.sources.base import PollContext, Wake
-from firstmate.watch.sources.changes import Changes, Seen, due_full
+from firstmate.watch.sources.changes import due_full
 
 DEFAULT_SIGNAL_GRACE = 30.0
 DEFAULT_SIGNAL_QUIET = 2.0
