@@ -13,7 +13,7 @@ from firstmate.fast import crewreport
 from firstmate.fleet.changed import RECORD, ChangedCrews
 from firstmate.fleet.outbox import Outbox, out_dir
 from firstmate.store import crew
-from firstmate.store.crewchanges import SEEN, Changes
+from firstmate.store.crewchanges import OLD, ROTATE_BYTES, SEEN, Changes, Seen
 from firstmate.store.home import Home
 
 RESCAN = 15.0
@@ -120,3 +120,24 @@ def test_the_forwarder_and_the_watcher_keep_separate_records(home: Home) -> None
     assert not os.path.exists(watcher.record)
     record = changed.changes.load()
     assert record is not None and record.offset == 2 * len("alice\n")
+
+
+def test_a_journal_one_reader_rotates_makes_the_others_next_look_a_full_pass(home: Home) -> None:
+    changed = settled(home)
+    watcher = Changes(home)
+    journal = home.crew_dir / crewreport.CHANGES
+    with journal.open("a") as fh:
+        fh.write("alice\n" * (ROTATE_BYTES // 6 + 1))
+    seen = Seen(*watcher.position(), frozenset(), T0)
+    assert watcher.since(seen) == (set(), watcher.position())
+    # The forwarder's full pass starts a new journal, which fills past the watcher's offset:
+    # the watcher must not read it as the journal its record names.
+    assert changed.pending(T0 + RESCAN) == []
+    assert not journal.exists()
+    # (kept aside, the old journal holds its inode: the new one cannot be given it)
+    assert (home.crew_dir / (crewreport.CHANGES + OLD)).stat().st_ino == seen.inode
+    crewreport.status(str(home.root), "bob", "done: after the rotation")
+    with journal.open("a") as fh:
+        fh.write("alice\n" * (ROTATE_BYTES // 6 + 2))
+    assert watcher.since(seen) is None
+    assert changed.pending(T0 + RESCAN + 1) == ["bob"]

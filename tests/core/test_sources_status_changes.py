@@ -13,7 +13,7 @@ import attrs
 import pytest
 from firstmate.fast.crewreport import CHANGES
 from firstmate.store import crew
-from firstmate.store.crewchanges import ROTATE_BYTES, SEEN
+from firstmate.store.crewchanges import OLD, ROTATE_BYTES, SEEN
 from firstmate.store.crewscan import FleetScan
 from firstmate.store.home import Home
 from firstmate.watch.sources.base import PollContext, Wake
@@ -150,7 +150,7 @@ def test_a_long_journal_starts_anew_and_loses_no_name(home: Home) -> None:
     journal = home.crew_dir / CHANGES
     journal.write_text("w0\n" * (ROTATE_BYTES // 3 + 1))
     assert fire(src, home, T0, full=True) is None
-    assert not journal.exists()
+    assert not journal.exists() and (home.crew_dir / (CHANGES + OLD)).exists()
     crew.append_status(home, "w11", "done: after", now=T0 + 1)
     wake = fire(src, home, T0 + 40, full=False)
     assert wake is not None and wake.key == "w11.status"

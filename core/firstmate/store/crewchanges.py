@@ -19,9 +19,9 @@ of them, since a crew gains something new only by a write:
 The record is a hint, never a truth: a record that is missing, unreadable, of another journal
 (the journal was removed or replaced) or behind a journal too long to read means a full pass,
 and an older record than the newest (a crash before a rename) only names more crews. A full pass
-starts a new journal once the old one is past :data:`ROTATE_BYTES`: it is removed before the pass
-looks, so a writer that appended to it wrote its line before the pass read the crew (and the
-other reader, whose record names the old journal, makes its next look a full pass).
+starts a new journal once the old one is past :data:`ROTATE_BYTES`: it is moved aside before the
+pass looks, so a writer that appended to it wrote its line before the pass read the crew, and the
+other reader, whose record names the old journal's inode, makes its next look a full pass.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from firstmate.store.home import Home, atomic_write
 
 #: The record of what the watcher's status source read (beside the journal).
 SEEN = CHANGES + "-seen"
+#: What a rotated journal is renamed with (``state/crew/.changes-old``).
+OLD = "-old"
 #: A journal past this size is started anew at the next full pass.
 ROTATE_BYTES = 1 << 18
 #: Most journal bytes read by one look; more means a full pass.
@@ -101,10 +103,12 @@ class Changes:
         return (st.st_ino, st.st_size)
 
     def rotate(self) -> None:
-        """Start a new journal when this one is long (called before a full pass looks)."""
+        """Start a new journal when this one is long (called before a full pass looks). The old
+        one is kept as :data:`OLD` until the next rotation: while it exists, the new journal
+        cannot get its inode, so another reader's record of it never reads as the new one's."""
         if self.position()[1] > ROTATE_BYTES:
             with contextlib.suppress(OSError):
-                os.unlink(self.journal)
+                os.replace(self.journal, self.journal + OLD)
 
     def since(self, seen: Seen) -> tuple[set[str], tuple[int, int]] | None:
         """The names written after *seen*'s position and the position read to; None when the
@@ -143,4 +147,4 @@ class Changes:
         self._written = seen
 
 
-__all__ = ["READ_MAX", "ROTATE_BYTES", "SEEN", "Changes", "Seen"]
+__all__ = ["OLD", "READ_MAX", "ROTATE_BYTES", "SEEN", "Changes", "Seen"]
