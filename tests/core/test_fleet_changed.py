@@ -68,7 +68,7 @@ def test_a_crew_not_finished_with_is_looked_at_again(home: Home) -> None:
     assert changed.pending(T0 + 2, busy=["bob"]) == ["bob"]
     assert changed.outbox.looked == 1
     assert changed.changes.load().pending == frozenset({"bob"})  # type: ignore[union-attr]
-    assert changed.pending(T0 + 3) == ["bob"]  # (the record's pending, looked at once more)
+    assert changed.pending(T0 + 3) == []  # (its pump finished: no longer looked at)
 
 
 def test_a_line_written_by_hand_is_found_by_the_periodic_full_pass(home: Home) -> None:

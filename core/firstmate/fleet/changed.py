@@ -4,8 +4,8 @@ look, not the host's whole fleet (:mod:`firstmate.store.crewchanges`).
 Every report through fm on a joined home (a status line, a turn end, a registration that
 changed) names its crew in ``state/crew/.changes`` before it rings the forwarder. The forwarder
 keeps its own record of the journal, ``state/fleet/out/.changes-seen`` (never the watcher's:
-each reader moves its own position), and on a ring looks only at the crews named since, those
-it left pending and the ones whose pump has not finished. A full pass over every crew's files
+each reader moves its own position), and on a ring looks only at the crews named since and the
+ones whose pump has not finished (or failed). A full pass over every crew's files
 (and every crew with a cursor: a crew removed by hand) runs on the forwarder's first look, every
 ``FM_FLEET_RESCAN`` seconds after the last one, and whenever the record cannot be trusted
 (missing, unreadable, of a journal since removed or rotated, behind too much to read): a line
@@ -52,7 +52,8 @@ class ChangedCrews:
             named = self.changes.since(seen)
             if named is not None:
                 names, position = named
-                found = self.outbox.pending(names | seen.pending | busy)
+                # (the record's pending is what was busy at the last look; *busy* is now)
+                found = self.outbox.pending(names | busy)
                 self.full_at = seen.full_at
                 self.changes.save(Seen(*position, busy, seen.full_at))
                 return found
