@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from firstmate.cli.hook import parse_payload
+from firstmate.testing.sites import declare
 
 DEADLINE = 60.0
 
@@ -62,11 +63,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(textwrap.dedent(PACKAGE_INIT))
     (pkg / "impl.py").write_text(textwrap.dedent(PACKAGE_IMPL))
-    info = site / "firstmate_plugin_fakeh-0.1.dist-info"  # (found by its entry point alone)
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: firstmate-plugin-fakeh\n"
-                                   "Version: 0.1\n")
-    (info / "entry_points.txt").write_text("[firstmate.plugins]\nfakeh = firstmate_plugin_fakeh:plugin\n")
+    declare(site, "fakeh", "firstmate_plugin_fakeh", dist="firstmate-plugin-fakeh",
+            version="0.1")  # (found by its entry point alone)
     home = tmp_path / "home"
     (home / "state").mkdir(parents=True)
     base = {k: v for k, v in os.environ.items()

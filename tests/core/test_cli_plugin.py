@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from firstmate.testing.sites import declare
 
 DEADLINE = 120.0
 CORE = str(Path(__file__).resolve().parents[2] / "core")
@@ -41,11 +42,7 @@ def installed_dist(site: Path, harness: str, version: str = "1.0") -> None:
     """An installed plugin distribution on *site* (a PYTHONPATH entry)."""
     module = f"firstmate_plugin_{harness}"
     (site / f"{module}.py").write_text(textwrap.dedent(PLUGIN.format(name=harness)))
-    info = site / f"{module}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: firstmate-plugin-{harness}\n"
-                                   f"Version: {version}\n")
-    (info / "entry_points.txt").write_text(f"[firstmate.plugins]\n{harness} = {module}:plugin\n")
+    declare(site, harness, module, dist=f"firstmate-plugin-{harness}", version=version)
 
 
 def wheel(folder: Path, harness: str, version: str = "0.3.0") -> Path:

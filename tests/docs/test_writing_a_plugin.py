@@ -16,6 +16,7 @@ from firstmate.plugin.harness import InstallOptions
 from firstmate.plugin.manager import load_harness
 from firstmate.store.home import Home
 from firstmate.testing import HarnessContract, fm_command
+from firstmate.testing.sites import declare
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-plugin.md"
 SOURCE = str(Path(firstmate.__file__).resolve().parents[1])
@@ -37,11 +38,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "site"
     path.mkdir()
     (path / f"{MODULE}.py").write_text(example_code())
-    info = path / "firstmate_plugin_acme-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: firstmate-plugin-acme\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(f"[firstmate.plugins]\nacme = {MODULE}:plugin\n")
+    declare(path, "acme", MODULE, dist="firstmate-plugin-acme", version="0.1.0")
     monkeypatch.syspath_prepend(str(path))
     monkeypatch.delitem(sys.modules, MODULE, raising=False)
     yield path

@@ -26,6 +26,7 @@ import attrs
 import psutil
 import pytest
 from firstmate.testing.procs import eventually
+from firstmate.testing.sites import declare
 from mock_api import MockApi, Request, newest_user_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,13 +82,8 @@ def entry_point_site(modules: tuple[str, ...]) -> Path:
 
     site = Path(tempfile.mkdtemp(prefix="fm-e2e-site-"))
     for module in modules:
-        harness = module.removeprefix("firstmate_plugin_")
-        info = site / f"{module}-0.dev0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}"
-                                       "\nVersion: 0.dev0\n")
-        (info / "entry_points.txt").write_text(
-            f"[firstmate.plugins]\n{harness} = {module}.hooks:plugin\n")
+        declare(site, module.removeprefix("firstmate_plugin_"), f"{module}.hooks",
+                dist=module.replace("_", "-"), version="0.dev0")
     return site
 
 
