@@ -23,6 +23,7 @@ from chaos_support import DEADLINE, base_env, one_line_error, run_fm
 from firstmate.store import crew
 from firstmate.store.home import Home
 from firstmate.testing.procs import eventually, spawn_arm
+from firstmate.testing.sites import declare
 from firstmate.watch.backends.tmux import literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -78,7 +79,9 @@ def panes(tmp_path: Path) -> Iterator[Panes]:
     home = Home(tmp_path / "home").ensure()
     socket = f"fm-chaos-{os.getpid()}-{tmp_path.name}"[:60]
     env = base_env(home.root, FM_TMUX=shutil.which("tmux") or "tmux", FM_TMUX_SOCKET=socket)
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(FAKECREW)])
+    site = tmp_path / "fakecrew-site"  # (its entry point: fm finds plugins by nothing else)
+    declare(site, "fakecrew", "firstmate_plugin_fakecrew")
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(FAKECREW), str(site)])
     made = Panes(tmp_path, home, socket, env)
     try:
         yield made
