@@ -106,7 +106,11 @@ class LocalFleet:
         self.nodes: list[Node] = []
         self.primary = Home(tmp / "primary").ensure()
         self.homes = {host: Home(tmp / host).ensure() for host in hosts}
-        self._start_nodes(nodes)
+        try:
+            self._start_nodes(nodes)
+        except BaseException:
+            self.close()  # (the nodes that did start are not left running)
+            raise
 
     # --- servers ---------------------------------------------------------------------------
 

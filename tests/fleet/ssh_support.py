@@ -86,8 +86,13 @@ class Sshd:
                  "PubkeyAuthentication yes", "PermitRootLogin prohibit-password",
                  f"AllowUsers {self.user}", "MaxSessions 64", "MaxStartups 64",
                  "LogLevel ERROR", "PrintMotd no"]
-        if self.setenv:
-            lines.append("SetEnv " + " ".join(f'"{k}={v}"' for k, v in self.setenv.items()))
+        # The sessions' HOME is a fresh folder of the test's: the login shell that runs each
+        # remote command then reads no startup file of this machine's user (one that runs a
+        # tool taking a lock, killed with the host mid-test, would hang every later session).
+        home = self.dir / "home"
+        home.mkdir(exist_ok=True)
+        setenv = {"HOME": str(home), **self.setenv}
+        lines.append("SetEnv " + " ".join(f'"{k}={v}"' for k, v in setenv.items()))
         path = self.dir / "sshd_config"
         path.write_text("\n".join(lines) + "\n")
         return path
