@@ -65,6 +65,7 @@ from firstmate.store.database import Store
 from firstmate.store.health import WatcherHealth, watcher_health
 from firstmate.store.home import Home
 from firstmate.store.identity import ProcessIdentity
+from firstmate.watch.directline import DIRECT_FD_ENV, DIRECT_PREFIX, DIRECT_SENT
 from firstmate.watch.watcher import (
     READY_FD_ENV,
     code_dir,
@@ -85,6 +86,19 @@ DEFAULT_TICK = 5.0
 SUCCESSOR_POLL = 0.05
 
 
+def _stdout_copy(out: TextIO) -> int | None:
+    """A descriptor (3 or above) for the file *out* writes to, for the watcher's direct reason
+    line; None when *out* has none (a caller's stream object) or it is closed."""
+    if os.name != "posix":
+        return None
+    try:
+        import fcntl
+
+        return fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 # --- the arm ---------------------------------------------------------------------------------
 
 
@@ -100,6 +114,8 @@ class Arm:
     #: Status lines printed (tests and diagnostics).
     printed: list[str] = attrs.Factory(list)
     _failed_lines: list[str] = attrs.Factory(list)
+    #: A reason our watcher said it writes to our stdout itself, until it says it was sent.
+    _unsent: str | None = None
     _last_age: float | None = None
     #: The cycles already in the cycle log: (origin, watcher pid, when this arm began it).
     _logged: set[tuple[str, int | None, float]] = attrs.Factory(set)
@@ -291,29 +307,39 @@ class Arm:
         env = child_env(self.env)
         ready_r, ready_w = os.pipe()
         env[READY_FD_ENV] = str(ready_w)
+        # Direct mode (firstmate.watch.directline): our stdout, and the pipe we say go on.
+        direct = _stdout_copy(self.out)
+        go_r, go_w = os.pipe() if direct is not None else (-1, -1)
+        passed = (ready_w,) if direct is None else (ready_w, direct, go_r)
+        if direct is not None:
+            env[DIRECT_FD_ENV] = f"{direct},{go_r}"
         # Hold stop signals while the child is created and recorded, so an interrupt always
         # finds it (the child resets its own mask before it installs its handlers).
         stopsignals.block()
         try:
             proc = subprocess.Popen(
                 fm_module_argv("watch"), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, env=env, pass_fds=(ready_w,), close_fds=True,
+                stdout=subprocess.PIPE, env=env, pass_fds=passed, close_fds=True,
             )
             started = time.time()
-            os.close(ready_w)
             assert proc.stdout is not None
             out_fd = proc.stdout.fileno()
             os.set_blocking(out_fd, False)
             # The identity is learnt from the child's own owner record at confirmation: read
             # now, /proc may still show the command line of the exec in progress.
-            self.child = Child(proc, None, started, open_pidfd(proc.pid), ready_r, out_fd)
+            self.child = Child(proc, None, started, open_pidfd(proc.pid), ready_r, out_fd,
+                               go=go_w if go_w >= 0 else None)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.close(ready_w)
-            with contextlib.suppress(OSError):
-                os.close(ready_r)
+            for fd in (ready_r, go_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             raise
         finally:
+            for fd in (ready_w, go_r, -1 if direct is None else direct):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             stopsignals.unblock()
 
     def _owned(self, health: WatcherHealth) -> bool:
@@ -369,6 +395,7 @@ class Arm:
         if child.identity is not None:
             self.link("started", pid, child.identity.token())
         self.say(line)
+        child.say_go()  # the status line is out: the reason line may now come directly
         return None
 
     def generation(self) -> str | None:
@@ -385,7 +412,9 @@ class Arm:
         child = self.child
         assert child is not None
         for line in child.lines:
-            if REASON_RE.match(line):
+            if line.startswith(DIRECT_PREFIX):
+                self._direct_line(line)
+            elif REASON_RE.match(line):
                 self.deliver(line)
             elif line.startswith("watcher: FAILED"):
                 self._failed_lines.append(line)
@@ -395,6 +424,26 @@ class Arm:
                 with contextlib.suppress(OSError, ValueError):
                     sys.stderr.write(line + "\n")
         child.lines.clear()
+
+    def _direct_line(self, line: str) -> None:
+        """Our watcher writes (``direct: <reason>``) or wrote (``direct: sent``) its reason line
+        to our stdout itself: it is this cycle's reason, printed without us."""
+        if line == DIRECT_SENT:
+            self._unsent = None
+            return
+        reason = line[len(DIRECT_PREFIX):]
+        if self.reason is None and REASON_RE.match(reason):
+            self.reason = reason
+            self.printed.append(reason)
+            self._unsent = reason
+
+    def write_unsent(self) -> None:
+        """Our watcher ended after naming its direct reason but before saying it was sent: it
+        may never have been written, so we write it (at worst a second copy of the line in
+        this one wake, never a lost one)."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None:
+            self.write_line(self.out, unsent)
 
     def relay_failures(self) -> None:
         if self.child is not None:
@@ -414,7 +463,11 @@ class Arm:
             self.handle_lines()
             if child.exited():
                 return self.child_closed(lock_before)
-            events = _readable([child.out_fd, child.pidfd],
+            # In direct mode the reason line is the watcher's to write: its own lines are read
+            # when it exits, so they never wake us (and take a CPU) while the line is on its way.
+            watched = ([child.pidfd] if child.direct and child.pidfd is not None
+                       else [child.out_fd, child.pidfd])
+            events = _readable(watched,
                                self.tick if child.pidfd is not None else min(self.tick, 0.2))
             if events or self.reason is not None:
                 continue
@@ -449,6 +502,7 @@ class Arm:
             if failed is not None:
                 return failed
         self.handle_lines()
+        self.write_unsent()
         child.close()
 
         def row(reason: str, successor: str = "none") -> None:

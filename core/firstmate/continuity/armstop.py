@@ -113,6 +113,7 @@ def interrupted(arm: Arm, signum: int) -> int:
         stop_child(arm)
         child.read()
         arm.handle_lines()
+        arm.write_unsent()
         child.close()
         arm.row(watcher_pid=child.pid, origin="started", started_at=child.started_at,
                 reason="arm-interrupted", returncode=child.proc.returncode)

@@ -90,6 +90,10 @@ class Child:
     out_fd: int | None = None
     buffer: bytes = b""
     lines: list[str] = attrs.Factory(list)
+    #: Direct mode (:mod:`firstmate.watch.directline`): the pipe the arm says go on; once it
+    #: did, ``direct`` is set and the reason line is the watcher's to write.
+    go: int | None = None
+    direct: bool = False
 
     @property
     def pid(self) -> int:
@@ -128,15 +132,26 @@ class Child:
                 os.close(self.ready)
             self.ready = None
 
+    def say_go(self) -> None:
+        """Tell the watcher the arm's status line is out: its reason line may follow directly.
+        The pipe stays open while we live (its end tells the watcher we are gone)."""
+        if self.go is None or self.direct:
+            return
+        try:
+            os.write(self.go, b"1")
+            self.direct = True
+        except OSError:
+            pass  # (it is gone: it wrote nothing directly, and its close is resolved as always)
+
     def exited(self) -> bool:
         return self.proc.poll() is not None
 
     def close(self) -> None:
-        for fd in (self.pidfd, self.ready, self.out_fd):
+        for fd in (self.pidfd, self.ready, self.out_fd, self.go):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.pidfd = self.ready = self.out_fd = None
+        self.pidfd = self.ready = self.out_fd = self.go = None
 
 
 __all__ = ["REASON_RE", "Child", "child_env", "reason_class"]

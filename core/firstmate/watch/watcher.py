@@ -51,6 +51,7 @@ from firstmate.base.exitcodes import ExitCode
 from firstmate.base.stopsignals import Stopped
 from firstmate.store.downtime import OPEN_KEY
 from firstmate.store.home import Home, open_private, resolve_root
+from firstmate.watch.directline import DirectOut, deliver
 from firstmate.watch.grounds import code_dir, disposable_checkout, file_id, missing_ground
 
 if TYPE_CHECKING:
@@ -127,12 +128,15 @@ class Watcher:
     _triage: BoundedLog | None = None
     _noted: set[str] = attrs.Factory(set)
     _ready_fd: int | None = None
+    #: Direct mode's descriptors (:mod:`firstmate.watch.directline`), until the close.
+    _direct: DirectOut | None = None
     _beacon: str | None = None  # (its path, made once: the loop touches it on every poll)
 
     def __attrs_post_init__(self) -> None:
         # The ready pipe is ours alone: take it out of the environment our checks inherit.
         env = dict(self.env)
         raw = env.pop(READY_FD_ENV, "").strip()
+        self._direct = DirectOut.from_env(env)
         self.env = env
         if raw.isascii() and raw.isdigit() and int(raw) > 2:
             self._ready_fd = int(raw)
@@ -436,8 +440,9 @@ class Watcher:
         # The beacon goes first, so nobody attaches to a watcher that is already closing.
         with contextlib.suppress(OSError):
             os.unlink(self._beacon or self.home.beacon)
-        printed = self._say(reason)
-        # The arm relays the line: let it run before this close's own work (a hint only).
+        printed = deliver(self._direct, self._say, reason)
+        self._direct = None
+        # Whoever reads the line should run before this close's own work (a hint only).
         with contextlib.suppress(OSError, AttributeError):
             os.sched_yield()
         from firstmate.watch.sources.resurface import ResurfaceSource
