@@ -62,7 +62,10 @@ def write_record(fd: int, path: StrPath, role: str, home: StrPath,
     pid, identity, at = os.getpid(), token or current_token(), time.time()
     data = record_json(pid, identity, os.fspath(home), role, at).encode()
     try:
-        os.ftruncate(fd, 0)
+        # A released lock file is empty (release clears it): truncated first only when a holder
+        # died with its record there, so the usual acquisition changes the file once, not twice.
+        if os.fstat(fd).st_size:
+            os.ftruncate(fd, 0)
         # No fsync: the record is advice for messages and dies with the kernel lock anyway;
         # syncing it would double the cost of every durable append.
         os.pwrite(fd, data, 0)

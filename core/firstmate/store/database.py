@@ -229,10 +229,20 @@ class Store:
     home: Home
     _conn: sqlite3.Connection | None = None
     _pid: int = -1
+    _files: tuple[str, str, str] | None = None
 
     @property
     def path(self) -> Path:
         return self.home.db
+
+    def append_files(self) -> tuple[str, str, str]:
+        """``(database, queue lock, home root)`` as strings, made once: an append needs them
+        every time, and building them as paths costs it more than some of its system calls."""
+        if self._files is None:
+            home = self.home
+            self._files = (os.fspath(home.db), os.fspath(home.lock_path("queue")),
+                           os.fspath(home.root))
+        return self._files
 
     def connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():

@@ -104,8 +104,9 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
 
     kind, key, payload = validate(kind, key, payload)
     if os.name == "posix":  # (it rings the doorbell the moment the row is committed)
-        return appendpath.commit(db.connection(), db.path, db.home.lock_path("queue"),
-                                 db.home.root, kind, key, payload, at=at, token=current().token())
+        path, lock, root = db.append_files()
+        return appendpath.commit(db.connection(), path, lock, root, kind, key, payload, at=at,
+                                 token=current().token())
     with locked(db) as conn:  # pragma: no cover - portalocker's lock, through FileLock
         seq = appendpath.insert(conn, kind, key, payload, at)
     from firstmate.fast import bell
