@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from firstmate.base.safepaths import StrPath
     from firstmate.fast.appendspool import Entry
 
-NAME = ".doubt"
+NAME = appendspool.DOUBT
 
 
 def path_of(state: StrPath) -> str:

@@ -144,10 +144,19 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     ident: str | None = None
     note = -1
     held = -1  # the queue lock, when it was free with no commit in progress
+    # Led at once with the spool idle, seen just before: nothing can ride an unannounced
+    # commit, so the look the commit takes at the spool under the queue lock is spared too.
+    quiet = False
     try:
-        gate = appendspool.open_gate(state)
-        try:
+        # A spool directory unchanged since a commit found nothing there (its gate sound): an
+        # uncontended producer takes the free queue lock without opening the gate.
+        if appendspool.idle(state):
             held = appendspool.lead_at_once(state, lock_path)
+            quiet = held >= 0
+        gate = appendspool.open_gate(state) if held < 0 else -1
+        try:
+            if gate >= 0:
+                held = appendspool.lead_at_once(state, lock_path)
             while held < 0:
                 note, theirs, seq = appendspool.take_turn(state, gate, ident)
                 if seq is None and theirs >= 0:  # a commit is in progress: ride it
@@ -167,7 +176,8 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
                 if note >= 0:
                     break
         finally:
-            os.close(gate)
+            if gate >= 0:
+                os.close(gate)
     except OSError as exc:
         if ident is None:  # our row rode nothing: nothing of ours was written anywhere
             raise ownerlock.lock_failed(lock_path, exc) from exc
@@ -210,7 +220,7 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
                 return seq  # else not ours to insert into this database: the store will
             ownerlock.write_record(fd, lock_path, "queue", root, token)
             seq = commit_locked(conn(), db_path, state, (at, kind, key, payload), ident, served,
-                                note)
+                                note, idle=quiet)
             # The rows are durable: the watcher is rung now, and wakes while this leader lets
             # go of the queue lock and tells its followers their numbers.
             bell.ring_address(bell.address_of(state))
@@ -231,7 +241,8 @@ ATTEMPTS = 3
 
 def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                   own: tuple[float, str, str, str], ident: str | None = None,
-                  served: list[tuple[str, int]] | None = None, note: int = -1) -> int:
+                  served: list[tuple[str, int]] | None = None, note: int = -1, *,
+                  idle: bool = False) -> int:
     """For the leader of a commit, holding the queue lock: one transaction with downtime
     evidence, every row that rode its announcement *note* (when given: withdrawn first, then
     read), every row an earlier version spooled as a file, and *own* ``(at, kind, key,
@@ -239,7 +250,9 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     took it (its marker) or it is the retry of an append left in doubt that did take effect
     (:mod:`firstmate.fast.appenddoubt`); returns *own*'s sequence number. Every row inserted
     gets its marker. Once committed, *served* gets ``(id, seq)`` for each row it took and each
-    one an earlier commit took (for the announcement).
+    one an earlier commit took (for the announcement). *idle*: the caller saw the spool idle
+    (:func:`firstmate.fast.appendspool.idle`) just before it took the queue lock for an
+    unannounced commit, so the commit does not look at the spool again.
 
     A disk that fails the transaction gets :data:`ATTEMPTS` tries in all, on the same
     connection: a failed one is settled or known to have written nothing
@@ -254,7 +267,7 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     doubt = False
     for attempt in range(ATTEMPTS):
         try:
-            seq, done = _transact(conn, db_path, state, (ident, *own), note, rode)
+            seq, done = _transact(conn, db_path, state, (ident, *own), note, rode, idle)
         except Exception as exc:
             from firstmate.base import dbfault
             from firstmate.fast import appenddoubt
@@ -276,7 +289,8 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
 
 
 def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
-              own: Entry, note: int, rode_before: bool) -> tuple[int, list[tuple[str, int]]]:
+              own: Entry, note: int, rode_before: bool,
+              idle: bool = False) -> tuple[int, list[tuple[str, int]]]:
     """One try of :func:`commit_locked`: *own*'s number and the ``(id, seq)`` list it served."""
     from firstmate.fast import appendspool
 
@@ -290,10 +304,13 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
         if note >= 0:
             # Off the name first: a row that rides it from now on is known to be late.
             appendspool.withdraw(state, note)
-            rode = appendspool.riders(conn, note, already)  # (and prunes old markers)
+            rode = appendspool.riders(conn, note, already, db_path)  # (and prunes old markers)
         else:  # an unannounced commit: nothing rode it, and old markers go all the same
-            appendspool.prune(conn)
-        files = appendspool.collect(conn, state, already)
+            appendspool.prune(conn, db_path)
+        # Under the queue lock, where the listing would be: one lstat proves that nothing was
+        # spooled as a file nor left in doubt since a listing found nothing.
+        idle = idle or appendspool.idle(state)
+        files = [] if idle else appendspool.collect(conn, state, already)
         ident = own[0]
         mine: list[appendspool.Entry] = []
         if not any(entry[0] == ident for entry in files + rode):
@@ -302,7 +319,7 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
                 mine = [own]
             else:  # a commit whose list we missed took it
                 already.append((ident, got))
-        doubts = _doubts(state)
+        doubts = None if idle else _doubts(state)
         if doubts:
             from firstmate.fast import appenddoubt
 
@@ -338,10 +355,10 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
 def _doubts(state: StrPath) -> list[Entry] | None:
     """The appends left in doubt (:mod:`firstmate.fast.appenddoubt`); None when there is no
     such file, known from one ``lstat`` (the module is imported only when there is)."""
-    from firstmate.fast.appendspool import spool_dir
+    from firstmate.fast.appendspool import DOUBT, spool_dir
 
     try:
-        os.lstat(os.path.join(spool_dir(state), ".doubt"))
+        os.lstat(os.path.join(spool_dir(state), DOUBT))
     except FileNotFoundError:
         return None
     except OSError:

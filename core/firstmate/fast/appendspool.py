@@ -30,7 +30,8 @@ atomically with the rows, and a leader reads them holding the queue lock, after 
 commit, so a row whose marker exists is never inserted again: its number is listed instead. So
 a follower whose leader was killed between its ``COMMIT`` and its list learns its number from the
 next commit it rides, and one that comes to lead checks its marker first. Markers older than
-:data:`ABANDONED_SECONDS` (their id starts with the time) are deleted by the next commit. A
+:data:`ABANDONED_SECONDS` (their id starts with the time) are deleted by a commit within
+:data:`PRUNE_EVERY` seconds after that (:func:`prune`). A
 record that is not a valid row (damaged, or written by another program) is set aside in the
 database, never inserted.
 
@@ -41,8 +42,9 @@ died is removed after :data:`ABANDONED_SECONDS`; a file that is not a row is set
 
 An uncontended append (no commit in progress, the queue lock free) leads at once without an
 announcement (:func:`lead_at_once`): nobody can ride it, and a producer that comes meanwhile
-announces the next commit. Its extra cost is opening the gate and one ``listdir``. Standard
-library only, like the rest of the append path.
+announces the next commit. While the spool directory is unchanged since a commit found
+nothing in it to do, that costs one ``lstat`` (:func:`idle`): no gate opened, no listing.
+Standard library only, like the rest of the append path.
 """
 
 from __future__ import annotations
@@ -68,11 +70,19 @@ RIDER = "rode:"
 LED = "led:"
 #: Held exclusively for the few system calls of deciding who leads (:func:`take_turn`).
 GATE = ".gate"
+#: Appends whose commit ended in doubt (:mod:`firstmate.fast.appenddoubt`).
+DOUBT = ".doubt"
 #: The commit in progress, renamed into place fresh by each leader and held exclusively until
 #: its commit ends; followers sleep on it shared.
 NOTE = ".commit"
 #: A committed row's spool file older than this has lost its producer (killed while waiting).
 ABANDONED_SECONDS = 600.0
+#: A spool directory changed less than this long before it was listed is listed again at the
+#: next commit: a change within one tick of a file system's clock can leave its timestamp as it
+#: was (two seconds: the coarsest a local file system keeps).
+SETTLED_SECONDS = 2.0
+#: A process prunes the markers of one database at most this often (:func:`prune`).
+PRUNE_EVERY = 60.0
 SEP = "\x00"  # cleaned text never holds a NUL (wakeinput.clean removes control characters)
 END = "\x00\x00"  # after the last field: the row is whole
 START = "\x01"  # before a riding record's first field (never in cleaned text either)
@@ -83,6 +93,27 @@ Entry = tuple[str, float, str, str, str]
 
 def spool_dir(state: StrPath) -> str:
     return os.path.join(os.fspath(state), SPOOL_DIR)
+
+
+#: The spool directory as :func:`collect` last listed it with nothing in it for a commit to do
+#: (no spooled row, no temporary file, no append in doubt, the gate a plain file or absent):
+#: ``(path, device, inode, ctime)``. While the directory's ctime is unchanged no entry was
+#: added, removed or renamed there, so :func:`idle` proves with one ``lstat`` that this is still
+#: so. (A ctime cannot be set back as an mtime can; a fact about the files, so a forked child
+#: may keep it.)
+_idle: tuple[str, int, int, int] | None = None
+
+
+def idle(state: StrPath) -> bool:
+    """True when one ``lstat`` proves the spool directory unchanged since :func:`collect` found
+    it holding nothing for a commit to do (see ``_idle``): a commit need not list it, nor look
+    for appends in doubt, and an uncontended producer need not open its gate."""
+    folder = spool_dir(state)
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return _idle == (folder, st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def open_gate(state: StrPath) -> int:
@@ -367,21 +398,36 @@ def parse_row(data: bytes) -> tuple[float, str, str, str] | None:
         return None
 
 
-def prune(conn: sqlite3.Connection) -> None:
+#: When this process last pruned the markers of a database: ``(database, time.monotonic())``.
+_pruned: tuple[str, float] | None = None
+
+
+def prune(conn: sqlite3.Connection, db_path: StrPath | None = None) -> None:
     """Inside the write transaction: delete the markers of rows that rode or led older than
-    :data:`ABANDONED_SECONDS` (their id starts with the time)."""
+    :data:`ABANDONED_SECONDS` (their id starts with the time). Given *db_path*, only when this
+    process has not pruned that database in the last :data:`PRUNE_EVERY` seconds (only the
+    first commit in that time pays for it: a marker lives a minute longer at most, and keeping
+    one longer never lets a row in twice)."""
+    global _pruned
+    if db_path is not None:
+        now, name = time.monotonic(), os.fspath(db_path)
+        if _pruned is not None and _pruned[0] == name and now - _pruned[1] < PRUNE_EVERY:
+            return
+        _pruned = (name, now)
     oldest = f"{time.time_ns() - int(ABANDONED_SECONDS * 1e9):020d}"
     for prefix in (RIDER, LED):
         conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, prefix + oldest))
 
 
-def riders(conn: sqlite3.Connection, note: int, already: list[tuple[str, int]]) -> list[Entry]:
+def riders(conn: sqlite3.Connection, note: int, already: list[tuple[str, int]],
+           db_path: StrPath | None = None) -> list[Entry]:
     """Inside the write transaction, once *note* (the leader's own announcement) is withdrawn:
     the rows that rode it, in the order they came, each once. A row an earlier commit took
     (its marker exists) is added to *already* as ``(id, seq)`` instead: the announcement names
     it. A record cut short (a full disk) is passed over; one that is not a row is set aside.
-    Markers older than :data:`ABANDONED_SECONDS` are deleted (:func:`prune`)."""
-    prune(conn)
+    Markers older than :data:`ABANDONED_SECONDS` are deleted (:func:`prune`, given
+    *db_path*)."""
+    prune(conn, db_path)
     size = os.fstat(note).st_size
     data = os.pread(note, size, 0) if size else b""
     out: list[Entry] = []
@@ -422,12 +468,23 @@ def collect(conn: sqlite3.Connection, state: StrPath,
 
     Also tidies up: markers whose spool file is gone are deleted, abandoned files (and the
     temporary files of leaders killed before renaming their announcement) removed, and files
-    that are not rows set aside.
+    that are not rows set aside. A listing that finds nothing to do is remembered for
+    :func:`idle`.
     """
-    from firstmate.base.safepaths import refuse_symlink
-
+    global _idle
     folder = spool_dir(state)
-    refuse_symlink(folder)  # a planted link would feed another directory's files in as rows
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return []
+    if stat.S_ISLNK(st.st_mode):
+        from firstmate.base.safepaths import refuse_symlink
+
+        refuse_symlink(folder)  # a planted link would feed another directory's files in as rows
+    seen = (folder, st.st_dev, st.st_ino, st.st_ctime_ns)
+    # (stat before listing: a change made after it shows as a later ctime)
+    settled = time.time() - st.st_ctime_ns / 1e9 > SETTLED_SECONDS
+    _idle = None
     try:
         listed = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
@@ -445,6 +502,8 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     present = set(names)
     marked = {str(k)[len(MARKER):]: v for (k, v) in conn.execute(
         "SELECT key, value FROM kv WHERE key >= ? AND key < ?", (MARKER, "spool;"))}
+    if settled and not names and not marked and _sound_controls(folder, listed):
+        _idle = seen
     gone = marked.keys() - present
     if gone:
         conn.executemany("DELETE FROM kv WHERE key = ?", [(MARKER + g,) for g in gone])
@@ -496,13 +555,28 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     return out
 
 
+def _sound_controls(folder: str, listed: list[str]) -> bool:
+    """No temporary file and no append in doubt among *listed*, and the gate a plain file or
+    absent (a planted one is refused by the producer that opens it)."""
+    if DOUBT in listed or any(n.startswith(".") and n.endswith(".tmp") for n in listed):
+        return False
+    if GATE not in listed:
+        return True
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(folder, GATE)).st_mode)
+    except OSError:
+        return False
+
+
 def mark(conn: sqlite3.Connection, done: list[tuple[str, int]], prefix: str) -> None:
     """Inside the write transaction: ``kv['<prefix><id>'] = seq`` for each committed row that
     rode (:data:`RIDER`), was spooled (:data:`MARKER`) or is its leader's own (:data:`LED`)."""
+    if not done:
+        return
     conn.executemany("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                      "value = excluded.value", [(prefix + ident, str(seq)) for ident, seq in done])
 
 
-__all__ = ["ABANDONED_SECONDS", "END", "LED", "SEP", "START", "Entry", "announce", "await_commit",
-           "collect", "committed", "committing", "lead_at_once", "mark", "new_ident", "open_gate",
+__all__ = ["ABANDONED_SECONDS", "DOUBT", "END", "LED", "SEP", "START", "Entry", "announce", "await_commit",
+           "collect", "committed", "committing", "idle", "lead_at_once", "mark", "new_ident", "open_gate",
            "parse_row", "prune", "publish", "ride", "riders", "spool_dir", "take_turn", "withdraw"]
