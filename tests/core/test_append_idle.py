@@ -87,6 +87,18 @@ def test_an_append_left_in_doubt_after_an_idle_listing_is_still_resolved(fm_home
     assert not (folder / appendspool.DOUBT).exists()
 
 
+def test_an_announcement_left_by_a_killed_leader_keeps_the_spool_from_idling(fm_home: Home,
+                                                                              db: Store) -> None:
+    folder = settled_idle(fm_home, db)
+    (folder / appendspool.NOTE).write_bytes(b"")  # its leader killed before it withdrew it
+    eventually("the spool directory settles",
+               lambda: time.time() - folder.stat().st_ctime > 2 * SETTLE)
+    queue.append(db, "check", "next", "check: next")
+    # Listed at every commit while it is there: a producer always looks for an announcement.
+    assert not appendspool.idle(fm_home.state)
+    assert keys(fm_home) == ["first", "settled", "next"]
+
+
 def test_a_gate_planted_after_an_idle_listing_is_refused_with_one_line(fm_home: Home,
                                                                        db: Store) -> None:
     folder = settled_idle(fm_home, db)

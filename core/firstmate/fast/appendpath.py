@@ -148,10 +148,11 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     # commit, so the look the commit takes at the spool under the queue lock is spared too.
     quiet = False
     try:
-        # A spool directory unchanged since a commit found nothing there (its gate sound): an
-        # uncontended producer takes the free queue lock without opening the gate.
+        # A spool directory unchanged since a commit found nothing there (no announcement, its
+        # gate sound): an uncontended producer takes the free queue lock without opening the
+        # gate or looking for an announcement.
         if appendspool.idle(state):
-            held = appendspool.lead_at_once(state, lock_path)
+            held = appendspool.lead_at_once(state, lock_path, unannounced=True)
             quiet = held >= 0
         gate = appendspool.open_gate(state) if held < 0 else -1
         try:

@@ -96,7 +96,8 @@ def spool_dir(state: StrPath) -> str:
 
 
 #: The spool directory as :func:`collect` last listed it with nothing in it for a commit to do
-#: (no spooled row, no temporary file, no append in doubt, the gate a plain file or absent):
+#: (no spooled row, no announcement, no temporary file, no append in doubt, the gate a plain file
+#: or absent):
 #: ``(path, device, inode, ctime)``. While the directory's ctime is unchanged no entry was
 #: added, removed or renamed there, so :func:`idle` proves with one ``lstat`` that this is still
 #: so. (A ctime cannot be set back as an mtime can; a fact about the files, so a forked child
@@ -107,7 +108,8 @@ _idle: tuple[str, int, int, int] | None = None
 def idle(state: StrPath) -> bool:
     """True when one ``lstat`` proves the spool directory unchanged since :func:`collect` found
     it holding nothing for a commit to do (see ``_idle``): a commit need not list it, nor look
-    for appends in doubt, and an uncontended producer need not open its gate."""
+    for appends in doubt, and an uncontended producer need not open its gate nor look for an
+    announcement."""
     folder = spool_dir(state)
     try:
         st = os.lstat(folder)
@@ -279,7 +281,7 @@ def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, i
         fcntl.flock(gate, fcntl.LOCK_UN)
 
 
-def lead_at_once(state: StrPath, lock_path: StrPath) -> int:
+def lead_at_once(state: StrPath, lock_path: StrPath, unannounced: bool = False) -> int:
     """With no commit in progress and the queue lock free, that lock, taken: the caller leads
     an unannounced commit of its own row (-1 otherwise, and it takes its turn as usual).
 
@@ -287,15 +289,17 @@ def lead_at_once(state: StrPath, lock_path: StrPath) -> int:
     that comes meanwhile finds no announcement, announces the next commit and waits for the
     queue lock, and the rows that ride it go in together, as they do behind a withdrawn
     announcement. It spares the uncontended append the announcement's create, rename and
-    unlink (directory changes the commit's fsync would carry)."""
+    unlink (directory changes the commit's fsync would carry). *unannounced*: the caller knows
+    that no commit is announced (:func:`idle`), so there is no announcement to look for."""
     import fcntl
 
     from firstmate.base.safepaths import open_private
 
-    theirs, _ = _in_progress(state, None)
-    if theirs >= 0:
-        os.close(theirs)
-        return -1
+    if not unannounced:
+        theirs, _ = _in_progress(state, None)
+        if theirs >= 0:
+            os.close(theirs)
+            return -1
     fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -556,9 +560,9 @@ def collect(conn: sqlite3.Connection, state: StrPath,
 
 
 def _sound_controls(folder: str, listed: list[str]) -> bool:
-    """No temporary file and no append in doubt among *listed*, and the gate a plain file or
-    absent (a planted one is refused by the producer that opens it)."""
-    if DOUBT in listed or any(n.startswith(".") and n.endswith(".tmp") for n in listed):
+    """No announcement, no temporary file and no append in doubt among *listed*, and the gate
+    a plain file or absent (a planted one is refused by the producer that opens it)."""
+    if DOUBT in listed or NOTE in listed or any(n.startswith(".") and n.endswith(".tmp") for n in listed):
         return False
     if GATE not in listed:
         return True
