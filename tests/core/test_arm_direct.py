@@ -27,10 +27,21 @@ from watch_support import DEADLINE, Rig, alive, rig, started_pid
 __all__ = ["rig"]
 
 
+#: Kernel waits that mean "blocked in poll/select".
+_WAITING = ("do_select", "do_sys_poll", "poll_schedule_timeout", "core_sys_select")
+
+
+def _waiting(pid: int) -> bool:
+    with open(f"/proc/{pid}/wchan") as file:
+        return file.read().startswith(_WAITING)
+
+
 def test_the_reason_line_reaches_the_arms_reader_while_the_arm_is_stopped(rig: Rig) -> None:
     arm = rig.spawn("arm")
     watcher = started_pid(arm.line())
-    os.kill(arm.pid, signal.SIGSTOP)  # (its go was said right after the status line)
+    # Its go is said right after the status line, before it waits on its watcher's exit.
+    eventually("the arm to wait on its watcher", lambda: _waiting(arm.pid))
+    os.kill(arm.pid, signal.SIGSTOP)
     try:
         rig.append("check", "direct", "check: written by the watcher")
         # The arm cannot run: only the watcher can have written this line to its stdout.
@@ -104,3 +115,23 @@ def test_a_watcher_lets_go_of_a_killed_arms_stdout(rig: Rig) -> None:
         if ready and not os.read(stdout.fileno(), 4096):
             break
     assert alive(watcher)
+
+
+def test_an_arm_without_a_stdout_file_passes_no_direct_descriptors(rig: Rig) -> None:
+    # Its stream is a caller's object: no copy to give, and a value it inherited is not passed.
+    env = {**rig.env, "FM_WATCH_DIRECT_FD": "7,8"}
+    arm = Arm(rig.home, env, io.StringIO(), current(), Store(rig.home))
+    try:
+        arm.spawn()
+        assert arm.child is not None
+        pid = arm.child.pid
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            environ = file.read().split(b"\0")
+        assert not any(item.startswith(b"FM_WATCH_DIRECT_FD=") for item in environ)
+        assert arm.child.go is None
+    finally:
+        if arm.child is not None:
+            arm.child.proc.kill()
+            arm.child.proc.wait()
+            arm.child.close()
+        arm.db.close()

@@ -313,6 +313,8 @@ class Arm:
         passed = (ready_w,) if direct is None else (ready_w, direct, go_r)
         if direct is not None:
             env[DIRECT_FD_ENV] = f"{direct},{go_r}"
+        else:  # (never a value inherited from whoever started us)
+            env.pop(DIRECT_FD_ENV, None)
         # Hold stop signals while the child is created and recorded, so an interrupt always
         # finds it (the child resets its own mask before it installs its handlers).
         stopsignals.block()
