@@ -117,6 +117,9 @@ def test_peek_shows_a_crew_whose_harness_ended_its_last_screen(fleet: Fleet) -> 
     eventually("the program to end",
                lambda: fleet.tmux("display-message", "-p", "-t", pane,
                                 "#{pane_dead}").stdout.strip() == "1")
+    # tmux marks the pane dead before it writes its "Pane is dead" line on the screen.
+    eventually("tmux to show the pane dead",
+               lambda: "Pane is dead" in fleet.tmux("capture-pane", "-p", "-t", pane).stdout)
     crew.add(fleet.home, "d1", pane, replace=True)  # (its program changed: bind it again)
     done = fm(fleet, "crew", "peek", "d1", "-n", "40")
     assert done.returncode == 0, done.stderr
