@@ -113,7 +113,12 @@ def test_peek_shows_a_crew_whose_harness_ended_its_last_screen(fleet: Fleet) -> 
     pane = window(fleet, "d1", "exec sleep 100000")
     add(fleet, "d1", pane)
     fleet.tmux("set-option", "-w", "-t", pane, "remain-on-exit", "on")
-    fleet.tmux("respawn-pane", "-k", "-t", pane, "sh", "-c", "echo last words")
+    # The program waits for a line once it has spoken: tmux can drop the output of a program
+    # that ends before tmux read it, and the test is about the screen, not that race.
+    fleet.tmux("respawn-pane", "-k", "-t", pane, "sh", "-c", "echo last words; read line")
+    eventually("the program to speak",
+               lambda: "last words" in fleet.tmux("capture-pane", "-p", "-t", pane).stdout)
+    fleet.tmux("send-keys", "-t", pane, "Enter")
     eventually("the program to end",
                lambda: fleet.tmux("display-message", "-p", "-t", pane,
                                 "#{pane_dead}").stdout.strip() == "1")

@@ -99,10 +99,56 @@ def ensure_key(root: str, env: Mapping[str, str]) -> bytes:
     from firstmate.base.errors import StateError
 
     fresh = os.urandom(KEY_HEX_LEN // 2).hex()
+    final = key_file(root, env)
+    # The secret is written whole under a private name and then linked into place, so a
+    # concurrent first command never reads a secret that is still empty (link, unlike rename,
+    # fails when another process's secret got there first).
+    tmp = os.path.join(directory,
+                       f".{os.path.basename(final)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        fd = open_private(key_file(root, env), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(fresh + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise StateError(f"cannot write {final}: {exc.strerror}; free space (or raise the "
+                             "file-size limit) and retry") from exc
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            key = read_key(root, env)  # a concurrent first use made it first
+            if key is None:
+                raise StateError(f"{final} appeared and vanished while this command made it; "
+                                 "retry the command") from None
+            return key
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise StateError(f"cannot create {final}: {exc.strerror}; check that the keys "
+                                 "directory is writable") from exc
+            return _create_in_place(root, env, final, fresh)
+    finally:
+        try:  # noqa: SIM105 - contextlib costs a hook's start an import
+            os.unlink(tmp)
+        except OSError:
+            pass
+    return bytes.fromhex(fresh)
+
+
+#: errnos of a file system without hard links (EPERM, EXDEV, EMLINK, EOPNOTSUPP).
+_NO_LINKS = frozenset({1, 18, 31, 95})
+
+
+def _create_in_place(root: str, env: Mapping[str, str], final: str, fresh: str) -> bytes:
+    """Create the secret at its own name, for a keys directory whose file system has no hard
+    links (a concurrent first use can then find it empty for a moment, and refuses)."""
+    from firstmate.base.errors import StateError
+
+    try:
+        fd = open_private(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except StateError:
-        key = read_key(root, env)  # a concurrent registration created it first
+        key = read_key(root, env)  # a concurrent first use created it first
         if key is None:
             raise
         return key
@@ -113,11 +159,11 @@ def ensure_key(root: str, env: Mapping[str, str]) -> bytes:
             os.fsync(fh.fileno())
     except OSError as exc:
         try:  # noqa: SIM105 - contextlib costs a hook's start an import
-            os.unlink(key_file(root, env))  # never leave a half-written secret
+            os.unlink(final)  # never leave a half-written secret
         except OSError:
             pass
-        raise StateError(f"cannot write {key_file(root, env)}: {exc.strerror}; free space (or "
-                         "raise the file-size limit) and retry") from exc
+        raise StateError(f"cannot write {final}: {exc.strerror}; free space (or raise the "
+                         "file-size limit) and retry") from exc
     return bytes.fromhex(fresh)
 
 
