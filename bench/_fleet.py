@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import selectors
+import select
 import shutil
 import subprocess
 import sys
@@ -57,22 +57,25 @@ DEADLINE = 120.0
 
 
 def read_line(proc: subprocess.Popen[bytes], deadline: float = 30.0) -> str:
-    """The next line of *proc*'s stdout, read unbuffered (nothing is read past it)."""
+    """The next line of *proc*'s stdout, read unbuffered (what came with it past its end is
+    kept for the next call). The reader blocks at once in one ``select``: a process whose wake
+    puts it on this CPU waits for this reader to block, so any work done before that would
+    count against the line."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
-    buf = b""
+    buf: bytes = getattr(proc, "_bench_rest", b"")
     end = time.monotonic() + deadline
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while not buf.endswith(b"\n"):
-            left = end - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                raise SystemExit(f"no line from pid {proc.pid} within {deadline}s (got {buf!r})")
-            chunk = os.read(fd, 1)
-            if not chunk:
-                raise SystemExit(f"pid {proc.pid} closed stdout (got {buf!r})")
-            buf += chunk
-    return buf.decode().rstrip("\n")
+    while b"\n" not in buf:
+        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            raise SystemExit(f"no line from pid {proc.pid} within {deadline}s (got {buf!r})")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise SystemExit(f"pid {proc.pid} closed stdout (got {buf!r})")
+        buf += chunk
+    line, _, rest = buf.partition(b"\n")
+    proc._bench_rest = rest  # type: ignore[attr-defined]
+    return line.decode()
 
 
 def pct(values: list[float], q: float) -> float:
