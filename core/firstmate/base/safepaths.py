@@ -136,8 +136,10 @@ def atomic_write(path: StrPath, data: bytes, *, durable: bool = True) -> None:
     path = os.fspath(path)
     refuse_symlink(path)
     head, name = os.path.split(path)
-    tmp = os.path.join(head, f".{name}.tmp.{os.getpid()}")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    # A name of its own per call, not per process: two threads writing the same file must not
+    # write into one temporary file, nor rename it from under each other.
+    tmp = os.path.join(head, f".{name}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
