@@ -142,3 +142,18 @@ def test_a_record_that_is_not_a_private_regular_file_is_never_read(
             pytest.skip("only root can give a file to another user")
     loaded = installrecord.load(home, "acme")
     assert loaded.records == {} and loaded.problem, loaded
+
+
+def test_installs_made_within_one_millisecond_or_after_the_clock_went_back_keep_their_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Home(tmp_path / "home").ensure()
+    a = tmp_path / "a"
+    clock = iter([1000.0, 1000.0, 999.0])
+    monkeypatch.setattr(installrecord.time, "time", lambda: next(clock))
+    installrecord.remember(home, opts(a), fm_command_given=False)
+    installrecord.remember(home, opts(a, local="true"), fm_command_given=False)
+    assert [r.flags for r in installrecord.load(home, "acme").for_project(a)] == [
+        (("local", "true"),), ()]
+    installrecord.remember(home, opts(a), fm_command_given=False)  # again, the clock behind
+    assert [r.flags for r in installrecord.load(home, "acme").for_project(a)] == [
+        (), (("local", "true"),)]

@@ -275,10 +275,13 @@ def remember(home: Home, options: InstallOptions, *, fm_command_given: bool,
     home's secret, made on first use). Returns what the file held before: what it ignored is
     dropped now."""
     key = keyring.ensure_key(str(home.root), os.environ if env is None else env)
-    record = InstallRecord(options.harness, options.project, options.home, options.fm_command,
-                           fm_command_given, tuple(sorted(options.flags.items())),
-                           round(time.time(), 3), mcp)
     before = load(home, options.harness, env)
+    # Newer than every record already there, even within one millisecond or after the clock
+    # went back: "the newest first" orders installs by when they were made.
+    latest = max((r.at for r in before.records.values()), default=0.0)
+    at = max(round(time.time(), 3), round(latest + 0.001, 3))
+    record = InstallRecord(options.harness, options.project, options.home, options.fm_command,
+                           fm_command_given, tuple(sorted(options.flags.items())), at, mcp)
     records = dict(before.records)
     records[(record.project, record.flags)] = record
     _write(home, options.harness, records, key)
