@@ -107,14 +107,7 @@ def ensure_key(root: str, env: Mapping[str, str]) -> bytes:
                        f".{os.path.basename(final)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(fresh + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError as exc:
-            raise StateError(f"cannot write {final}: {exc.strerror}; free space (or raise the "
-                             "file-size limit) and retry") from exc
+        _write_whole(fd, final, fresh)
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -153,18 +146,29 @@ def _create_in_place(root: str, env: Mapping[str, str], final: str, fresh: str) 
             raise
         return key
     try:
+        _write_whole(fd, final, fresh)
+    except StateError:
+        try:  # noqa: SIM105 - contextlib costs a hook's start an import
+            os.unlink(final)  # never leave a half-written secret
+        except OSError:
+            pass
+        raise
+    return bytes.fromhex(fresh)
+
+
+def _write_whole(fd: int, final: str, fresh: str) -> None:
+    """Write the secret *fresh* to *fd* (closed afterwards) and flush it to the disk; a
+    failure is a :class:`StateError` naming *final*, the secret's own path."""
+    from firstmate.base.errors import StateError
+
+    try:
         with os.fdopen(fd, "w") as fh:
             fh.write(fresh + "\n")
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:
-        try:  # noqa: SIM105 - contextlib costs a hook's start an import
-            os.unlink(final)  # never leave a half-written secret
-        except OSError:
-            pass
         raise StateError(f"cannot write {final}: {exc.strerror}; free space (or raise the "
                          "file-size limit) and retry") from exc
-    return bytes.fromhex(fresh)
 
 
 def canonical(body: Mapping[str, object]) -> bytes:
