@@ -619,3 +619,43 @@ def test_an_uncontended_append_deletes_abandoned_markers_too(fm_home: Home) -> N
     assert append_cli(fm_home, "tidy").returncode == 0  # (nothing in progress: unannounced)
     assert markers(fm_home) == {young: 8}
     assert old not in markers(fm_home, appendspool.LED)
+
+
+def test_a_row_that_rode_a_commit_is_left_in_doubt_when_its_own_tries_fail(
+        fm_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A follower that could not hear back from the commit it rode leads with its row's id; the
+    # commit it rode took the row. When every one of its own tries then fails before it could
+    # read its marker, the row may be queued: it must never say "not written" (a retry would
+    # queue it twice), and the same append run again is queued once.
+    import sqlite3
+
+    from firstmate.base import dbconn
+    from firstmate.fast import appenddoubt
+
+    ident = appendspool.new_ident()
+    own = (time.time(), "check", "rode", "check: rode")
+    os.mkdir(appendspool.spool_dir(fm_home.state), 0o700)  # (where it rode)
+    db = open_store(fm_home)
+    try:
+        appendpath.commit_locked(db.connection(), db.path, fm_home.state, own, ident)
+        tries: list[int] = []
+
+        def failing(*_args: object, **_kwargs: object) -> object:
+            tries.append(1)
+            cause = sqlite3.OperationalError("disk I/O error")
+            cause.sqlite_errorname = "SQLITE_IOERR"  # type: ignore[attr-defined]
+            raise dbconn.translate(db.path, cause) from cause
+
+        monkeypatch.setattr(appendpath, "_transact", failing)
+        with pytest.raises(StateError) as caught:
+            appendpath.commit_locked(db.connection(), db.path, fm_home.state, own, ident)
+    finally:
+        db.close()
+    assert len(tries) == appendpath.ATTEMPTS
+    assert "may or may not be queued" in str(caught.value)
+    assert "rode another append's commit" in str(caught.value)
+    assert [entry[0] for entry in appenddoubt.read(fm_home.state) or []] == [ident]
+    monkeypatch.undo()
+    done = append_cli(fm_home, "rode")
+    assert done.returncode == 0, done.stderr
+    assert [key for _seq, _kind, key, _payload, _claim in rows(fm_home)] == ["rode"]

@@ -145,11 +145,12 @@ def forget(state: StrPath, doubts: list[Entry], resolved: set[str]) -> None:
 
 
 def append_failed(state: StrPath, db: StrPath, own: tuple[str, float, str, str, str],
-                  exc: BaseException, doubt: bool) -> BaseException:
+                  exc: BaseException, doubt: bool, *, rode: bool = False) -> BaseException:
     """The error an append reports once every try failed with *exc*: whether its row *own*
     ``(id, at, kind, key, payload)`` was queued, as far as is known. When it may have been
     (*doubt*), the row is left in doubt (:func:`record`), so that the same append run again is
-    queued once."""
+    queued once. *rode*: the doubt is that the row rode another producer's commit, which may
+    have taken it before this append's own tries failed."""
     from firstmate.base.dbfault import CommitFailed
     from firstmate.base.errors import StateError
 
@@ -161,15 +162,17 @@ def append_failed(state: StrPath, db: StrPath, own: tuple[str, float, str, str, 
     else:  # (the database's own words, not the sentence already made of them)
         reason = str(exc.__cause__ or exc)
     if doubt:
+        what = (f"it rode another append's commit, which may have taken it, and then {where} "
+                f"failed this append ({reason})" if rode else
+                f"committing it to {where} failed ({reason}) after it was written")
         if record(state, own):
             return StateError(
-                f"the row may or may not be queued: committing it to {where} failed ({reason}) "
-                "after it was written; running the same append again within ten minutes is "
-                "safe (it is queued once): check the disk (dmesg) first")
+                f"the row may or may not be queued: {what}; running the same append again "
+                "within ten minutes is safe (it is queued once): check the disk (dmesg) first")
         return StateError(
-            f"the row may or may not be queued: committing it to {where} failed ({reason}) "
-            "after it was written, and the note that makes a retry safe could not be written "
-            "either; check the disk (dmesg), then look (fm wake query) before appending it again")
+            f"the row may or may not be queued: {what}, and the note that makes a retry safe "
+            "could not be written either; check the disk (dmesg), then look (fm wake query) "
+            "before appending it again")
     if isinstance(exc, CommitFailed):
         return StateError(
             f"the row was not queued: committing it to {where} failed ({reason}); nothing was "

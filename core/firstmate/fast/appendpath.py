@@ -191,24 +191,34 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
     # be running (it withdrew its announcement once it held the queue lock): the queue lock
     # waits for it, and only then are markers final.
     try:
-        if held >= 0:
-            fd = held
-            try:
-                conn()
-            except BaseException:
-                ownerlock.release(fd)
-                raise
-        else:
-            conn()  # opened now if it was not, while the commit before ours finishes
-            try:
-                fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            if held >= 0:
+                fd = held
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    conn()
                 except BaseException:
-                    os.close(fd)
+                    ownerlock.release(fd)
                     raise
-            except OSError as exc:
-                raise ownerlock.lock_failed(lock_path, exc) from exc
+            else:
+                conn()  # opened now if it was not, while the commit before ours finishes
+                try:
+                    fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX)
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                except OSError as exc:
+                    raise ownerlock.lock_failed(lock_path, exc) from exc
+        except Exception as exc:
+            if ident is None:
+                raise
+            # Our row rode a commit and may be in it: never "not written", and a retry of the
+            # same append is queued once.
+            from firstmate.fast import appenddoubt
+
+            raise appenddoubt.append_failed(state, db_path, (ident, at, kind, key, payload), exc,
+                                            True, rode=True) from exc
         served: list[tuple[str, int]] = []
         try:
             if not conn.current:
@@ -279,7 +289,9 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
             doubt = outcome == "doubt" or (doubt and outcome != "settled")
             if attempt + 1 < ATTEMPTS:
                 continue
-            failure = appenddoubt.append_failed(state, db_path, (ident, *own), exc, doubt)
+            # A row that rode an earlier commit may be in it, whatever these tries did.
+            failure = appenddoubt.append_failed(state, db_path, (ident, *own), exc,
+                                                doubt or rode, rode=rode and not doubt)
             if failure is exc:
                 raise
             raise failure from exc
