@@ -162,8 +162,8 @@ def append_failed(state: StrPath, db: StrPath, own: tuple[str, float, str, str, 
     else:  # (the database's own words, not the sentence already made of them)
         reason = str(exc.__cause__ or exc)
     if doubt:
-        what = (f"it rode another append's commit, which may have taken it, and then {where} "
-                f"failed this append ({reason})" if rode else
+        what = ("it rode another append's commit, which may have taken it, and then this "
+                f"append failed on its own ({reason})" if rode else
                 f"committing it to {where} failed ({reason}) after it was written")
         if record(state, own):
             return StateError(
