@@ -125,6 +125,56 @@ def test_rows_wake_a_handling_successor_once_and_a_predecessor_row_never(rig: Ri
     assert third.wait() == 0
 
 
+def _held(rig: Rig, seq: int) -> bool:
+    log = rig.home.logs / "triage.log"
+    return log.exists() and f"queued: row {seq} waits up to " in log.read_text()
+
+
+def _undrained_handover(rig: Rig, hold: str) -> tuple[Proc, Proc]:
+    """A home whose primary drains, its newest wake delivered and not yet drained, and the
+    handling successor of that wake's arm: (that arm, the successor)."""
+    first = rig.spawn("arm")
+    started_pid(first.line())
+    rig.append("check", "one", "check: one")
+    assert first.line() == "check: one"
+    assert first.wait() == 0
+    assert "check: one" in rig.fm("wake", "drain").stdout
+    # After that drain, the next row wakes the successor at once, however long the hold.
+    second = rig.spawn("arm", env={"FM_WATCH_PREDECESSOR_ARM_PID": str(first.pid),
+                                   "FM_HANDOVER_HOLD": "3600"})
+    assert second.line().startswith("watcher: started pid=")
+    rig.append("check", "two", "check: two")
+    assert second.line() == "check: two"
+    assert second.wait() == 0
+    third = rig.spawn("arm", env={"FM_WATCH_PREDECESSOR_ARM_PID": str(second.pid),
+                                  "FM_HANDOVER_HOLD": hold})
+    assert third.line().startswith("watcher: started pid=")
+    return second, third
+
+
+def test_a_handling_successor_leaves_to_the_drain_what_arrived_before_it(rig: Rig) -> None:
+    # "two" was delivered and not yet drained: the primary's drain of it will show "three"
+    # too, so waking the primary for "three" would wake it for a row it has seen.
+    _, third = _undrained_handover(rig, "3600")
+    seq = rig.append("check", "three", "check: three")
+    eventually("the successor to hold the row", lambda: _held(rig, seq))
+    drained = rig.fm("wake", "drain").stdout
+    assert "check: two" in drained and "check: three" in drained, drained
+    # The drain rang; the held row is presented. The next row is the successor's wake.
+    rig.append("check", "four", "check: four")
+    assert third.line() == "check: four"
+    assert third.wait() == 0
+
+
+def test_a_handover_hold_runs_out_when_the_primary_does_not_drain(rig: Rig) -> None:
+    _, third = _undrained_handover(rig, "1")
+    seq = rig.append("check", "three", "check: three")
+    # Held for the drain that never comes, then woken for: nothing is lost.
+    assert third.line() == "check: three"
+    assert third.wait() == 0
+    assert _held(rig, seq)
+
+
 def test_without_its_doorbell_the_watcher_falls_back_to_polling(rig: Rig) -> None:
     # A directory at the bell's path (never removed by fm) leaves nowhere to bind it.
     blocker = Path(address(rig.home))

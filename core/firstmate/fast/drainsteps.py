@@ -51,6 +51,9 @@ Consumed = tuple[int, bool, bool, list[str], "str | None"]
 
 #: kv: the highest row a drain presented to an actor (``drain.presented.main`` / ``.branch``).
 PRESENTED_KEY = "drain.presented."
+#: kv: the newest watcher delivery a main drain came after (``deliveries.id``): a handling
+#: successor holds a queued wake while a newer delivery has had no drain (docs/watcher.md).
+FOLLOWED_KEY = "drain.followed.main"
 #: kv: the generations drains named in acknowledgement commands, space-separated, newest last.
 GENERATIONS_KEY = "drain.generations"
 GENERATIONS_KEPT = 16
@@ -74,6 +77,16 @@ def presented_through(conn: sqlite3.Connection, actor: str) -> int:
         ).fetchone()
         mark = max(mark, int(row[0]))
     return mark
+
+
+def followed(conn: sqlite3.Connection) -> bool:
+    """Inside a main drain's transaction: remember the newest delivery it came after. True
+    when that moved (a watcher holding a wake for this drain must look again: ring it)."""
+    newest = conn.execute("SELECT coalesce(max(id), 0) FROM deliveries").fetchone()[0]
+    if kv_get(conn, FOLLOWED_KEY) == str(newest):
+        return False
+    kv_set(conn, FOLLOWED_KEY, str(newest))
+    return True
 
 
 def forget_presented(conn: sqlite3.Connection, actor: str) -> None:
@@ -269,6 +282,7 @@ def after(conn: sqlite3.Connection) -> tuple[int, str]:
     return remaining, episoderow.token(episoderow.read(conn))
 
 
-__all__ = ["GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY", "Consumed", "Presented", "after",
-           "check", "consume", "dedupe", "episode_only", "forget_presented", "line", "note",
-           "present", "presented_through", "printed_generations", "record", "remedy"]
+__all__ = ["FOLLOWED_KEY", "GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY", "Consumed",
+           "Presented", "after", "check", "consume", "dedupe", "episode_only", "followed",
+           "forget_presented", "line", "note", "present", "presented_through",
+           "printed_generations", "record", "remedy"]

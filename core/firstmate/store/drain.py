@@ -140,8 +140,13 @@ def drain(
     try:
         with locked(db, timeout=bound) as conn:
             result = drain_locked(conn, db, actor, env=env)
+            moved = actor == "main" and drainsteps.followed(conn)
     except LockTimeout as exc:
         return DrainResult(actor=actor, skipped=skip_line(exc.holder_pid, bound))
+    if moved:  # a handling successor may hold a wake for this drain (docs/watcher.md)
+        from firstmate.fast.bell import ring
+
+        ring(db.home)
     return result
 
 
