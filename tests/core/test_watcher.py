@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -164,6 +165,48 @@ def test_a_handling_successor_leaves_to_the_drain_what_arrived_before_it(rig: Ri
     rig.append("check", "four", "check: four")
     assert third.line() == "check: four"
     assert third.wait() == 0
+
+
+@pytest.mark.parametrize("drain", [(), ("--json",)], ids=["fast", "json"])
+def test_a_handling_successor_leaves_to_the_drain_a_crew_line_that_arrived_before_it(
+        rig: Rig, drain: tuple[str, ...]) -> None:
+    # As with a row: the primary's drain of "two" shows the crew's unread line too (the
+    # fast drain and the store's full one, which --json takes).
+    assert rig.fm("crew", "add", "c1", "--pane", "%99").returncode == 0
+    _, third = _undrained_handover(rig, "3600")
+    assert rig.fm("crew", "status", "c1", "done: tests pass").returncode == 0
+    log = rig.home.logs / "triage.log"
+    eventually("the successor to hold the crew's line", lambda: log.exists()
+               and "status: c1.status waits up to " in log.read_text())
+    drained = rig.fm("wake", "drain", *drain).stdout
+    assert "check: two" in drained and "done: tests pass" in drained, drained
+    # The drain marked the line presented before it rang: the successor does not wake for it,
+    # and the crew's next line is its wake.
+    assert rig.fm("crew", "status", "c1", "done: second").returncode == 0
+    reason = third.line()
+    assert "done: second" in reason and "tests pass" not in reason, reason
+    assert third.wait() == 0
+
+
+def test_a_held_check_is_not_run_again_until_the_drain_and_then_wakes(rig: Rig) -> None:
+    # A check's wake is appended at the close: made during the hold, the drain would show it
+    # and the primary would then be woken for a row it has read. Held, it goes out after.
+    _, third = _undrained_handover(rig, "3600")
+    runs = rig.tmp / "runs"
+    assert rig.fm("check", "add", "disk", "--", "sh", "-c",
+                  f"echo run >> '{runs}'; echo 'disk full'").returncode == 0
+    log = rig.home.logs / "triage.log"
+    eventually("the successor to hold the check's wake", lambda: log.exists()
+               and "checks: check:disk waits up to " in log.read_text())
+    # Nothing to wait for but time: a held source is not polled (a check would run on every
+    # look, and its own deadline, already due, would have the watcher look at once, again).
+    time.sleep(1.0)
+    assert runs.read_text().count("run") == 1
+    drained = rig.fm("wake", "drain").stdout
+    assert "check: two" in drained and "disk full" not in drained, drained
+    assert third.line() == "check: disk: disk full"
+    assert third.wait() == 0
+    assert runs.read_text().count("run") == 2  # once more, when the drain released it
 
 
 def test_a_handover_hold_runs_out_when_the_primary_does_not_drain(rig: Rig) -> None:

@@ -273,6 +273,8 @@ def _drain(args: list[str], env: Mapping[str, str]) -> int:
         presentation.abandon()
         raise
     presentation.commit()
+    if result.actor == "main":
+        drain.follow(db, env)
     return 0
 
 
@@ -310,6 +312,8 @@ def drain_json(env: Mapping[str, str], actor: str | None,
         presentation.abandon()
         raise
     presentation.commit()
+    if result.actor == "main":
+        drain.follow(db, env)
     return shown
 
 

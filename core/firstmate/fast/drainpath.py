@@ -178,18 +178,12 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                     raise
                 # A registered crew's turn end is shown with its screen: the full path's.
                 ended = frozenset([name + TURN_ENDED for name in crews])
-                from firstmate.fast import drainsteps
-
-                command, note, shown, kinds, moved = _transact(
-                    conn, db, lambda c: (*_drain_locked(c, ended), drainsteps.followed(c)))
+                command, note, shown, kinds = _transact(
+                    conn, db, lambda c: _drain_locked(c, ended))
             except _Fallback:
                 return False
             finally:
                 ownerlock.release(queue)
-            if moved:  # a handling successor may hold a wake for this drain (docs/watcher.md)
-                from firstmate.fast import bell
-
-                bell.ring_address(bell.address_of(state))
             # Read once the queue lock is free again (appends never wait on crews' logs).
             lines, snaps = _presentation(state, env, shown) if crews else ([], [])
             from firstmate.fast import drainview
@@ -201,6 +195,9 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
 
                 # Only now, with the lines written and flushed, do they count as seen.
                 crewview.advance(os.path.join(state, "crew"), snaps)
+            from firstmate.fast import drainsteps
+
+            drainsteps.follow(conn, db, state, root, float(bound))
             return True
         finally:
             _close(conn)

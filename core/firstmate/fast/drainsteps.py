@@ -54,6 +54,9 @@ PRESENTED_KEY = "drain.presented."
 #: kv: the newest watcher delivery a main drain came after (``deliveries.id``): a handling
 #: successor holds a queued wake while a newer delivery has had no drain (docs/watcher.md).
 FOLLOWED_KEY = "drain.followed.main"
+#: Seconds a drain whose output is out waits at most for the queue lock to record the delivery
+#: it came after (:func:`follow`).
+FOLLOW_BOUND = 2.0
 #: kv: the generations drains named in acknowledgement commands, space-separated, newest last.
 GENERATIONS_KEY = "drain.generations"
 GENERATIONS_KEPT = 16
@@ -79,14 +82,68 @@ def presented_through(conn: sqlite3.Connection, actor: str) -> int:
     return mark
 
 
+_FOLLOWED_SQL = ("SELECT (SELECT coalesce(max(id), 0) FROM deliveries), "
+                 "(SELECT value FROM kv WHERE key = ?)")
+
+
+def _moved(conn: sqlite3.Connection) -> int | None:
+    """The newest delivery when no main drain recorded it yet (else None)."""
+    newest, recorded = conn.execute(_FOLLOWED_SQL, (FOLLOWED_KEY,)).fetchone()
+    return None if recorded == str(newest) else int(newest)
+
+
 def followed(conn: sqlite3.Connection) -> bool:
-    """Inside a main drain's transaction: remember the newest delivery it came after. True
-    when that moved (a watcher holding a wake for this drain must look again: ring it)."""
-    newest = conn.execute("SELECT coalesce(max(id), 0) FROM deliveries").fetchone()[0]
-    if kv_get(conn, FOLLOWED_KEY) == str(newest):
+    """In a write transaction, once a main drain's output was written and its crew-status
+    marks advanced: remember the newest delivery it came after. True when that moved (a
+    watcher holding a wake for this drain must look again: ring it)."""
+    newest = _moved(conn)
+    if newest is None:
         return False
     kv_set(conn, FOLLOWED_KEY, str(newest))
     return True
+
+
+def follow(conn: sqlite3.Connection, db: str, state: str, root: str, bound: float) -> None:
+    """After a main drain's output was written and its crew-status marks advanced: record the
+    delivery it came after (:func:`followed`, its own transaction under the queue lock) and,
+    when that moved, ring the doorbell. Recorded only then, so a handling successor that looks
+    again finds what the drain presented seen, rows and lines alike. Best effort: a drain that
+    cannot record it (the lock held past *bound*, at most :data:`FOLLOW_BOUND`, or a failing
+    database) leaves a held wake to go out when the hold runs out, so nothing is lost."""
+    import os
+
+    from firstmate.base import dbconn, ownerlock
+    from firstmate.base.errors import FirstmateError
+
+    bound = min(bound, FOLLOW_BOUND)  # (the drain's output is already out: never wait long)
+    try:
+        # Most drains come after a delivery a drain already followed: one read, no lock.
+        if _moved(conn) is None:
+            return
+        lock = ownerlock.try_acquire(os.path.join(state, "queue.lock"), "queue", root, bound)
+    except (dbconn.sqlite3.Error, OSError, FirstmateError):
+        return
+    if lock is None:
+        return
+    try:
+        dbconn.begin(conn, db, bound)
+        try:
+            moved = followed(conn)
+        except BaseException:
+            try:  # noqa: SIM105 - contextlib costs the fast path an import
+                conn.execute("ROLLBACK")
+            except dbconn.sqlite3.Error:
+                pass
+            raise
+        dbconn.commit(conn, db)
+    except (dbconn.sqlite3.Error, OSError, FirstmateError):
+        return
+    finally:
+        ownerlock.release(lock)
+    if moved:  # a handling successor may hold a wake for this drain (docs/watcher.md)
+        from firstmate.fast import bell
+
+        bell.ring_address(bell.address_of(state))
 
 
 def forget_presented(conn: sqlite3.Connection, actor: str) -> None:
@@ -282,7 +339,7 @@ def after(conn: sqlite3.Connection) -> tuple[int, str]:
     return remaining, episoderow.token(episoderow.read(conn))
 
 
-__all__ = ["FOLLOWED_KEY", "GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY", "Consumed",
-           "Presented", "after", "check", "consume", "dedupe", "episode_only", "followed",
+__all__ = ["FOLLOWED_KEY", "FOLLOW_BOUND", "GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY", "Consumed",
+           "Presented", "after", "check", "consume", "dedupe", "episode_only", "follow", "followed",
            "forget_presented", "line", "note", "present", "presented_through",
            "printed_generations", "record", "remedy"]

@@ -139,15 +139,19 @@ def drain(
     bound = lock_timeout(env) if timeout is None else timeout
     try:
         with locked(db, timeout=bound) as conn:
-            result = drain_locked(conn, db, actor, env=env)
-            moved = actor == "main" and drainsteps.followed(conn)
+            return drain_locked(conn, db, actor, env=env)
     except LockTimeout as exc:
         return DrainResult(actor=actor, skipped=skip_line(exc.holder_pid, bound))
-    if moved:  # a handling successor may hold a wake for this drain (docs/watcher.md)
-        from firstmate.fast.bell import ring
 
-        ring(db.home)
-    return result
+
+def follow(db: Store, env: Mapping[str, str] | None = None) -> None:
+    """After a main drain's output was written and its crew-status marks advanced: record the
+    delivery it came after and ring a handling successor that may hold a wake for it
+    (:func:`firstmate.fast.drainsteps.follow`; best effort, docs/watcher.md)."""
+    home = db.home
+    conn = db.connection()
+    drainsteps.follow(conn, str(db.path), str(home.state), str(home.root),
+                      float(lock_timeout(env)))
 
 
 def _reclaim_gone_grant(conn: sqlite3.Connection) -> list[str]:

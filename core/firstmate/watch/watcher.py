@@ -275,6 +275,7 @@ class Watcher:
     def _loop(self, code: Path) -> int:
         from firstmate.store.health import grace
         from firstmate.watch.sources.base import PollContext
+        from firstmate.watch.sources.handover import HeldWakes
 
         assert self.home is not None and self.bell is not None
         home = self.home
@@ -290,18 +291,23 @@ class Watcher:
         self._beacon, db_path = os.fspath(home.beacon), os.fspath(home.db)  # (made once)
         code_path = os.fspath(code)
         due: dict[int, float] = {}
+        # Wakes that wait for the primary's drain of the wake before (a handling successor's).
+        held = HeldWakes(self.db)
         full_at = 0.0
         rang = False
         number = 0
         while True:
             number += 1
             now = time.time()
+            released = held.released(rang, now)
             full = now >= full_at
             if full:
                 chosen, full_at = self.sources, now + poll_every
             else:
                 chosen = [s for s in self.sources if (rang and s in on_bell)
-                          or due.get(id(s), math.inf) <= now]
+                          or due.get(id(s), math.inf) <= now or id(s) in released]
+            if held.held:
+                chosen = [s for s in chosen if id(s) not in held.held]
             # A poll that only answers the doorbell touches the beacon after its sources: a
             # wake removes the beacon anyway, and every other poll (one at least each FM_POLL,
             # well inside the grace) touches it first.
@@ -331,20 +337,21 @@ class Watcher:
                     self.bell.wait(0)
                     again = attrs.evolve(ctx, now=time.time(), full=False)
                     for early in chosen[:index]:
-                        if early in on_bell:
+                        if early in on_bell and id(early) not in held.held:
                             wake = self._poll(early, again)
                             if isinstance(wake, int):
                                 return wake
-                            if wake is not None:
+                            if wake is not None and not held.holds(early, wake, again):
                                 return self._close(early, wake, again)
                 wake = self._poll(source, ctx)
                 if isinstance(wake, int):
                     return wake
-                if wake is not None:
+                if wake is not None and not held.holds(source, wake, ctx):
                     return self._close(source, wake, ctx)
             if answer_only:
                 self._touch_beacon()
             due = self._dues(ctx)
+            due.update(held.held)  # (a held source's own deadline waits for the hold too)
             rang = self.bell.wait(max(MIN_WAIT, min([full_at, *due.values()]) - time.time()))
 
     def _grounds_gone(self, code: Path) -> int | None:

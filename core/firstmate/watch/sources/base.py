@@ -74,7 +74,9 @@ class Source(Protocol):
     # A source may also set a class attribute ``doorbell = True``: it is polled when the doorbell
     # rings (it watches what rings it: queued rows, crew lines). Every other source is polled only
     # when a deadline (its ``next_due`` or ``FM_POLL``) comes, so slow work never stands between
-    # a ring and its wake.
+    # a ring and its wake. In a handling successor the watcher holds a source's wake for the
+    # primary's drain (:mod:`firstmate.watch.sources.handover`) and does not poll it meanwhile;
+    # ``handover = True`` says a source holds its own wakes (the queued source).
 
     def poll(self, ctx: PollContext) -> Wake | None:
         """Look once; return the first actionable event or None when everything was absorbed."""
