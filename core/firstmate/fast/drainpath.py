@@ -178,8 +178,8 @@ def drain(env: Mapping[str, str], out: TextIO, err: TextIO) -> bool:
                     raise
                 # A registered crew's turn end is shown with its screen: the full path's.
                 ended = frozenset([name + TURN_ENDED for name in crews])
-                command, note, shown, kinds = _transact(
-                    conn, db, lambda c: _drain_locked(c, ended))
+                command, note, shown, kinds = _transact(conn, db,
+                                                        lambda c: _drain_locked(c, ended))
             except _Fallback:
                 return False
             finally:

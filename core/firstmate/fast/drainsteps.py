@@ -52,7 +52,7 @@ Consumed = tuple[int, bool, bool, list[str], "str | None"]
 #: kv: the highest row a drain presented to an actor (``drain.presented.main`` / ``.branch``).
 PRESENTED_KEY = "drain.presented."
 #: kv: the newest watcher delivery a main drain came after (``deliveries.id``): a handling
-#: successor holds a queued wake while a newer delivery has had no drain (docs/watcher.md).
+#: successor holds a wake while a newer delivery has had no drain (docs/watcher.md).
 FOLLOWED_KEY = "drain.followed.main"
 #: Seconds a drain whose output is out waits at most for the queue lock to record the delivery
 #: it came after (:func:`follow`).
@@ -339,7 +339,7 @@ def after(conn: sqlite3.Connection) -> tuple[int, str]:
     return remaining, episoderow.token(episoderow.read(conn))
 
 
-__all__ = ["FOLLOWED_KEY", "FOLLOW_BOUND", "GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY", "Consumed",
-           "Presented", "after", "check", "consume", "dedupe", "episode_only", "follow", "followed",
-           "forget_presented", "line", "note", "present", "presented_through",
+__all__ = ["FOLLOWED_KEY", "FOLLOW_BOUND", "GENERATIONS_KEPT", "GENERATIONS_KEY", "PRESENTED_KEY",
+           "Consumed", "Presented", "after", "check", "consume", "dedupe", "episode_only", "follow",
+           "followed", "forget_presented", "line", "note", "present", "presented_through",
            "printed_generations", "record", "remedy"]

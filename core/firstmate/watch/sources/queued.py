@@ -36,7 +36,7 @@ from firstmate.fast.wakeactor import UNCLAIMED_SQL, VALID_SQL
 from firstmate.store.database import Store, kv_get, kv_set
 from firstmate.store.home import Home
 from firstmate.watch.sources.base import WAKE_KINDS, PollContext, Wake
-from firstmate.watch.sources.handover import DEFAULT_HOLD, HOLD_ENV, NO_FACTS, Facts, Handover
+from firstmate.watch.sources.handover import NO_FACTS, Facts, Handover
 
 #: The store fact holding the highest sequence a watcher delivered a wake for.
 WATERMARK_KEY = "watch.watermark"
@@ -161,5 +161,4 @@ class QueuedSource:
         self._store = None
 
 
-__all__ = ["DEFAULT_HOLD", "HOLD_ENV", "WATERMARK_KEY", "QueuedSource", "advance_watermark",
-           "read_watermark", "reason_line"]
+__all__ = ["WATERMARK_KEY", "QueuedSource", "advance_watermark", "read_watermark", "reason_line"]
