@@ -9,8 +9,10 @@ home's owner (and root) can reach it, and only the watcher holding the singleton
 replaces whatever a killed predecessor left at the path). No other user can take the address
 first or ring it.
 
-**What a flood costs.** A ring is one byte and says only "look again": every ring waiting is
-read at once and answered by one poll. Past a burst of :data:`BURST` answered rings, the bell
+**What a flood costs.** A ring is one byte and says only "look again": the ring that ends a
+wait is read alone (the wake pays for one ``recv``, not for reading the queue dry), and every
+ring behind it is read at once by the next wait, which answers them all with one more poll.
+Past a burst of :data:`BURST` answered rings, the bell
 answers at most :data:`RATE` a second, and while it may not answer it does not even watch the
 socket (rings pile up in the kernel's queue, whose senders never block), so a runaway writer
 costs the watcher a bounded number of polls a second, however fast it rings.
@@ -53,6 +55,8 @@ class Doorbell:
     #: Rings that may still be answered at once, and when that was last counted (monotonic).
     _tokens: float = float(BURST)
     _counted: float = attrs.Factory(time.monotonic)
+    #: The last answer read only the ring that ended its wait: others may wait behind it.
+    _unread: bool = False
 
     def open(self) -> bool:
         """Bind the bell; False (polling only) when its path cannot take a socket."""
@@ -86,7 +90,8 @@ class Doorbell:
         return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / RATE
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to *timeout* seconds for a ring; True when rung. Reads every ring waiting."""
+        """Wait up to *timeout* seconds for a ring; True when rung. Reads the ring that ends the
+        wait; rings left behind the last one read answer this wait at once, all together."""
         timeout = max(0.0, timeout)
         if self._sock is None and not self.open():
             time.sleep(timeout)
@@ -100,9 +105,30 @@ class Doorbell:
                 return False
             timeout -= hold
             self._hold()
+        if self._unread:
+            # Rings behind the one read last came with it or during its poll: one answer for all.
+            self._unread = False
+            if self._read_all():
+                self._tokens -= 1.0
+                return True
         ready, _, _ = select.select([self._sock], [], [], timeout)
         if not ready:
             return False
+        # Only the ring that woke us, so the wake pays one recv (reading until the queue is
+        # empty ends in an exception, which costs a waking process several times as much);
+        # the next wait reads any behind it.
+        try:  # noqa: SIM105 - a with block costs the wake more than this
+            self._sock.recv(64)
+        except OSError:  # (interrupted, or taken already: the rings are still answered)
+            pass
+        self._unread = True
+        self._tokens -= 1.0
+        return True
+
+    def _read_all(self) -> bool:
+        """Read every ring waiting (at most :data:`DRAIN_MAX`); True when there was one."""
+        assert self._sock is not None
+        found = False
         for _ in range(DRAIN_MAX):
             try:
                 self._sock.recv(64)
@@ -110,8 +136,8 @@ class Doorbell:
                 continue
             except OSError:  # (BlockingIOError: every ring is read)
                 break
-        self._tokens -= 1.0
-        return True
+            found = True
+        return found
 
     def pending(self) -> bool:
         """True when a ring waits that may be answered now; reads nothing (one ``select``)."""

@@ -303,6 +303,8 @@ class Watcher:
             full = now >= full_at
             if full:
                 chosen, full_at = self.sources, now + poll_every
+            elif rang and not released and not held.held and min(due.values(), default=now + 1) > now:
+                chosen = on_bell  # (the usual answer to a ring, without a look at each source)
             else:
                 chosen = [s for s in self.sources if (rang and s in on_bell)
                           or due.get(id(s), math.inf) <= now or id(s) in released]
@@ -311,7 +313,7 @@ class Watcher:
             # A poll that only answers the doorbell touches the beacon after its sources: a
             # wake removes the beacon anyway, and every other poll (one at least each FM_POLL,
             # well inside the grace) touches it first.
-            answer_only = number > 1 and all(s in on_bell for s in chosen)
+            answer_only = number > 1 and (chosen is on_bell or all(s in on_bell for s in chosen))
             if not answer_only:
                 self._touch_beacon()
             if number == 1:
