@@ -8,10 +8,12 @@ waits on a lock taken here can name its holder.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 
 from firstmate.base.envnum import finite
+from firstmate.base.procself import current_token
 from firstmate.base.safepaths import open_private, state_error
 
 TYPE_CHECKING = False
@@ -57,8 +59,6 @@ def write_record(fd: int, path: StrPath, role: str, home: StrPath,
                  token: str | None = None) -> Written:
     """Replace the lock file's contents with this process's owner record (*token*: this
     process's identity token, read from ``/proc/self`` when not given)."""
-    from firstmate.base.procself import current_token
-
     pid, identity, at = os.getpid(), token or current_token(), time.time()
     data = record_json(pid, identity, os.fspath(home), role, at).encode()
     try:
@@ -87,8 +87,6 @@ def acquire_recorded(path: StrPath, role: str, home: StrPath,
                      token: str | None = None) -> tuple[int, Written]:
     """Open *path* (0600, never through a symlink), wait for its exclusive ``flock`` as long as
     it takes, and write the owner record. POSIX only. Returns the descriptor and the record."""
-    import fcntl
-
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
@@ -121,8 +119,6 @@ def try_acquire(path: StrPath, role: str, home: StrPath, bound: float = 0.0) -> 
     """:func:`acquire_recorded` within *bound* seconds (0: only if nobody holds it now, else
     :func:`poll`); None when it stayed held. Returns the descriptor (release with
     :func:`release`)."""
-    import fcntl
-
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         def attempt() -> bool:
@@ -151,8 +147,6 @@ def flock_with_record(path: StrPath, role: str, home: StrPath) -> int:
 
 def release(fd: int) -> None:
     """Clear the record (a free lock file never names a past holder), unlock and close."""
-    import fcntl
-
     try:
         try:  # noqa: SIM105 - contextlib costs the fast path an import
             os.ftruncate(fd, 0)

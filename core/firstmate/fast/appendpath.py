@@ -32,12 +32,14 @@ stays inside the standard-library layer: it never imports the store itself.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 
-from firstmate.base import dbconn
+from firstmate.base import dbconn, ownerlock
 from firstmate.base.dbconn import sqlite3  # the C module alone (see dbconn)
-from firstmate.fast import episoderow
+from firstmate.base.safepaths import open_private
+from firstmate.fast import appendspool, bell, episoderow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,12 +134,6 @@ def _commit(conn: _Given | _Lazy, db_path: StrPath, lock_path: StrPath, root: St
             row: tuple[str, str, str], at: float | None, token: str | None) -> int | None:
     """:func:`commit` over a connection opened on demand; None when the database turns out not
     to be at the current schema (nothing was written: the caller appends through the store)."""
-    import fcntl
-
-    from firstmate.base import ownerlock
-    from firstmate.base.safepaths import open_private
-    from firstmate.fast import appendspool, bell
-
     kind, key, payload = row
     state = os.path.dirname(os.fspath(lock_path))
     at = time.time() if at is None else float(at)
@@ -270,8 +266,6 @@ def commit_locked(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
     (:mod:`firstmate.base.dbfault`), so the next cannot insert a row twice. When none commits,
     the error says whether the row may still take effect, and when it may, the row is left in
     doubt for a retry of the same append to resolve."""
-    from firstmate.fast import appendspool
-
     # A row that rode an earlier announcement may have been taken by its commit: its marker.
     rode = ident is not None
     ident = ident or appendspool.new_ident()
@@ -305,8 +299,6 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
               own: Entry, note: int, rode_before: bool,
               idle: bool = False) -> tuple[int, list[tuple[str, int]]]:
     """One try of :func:`commit_locked`: *own*'s number and the ``(id, seq)`` list it served."""
-    from firstmate.fast import appendspool
-
     dbconn.start(conn, db_path)
     doubts: list[Entry] | None = None
     resolved: set[str] = set()
@@ -368,10 +360,8 @@ def _transact(conn: sqlite3.Connection, db_path: StrPath, state: StrPath,
 def _doubts(state: StrPath) -> list[Entry] | None:
     """The appends left in doubt (:mod:`firstmate.fast.appenddoubt`); None when there is no
     such file, known from one ``lstat`` (the module is imported only when there is)."""
-    from firstmate.fast.appendspool import DOUBT, spool_dir
-
     try:
-        os.lstat(os.path.join(spool_dir(state), DOUBT))
+        os.lstat(os.path.join(appendspool.spool_dir(state), appendspool.DOUBT))
     except FileNotFoundError:
         return None
     except OSError:

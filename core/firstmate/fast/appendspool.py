@@ -49,12 +49,14 @@ Standard library only, like the rest of the append path.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import time
 
 from firstmate.base import dbconn
 from firstmate.base.dbconn import sqlite3  # the C module alone (see dbconn)
+from firstmate.base.safepaths import make_private_dir, open_private, refuse_symlink, state_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,8 +122,6 @@ def idle(state: StrPath) -> bool:
 
 def open_gate(state: StrPath) -> int:
     """A descriptor on ``state/spool/.gate`` (the spool directory is created 0700 if missing)."""
-    from firstmate.base.safepaths import make_private_dir, open_private
-
     folder = spool_dir(state)
     try:
         is_dir = stat.S_ISDIR(os.lstat(folder).st_mode)  # (a symlink is not: refused below)
@@ -145,8 +145,6 @@ def open_gate(state: StrPath) -> int:
 
 def _unusable(name: str, state: StrPath, exc: OSError | None) -> Exception:
     """The one-line error for a spool control file that is not a plain file of ours."""
-    from firstmate.base.safepaths import state_error
-
     what = "is not a regular file" if exc is None else f"cannot be opened ({exc.strerror})"
     return state_error(f"{os.path.join(spool_dir(state), name)} {what}; remove it and let fm "
                        "recreate it")
@@ -160,10 +158,6 @@ def announce(state: StrPath) -> int:
     always get it, however soon the next leader starts (on one shared lock file they could be
     shut out again by each next commit while waiting for a CPU, for seconds under load).
     """
-    import fcntl
-
-    from firstmate.base.safepaths import open_private
-
     folder = spool_dir(state)
     tmp = os.path.join(folder, f"{NOTE}-{os.getpid()}-{os.urandom(4).hex()}.tmp")
     fd = open_private(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
@@ -230,8 +224,6 @@ def _named(note: int, ident: str | None) -> int | None:
 def _in_progress(state: StrPath, ident: str | None) -> tuple[int, int | None]:
     """``(note, seq)``: the announcement of the commit in progress (open; -1 when none is), and
     when none is, the number the last announcement gives *ident* if it names it."""
-    import fcntl
-
     try:
         # Read-write, appending: a follower rides it (:func:`ride`), then reads its number there.
         note = os.open(os.path.join(spool_dir(state), NOTE),
@@ -266,8 +258,6 @@ def take_turn(state: StrPath, gate: int, ident: str | None) -> tuple[int, int, i
     whatever replaced it since); becoming the leader is decided under the gate, held for a few
     system calls.
     """
-    import fcntl
-
     theirs, seq = _in_progress(state, ident)
     if theirs >= 0 or seq is not None:
         return -1, theirs, seq
@@ -291,10 +281,6 @@ def lead_at_once(state: StrPath, lock_path: StrPath, unannounced: bool = False) 
     announcement. It spares the uncontended append the announcement's create, rename and
     unlink (directory changes the commit's fsync would carry). *unannounced*: the caller knows
     that no commit is announced (:func:`idle`), so there is no announcement to look for."""
-    import fcntl
-
-    from firstmate.base.safepaths import open_private
-
     if not unannounced:
         theirs, _ = _in_progress(state, None)
         if theirs >= 0:
@@ -340,8 +326,6 @@ def await_commit(note: int, ident: str) -> int | None:
     """Sleep until the commit announced by *note* ends (then close it): the number it gave
     *ident*, or None when it did not take our row (it came too late, or the leader was killed
     before listing it: the caller takes its turn again)."""
-    import fcntl
-
     try:
         fcntl.flock(note, fcntl.LOCK_SH)  # granted once its leader lets go: nobody locks it again
         return _named(note, ident)
@@ -359,8 +343,6 @@ class committing:  # (lower case: used like a function, ``with committing(state)
         self.note = -1
 
     def __enter__(self) -> None:
-        import fcntl
-
         gate = open_gate(self.state)
         try:
             while True:
@@ -482,8 +464,6 @@ def collect(conn: sqlite3.Connection, state: StrPath,
     except FileNotFoundError:
         return []
     if stat.S_ISLNK(st.st_mode):
-        from firstmate.base.safepaths import refuse_symlink
-
         refuse_symlink(folder)  # a planted link would feed another directory's files in as rows
     seen = (folder, st.st_dev, st.st_ino, st.st_ctime_ns)
     # (stat before listing: a change made after it shows as a later ctime)

@@ -63,11 +63,12 @@ _ringer: tuple[int, _socket.socket] | None = None
 def ring_address(addr: str) -> None:
     """Wake whoever listens on the socket file *addr*. Never raises, never blocks."""
     global _ringer
-    # _socket, not socket: the socket module builds enums at import, which a hot path cannot pay.
-    import _socket
-
     pid = os.getpid()
     if _ringer is None or _ringer[0] != pid:  # (a forked child makes its own)
+        # _socket, not socket: the socket module builds enums at import, which a hot path
+        # cannot pay (and only the first ring imports it: every later one reuses the socket).
+        import _socket
+
         try:
             made = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM | _socket.SOCK_NONBLOCK
                                   | _socket.SOCK_CLOEXEC)

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import attrs
 
 from firstmate.base.wakeinput import KEY_MAX, KINDS, PAYLOAD_MAX, TRUNCATION_MARKER, clean, validate
-from firstmate.fast import drainsteps, queueview
+from firstmate.fast import appendpath, drainsteps, queueview
 from firstmate.fast.wakeactor import (
     ACTOR_ENV,
     ACTORS,
@@ -47,6 +47,7 @@ from firstmate.fast.wakeactor import (
     resolve_actor,
 )
 from firstmate.store.database import SET_ASIDE_KEEP, Store, advance_seq
+from firstmate.store.identity import current
 
 #: Unusable rows quoted verbatim in a retirement report before the remainder is only counted.
 REPORT_SHOWN = 20
@@ -99,9 +100,6 @@ def append(db: Store, kind: str, key: str, payload: str, *, at: float | None = N
 
     Returns the new row's sequence number. Rings the watcher's doorbell after the commit.
     """
-    from firstmate.fast import appendpath
-    from firstmate.store.identity import current
-
     kind, key, payload = validate(kind, key, payload)
     if os.name == "posix":  # (it rings the doorbell the moment the row is committed)
         path, lock, root = db.append_files()
@@ -124,8 +122,6 @@ def append_locked(
 
 
 def _insert(conn: sqlite3.Connection, kind: str, key: str, payload: str, at: float | None) -> int:
-    from firstmate.fast import appendpath
-
     return appendpath.insert(conn, kind, key, payload, at)
 
 
