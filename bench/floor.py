@@ -60,8 +60,10 @@ from _fleet import DEADLINE, Fleet, need_tmux, pct, read_line
 
 PAIRS = int(os.environ.get("FM_BENCH_FLOOR_PAIRS", "200"))
 GOAL_P50, GOAL_P99 = 1.5, 2.0
-#: Waits in the kernel that mean "blocked waiting for a ring" (select/poll on the doorbell).
-_WAITING = ("do_select", "do_sys_poll", "poll_schedule_timeout", "core_sys_select")
+#: Waits in the kernel that mean "blocked waiting for a ring": a receive on the doorbell (and
+#: select or poll, for a watcher that waits so).
+_WAITING = ("__skb_wait_for_more_packets", "do_select", "do_sys_poll", "poll_schedule_timeout",
+            "core_sys_select")
 
 # The floor's reader: the database open, blocked on the datagram socket; on a ring it selects
 # the rows past the last it printed and prints each (after committing a delivery record of its

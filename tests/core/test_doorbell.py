@@ -1,9 +1,12 @@
-"""The doorbell's listening side: a wake reads only the ring that ended it, and every ring left
+"""The doorbell's listening side: a wait is the read itself (a ring ends it, the time runs out,
+a stop signal interrupts it), a wake reads only the ring that ended it, and every ring left
 behind it (a burst, or one rung while the watcher polled) is answered once, all together."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -31,7 +34,7 @@ def queued(bell: Doorbell) -> int:
     taken: list[bytes] = []
     try:
         while True:
-            taken.append(sock.recv(64))
+            taken.append(sock.recv(64, socket.MSG_DONTWAIT))
             count += 1
     except BlockingIOError:
         pass
@@ -74,3 +77,41 @@ def test_the_answer_to_leftover_rings_spends_the_rate_like_any(bell: Doorbell,
     assert bell.wait(0.0)
     refilled = (time.monotonic() - started) * RATE
     assert bell._tokens <= BURST - 2 + refilled  # two answers, two rings' worth of the rate
+
+
+def test_a_wait_nobody_rings_lasts_its_time_and_a_zero_wait_none(bell: Doorbell) -> None:
+    started = time.monotonic()
+    assert not bell.wait(0.2)
+    assert time.monotonic() - started >= 0.19  # (a receive timeout, not a return at once)
+    started = time.monotonic()
+    assert not bell.wait(0.0)  # (never the receive timeout of zero, which waits for ever)
+    assert not bell.wait(1e-9)
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_ring_ends_a_long_wait_at_once(bell: Doorbell, fm_home: Home) -> None:
+    assert not bell.wait(0.01)  # (a short receive timeout set first: the next wait sets its own)
+    threading.Timer(0.1, ringing.ring, args=(fm_home,)).start()
+    started = time.monotonic()
+    assert bell.wait(60.0)
+    assert time.monotonic() - started < 30.0  # rung, not timed out
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_stop_signal_interrupts_the_wait(bell: Doorbell) -> None:
+    def stop(signum: int, frame: object) -> None:
+        raise _Stop
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        started = time.monotonic()
+        with pytest.raises(_Stop):
+            bell.wait(60.0)
+        assert time.monotonic() - started < 30.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -165,3 +165,23 @@ def test_the_watcher_holds_another_source_until_a_ring_finds_the_drain_or_the_bo
         queued.close()
     finally:
         db.close()
+
+
+def test_a_rings_look_at_the_rows_makes_a_context_only_to_weigh_a_hold(fm_home: Home) -> None:
+    """The watcher's answer to a ring looks at the queued rows before it makes a poll's context:
+    the context is made only when there is a hold to weigh, and the hold is the poll's."""
+    made: list[PollContext] = []
+
+    def context(now: float) -> PollContext:
+        made.append(_ctx(fm_home, now))
+        return made[-1]
+
+    _undrained(fm_home, 1000.0)
+    source = QueuedSource(fm_home)
+    wake = source.look(False, lambda: context(1001.0))  # not a handling successor: no hold
+    assert wake is not None and wake.reason == "check: after" and made == []
+    assert source.look(True, lambda: context(1001.0)) is None  # held: weighed in its context
+    assert len(made) == 1 and source.next_due(made[0]) == 1005.0
+    wake = source.look(True, lambda: context(1005.0))
+    assert wake is not None and wake.reason == "check: after" and len(made) == 2
+    source.close()

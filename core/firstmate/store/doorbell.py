@@ -28,6 +28,7 @@ import os
 import select
 import socket
 import stat
+import struct
 import time
 
 import attrs
@@ -42,6 +43,9 @@ RATE = 20.0
 #: Datagrams read per answer at most: a writer ringing as fast as the bell drains cannot keep
 #: the watcher reading (the kernel queues a few hundred).
 DRAIN_MAX = 1024
+#: A ``struct timeval`` (the receive timeout a wait sets), and the least wait that sets one.
+_TIMEVAL = struct.Struct("@ll")
+_LEAST = 1e-6
 
 
 @attrs.define(eq=False)
@@ -77,7 +81,7 @@ class Doorbell:
         except OSError:
             sock.close()
             return False
-        sock.setblocking(False)
+        sock.setblocking(True)  # (its waits are bounded by a receive timeout: see wait)
         self._sock = sock
         self._bound = (st.st_dev, st.st_ino)
         return True
@@ -111,16 +115,20 @@ class Doorbell:
             if self._read_all():
                 self._tokens -= 1.0
                 return True
-        ready, _, _ = select.select([self._sock], [], [], timeout)
-        if not ready:
+        # The wait is the read itself, bounded by the socket's receive timeout: a ring wakes us
+        # out of one system call, not a select and then a recv. Only the ring that woke us is
+        # read (reading until the queue is empty ends in an exception, which costs a waking
+        # process several times as much); the next wait reads any behind it.
+        try:
+            if timeout < _LEAST:  # (a receive timeout of zero would wait for ever)
+                self._sock.recv(64, socket.MSG_DONTWAIT)
+            else:
+                whole = int(timeout)
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _TIMEVAL.pack(
+                    whole, int((timeout - whole) * 1e6)))
+                self._sock.recv(64)
+        except BlockingIOError:  # (the time ran out, and nobody rang)
             return False
-        # Only the ring that woke us, so the wake pays one recv (reading until the queue is
-        # empty ends in an exception, which costs a waking process several times as much);
-        # the next wait reads any behind it.
-        try:  # noqa: SIM105 - a with block costs the wake more than this
-            self._sock.recv(64)
-        except OSError:  # (interrupted, or taken already: the rings are still answered)
-            pass
         self._unread = True
         self._tokens -= 1.0
         return True
@@ -131,7 +139,7 @@ class Doorbell:
         found = False
         for _ in range(DRAIN_MAX):
             try:
-                self._sock.recv(64)
+                self._sock.recv(64, socket.MSG_DONTWAIT)
             except InterruptedError:
                 continue
             except OSError:  # (BlockingIOError: every ring is read)

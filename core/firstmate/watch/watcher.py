@@ -51,6 +51,12 @@ from firstmate.base.exitcodes import ExitCode
 from firstmate.base.stopsignals import Stopped
 from firstmate.store.downtime import OPEN_KEY
 from firstmate.store.home import Home, open_private, resolve_root
+from firstmate.watch.cycleenv import (
+    DEFAULT_CLEANUP_BOUND,
+    PREDECESSOR_ENV,
+    cleanup_lock_bound,
+    predecessor_arm_pid,
+)
 from firstmate.watch.directline import DirectOut, deliver
 from firstmate.watch.grounds import code_dir, disposable_checkout, file_id, missing_ground
 
@@ -62,37 +68,11 @@ if TYPE_CHECKING:
     from firstmate.watch.sources.base import PollContext, Source, Wake
 
 DEFAULT_POLL = 15.0
-DEFAULT_CLEANUP_BOUND = 2
 DEFAULT_STARTUP_BOUND = 10.0
 #: A watcher never waits less than this between polls (a source naming a past deadline).
 MIN_WAIT = 0.01
 #: The env var naming the pipe the arm listens on for "first poll done".
 READY_FD_ENV = "FM_WATCH_READY_FD"
-PREDECESSOR_ENV = "FM_WATCH_PREDECESSOR_ARM_PID"
-
-
-# --- small pure helpers ------------------------------------------------------------------------
-
-
-def cleanup_lock_bound(value: str | None) -> int:
-    """``FM_WATCHER_CLEANUP_LOCK_BOUND``: a positive decimal integer of seconds, else 2.
-
-    Leading zeros are decimal (``08`` is 8). Empty, non-numeric, signed, fractional, zero
-    (``0``, ``00``) and non-ASCII digits all fall back to 2.
-    """
-    text = (value or "").strip()
-    if not text or not text.isascii() or not text.isdigit():
-        return DEFAULT_CLEANUP_BOUND
-    number = int(text, 10)
-    return number if number > 0 else DEFAULT_CLEANUP_BOUND
-
-
-def predecessor_arm_pid(env: Mapping[str, str]) -> int | None:
-    """``FM_WATCH_PREDECESSOR_ARM_PID`` when it names a pid (a handling successor), else None."""
-    raw = env.get(PREDECESSOR_ENV, "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 1:
-        return int(raw)
-    return None
 
 
 @runtime_checkable
@@ -131,6 +111,7 @@ class Watcher:
     #: Direct mode's descriptors (:mod:`firstmate.watch.directline`), until the close.
     _direct: DirectOut | None = None
     _beacon: str | None = None  # (its path, made once: the loop touches it on every poll)
+    _out_fd: int | None = None  # (stdout's: one write a line, no text layer on a wake's path)
 
     def __attrs_post_init__(self) -> None:
         # The ready pipe is ours alone: take it out of the environment our checks inherit.
@@ -138,6 +119,9 @@ class Watcher:
         raw = env.pop(READY_FD_ENV, "").strip()
         self._direct = DirectOut.from_env(env)
         self.env = env
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            self.out.flush()
+            self._out_fd = self.out.fileno()
         if raw.isascii() and raw.isdigit() and int(raw) > 2:
             self._ready_fd = int(raw)
             with contextlib.suppress(OSError):
@@ -276,6 +260,7 @@ class Watcher:
         from firstmate.store.health import grace
         from firstmate.watch.sources.base import PollContext
         from firstmate.watch.sources.handover import HeldWakes
+        from firstmate.watch.sources.queued import QueuedSource
 
         assert self.home is not None and self.bell is not None
         home = self.home
@@ -288,32 +273,43 @@ class Watcher:
         # (queued rows, checks, crew lines). So slow timer-driven work (pane reads) never stands
         # between an append and its wake, and a deadline of one source costs no other's work.
         on_bell = [s for s in self.sources if getattr(s, "doorbell", False)]
+        # The watcher's own queued source, when a ring polls it first: see the answer below.
+        queued = on_bell[0] if on_bell and type(on_bell[0]) is QueuedSource else None
+        bell = self.bell
         self._beacon, db_path = os.fspath(home.beacon), os.fspath(home.db)  # (made once)
         code_path = os.fspath(code)
         due: dict[int, float] = {}
         # Wakes that wait for the primary's drain of the wake before (a handling successor's).
         held = HeldWakes(self.db)
-        full_at = 0.0
+        full_at = next_at = 0.0
         rang = False
         number = 0
+
+        def context() -> PollContext:  # (this poll's: its time, number and kind as they are)
+            return PollContext(home=home, env=self.env, now=now, poll=number, triage=self._log,
+                               handling_successor=successor, beat=self._touch_beacon,
+                               startup_seq=self.startup_seq, rung=bell.pending,
+                               bell_fd=bell.fileno(), full=full)
+
         while True:
             number += 1
             now = time.time()
-            released = held.released(rang, now)
-            full = now >= full_at
-            if full:
-                chosen, full_at = self.sources, now + poll_every
-            elif rang and not released and not held.held and min(due.values(), default=now + 1) > now:
-                chosen = on_bell  # (the usual answer to a ring, without a look at each source)
-            else:
-                chosen = [s for s in self.sources if (rang and s in on_bell)
-                          or due.get(id(s), math.inf) <= now or id(s) in released]
-            if held.held:
-                chosen = [s for s in chosen if id(s) not in held.held]
             # A poll that only answers the doorbell touches the beacon after its sources: a
             # wake removes the beacon anyway, and every other poll (one at least each FM_POLL,
             # well inside the grace) touches it first.
-            answer_only = number > 1 and (chosen is on_bell or all(s in on_bell for s in chosen))
+            if rang and now < next_at and not held.held:  # (the usual answer to a ring)
+                chosen, full, answer_only = on_bell, False, True  # (nothing due, nothing held)
+            else:
+                released = held.released(rang, now)
+                full = now >= full_at
+                if full:
+                    chosen, full_at = self.sources, now + poll_every
+                else:
+                    chosen = [s for s in self.sources if (rang and s in on_bell)
+                              or due.get(id(s), math.inf) <= now or id(s) in released]
+                if held.held:
+                    chosen = [s for s in chosen if id(s) not in held.held]
+                answer_only = number > 1 and all(s in on_bell for s in chosen)
             if not answer_only:
                 self._touch_beacon()
             if number == 1:
@@ -326,11 +322,22 @@ class Watcher:
                 ended = self._grounds_gone(code)
                 if ended is not None:
                     return ended
-            ctx = PollContext(home=home, env=self.env, now=now, poll=number,
-                              triage=self._log, handling_successor=successor,
-                              beat=self._touch_beacon, startup_seq=self.startup_seq,
-                              rung=self.bell.pending, bell_fd=self.bell.fileno(), full=full)
+            looked = None
+            if chosen is on_bell and queued is not None:
+                # The usual answer to a ring looks at the queued rows before anything else is
+                # made: a row it wakes for is closed on at once (the row is the wake's record).
+                try:
+                    found = queued.look(successor, context)
+                except Exception:  # (the pass below looks again, and names the failure)
+                    found = None
+                else:
+                    looked = queued
+                if found is not None:
+                    return self._close(queued, found, None)
+            ctx = context()
             for index, source in enumerate(chosen):
+                if source is looked:
+                    continue  # (looked at just now; a ring during the pass looks again)
                 if index and self.bell.pending():
                     # A ring during this pass (a queued row, a crew line) is answered before the
                     # next source: the doorbell sources already polled look again, in order,
@@ -354,7 +361,8 @@ class Watcher:
                 self._touch_beacon()
             due = self._dues(ctx)
             due.update(held.held)  # (a held source's own deadline waits for the hold too)
-            rang = self.bell.wait(max(MIN_WAIT, min([full_at, *due.values()]) - time.time()))
+            next_at = min([full_at, *due.values()])
+            rang = bell.wait(max(MIN_WAIT, next_at - time.time()))
 
     def _grounds_gone(self, code: Path) -> int | None:
         """End the cycle when a ground is gone (home, state/, this code, the database file
@@ -427,8 +435,9 @@ class Watcher:
 
     # --- closing -----------------------------------------------------------------------------
 
-    def _close(self, source: Source, wake: Wake, ctx: PollContext) -> int:
-        """Make *wake* durable, print its reason line, record the delivery, release, exit 0."""
+    def _close(self, source: Source, wake: Wake, ctx: PollContext | None) -> int:
+        """Make *wake* durable, print its reason line, record the delivery, release, exit 0.
+        *ctx* None: the queued source's wake from a ring's answer (its commit does nothing)."""
         stopsignals.block()
         self.closing = True
         assert self.db is not None and self.home is not None
@@ -443,7 +452,8 @@ class Watcher:
                 self._say(f"watcher: FAILED - could not queue the wake ({exc.message})")
                 return self._finish(ExitCode.FAILED, publish=True)
         try:
-            source.commit(wake, ctx)
+            if ctx is not None:
+                source.commit(wake, ctx)
         except Exception as exc:  # the row is durable; a marker costs a repeat
             self._note_line(f"watcher: source {source.name} could not commit its markers: {exc}")
         # The beacon goes first, so nobody attaches to a watcher that is already closing.
@@ -562,8 +572,13 @@ class Watcher:
     def _say(self, line: str) -> bool:
         """One line on stdout, flushed; False when stdout is gone."""
         try:
-            self.out.write(line + "\n")
-            self.out.flush()
+            if self._out_fd is None:
+                self.out.write(line + "\n")
+                self.out.flush()
+                return True
+            data = (line + "\n").encode("utf-8", "surrogateescape")
+            while data:
+                data = data[os.write(self._out_fd, data):]
         except (OSError, ValueError):
             return False
         return True

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from typing import ClassVar
 
 import attrs
@@ -105,12 +106,18 @@ class QueuedSource:
     _until: float | None = attrs.field(default=None, init=False)
 
     def poll(self, ctx: PollContext) -> Wake | None:
+        return self.look(ctx.handling_successor, lambda: ctx)
+
+    def look(self, successor: bool, context: Callable[[], PollContext]) -> Wake | None:
+        """:meth:`poll` as the watcher's answer to a ring makes it: *successor* is the
+        context's ``handling_successor``, and *context* makes the context itself, called only
+        when a hold is weighed (a row, a handling successor, a main drain ever), so a ring that
+        wakes for a row builds none."""
         if self._store is None:
             self._store = Store(self.home)
         rows = self._rows()
-        self._until = (self._hold.until(ctx, self._facts, f"queued: row {rows[0][0]}")
-                       if rows and ctx.handling_successor and self._facts[0] is not None
-                       else None)
+        self._until = (self._hold.until(context(), self._facts, f"queued: row {rows[0][0]}")
+                       if rows and successor and self._facts[0] is not None else None)
         if not rows or self._until is not None:
             self._covered = 0
             return None
