@@ -47,12 +47,19 @@ def _json_float(value: float) -> str:
     return json.dumps(value)
 
 
+#: The owner record after its time, for the fields it was last made for: a process records
+#: the same holder on every append, and only the time changes.
+_tail: tuple[tuple[int, str, str, str], str] | None = None
+
+
 def record_json(pid: int, identity: str, home: str, role: str, acquired_at: float) -> str:
     """The owner record: ``json.dumps`` of its fields with ``sort_keys=True``."""
-    return (
-        f'{{"acquired_at": {_json_float(acquired_at)}, "home": {_json_str(home)}, '
-        f'"identity": {_json_str(identity)}, "pid": {int(pid)}, "role": {_json_str(role)}}}'
-    )
+    global _tail
+    fields = (pid, identity, home, role)
+    if _tail is None or _tail[0] != fields:
+        _tail = (fields, f'"home": {_json_str(home)}, "identity": {_json_str(identity)}, '
+                         f'"pid": {int(pid)}, "role": {_json_str(role)}}}')
+    return f'{{"acquired_at": {_json_float(acquired_at)}, {_tail[1]}'
 
 
 def write_record(fd: int, path: StrPath, role: str, home: StrPath,

@@ -44,6 +44,8 @@ class ProcessIdentity:
     cmd_hash: str
 
     def token(self) -> str:
+        if self is _current_cache:  # (this process's own: made once, an append names it each time)
+            return _current_token(self)
         return procself.token(self.pid, self.started, self.cmd_hash)
 
     @classmethod
@@ -86,6 +88,14 @@ def psutil_identity(pid: int) -> ProcessIdentity | None:
 
 
 _current_cache: ProcessIdentity | None = None
+_token_cache: tuple[ProcessIdentity, str] | None = None
+
+
+def _current_token(identity: ProcessIdentity) -> str:
+    global _token_cache
+    if _token_cache is None or _token_cache[0] is not identity:
+        _token_cache = (identity, procself.token(identity.pid, identity.started, identity.cmd_hash))
+    return _token_cache[1]
 
 
 def current() -> ProcessIdentity:
