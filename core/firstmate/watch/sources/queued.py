@@ -23,7 +23,6 @@ wake for them would wake the primary again for rows it has seen.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import ClassVar
@@ -42,7 +41,8 @@ from firstmate.watch.sources.handover import NO_FACTS, Facts, Handover
 #: The store fact holding the highest sequence a watcher delivered a wake for.
 WATERMARK_KEY = "watch.watermark"
 
-_REASON = re.compile(r"(signal:|stale:|check:|heartbeat($|:))")
+#: What a reason line starts with (``heartbeat`` alone, too): a payload that does is kept as it is.
+_PREFIXES = ("signal:", "stale:", "check:", "heartbeat:")
 
 #: The stored watermark with every never-presented usable row above a given sequence, in
 #: order (the watermark alone, with NULL row fields, when there is none), each with what the
@@ -66,7 +66,7 @@ def reason_line(kind: str, payload: str) -> str:
     """*payload* as one reason line: kept when it already starts with a reason prefix, else
     prefixed with its kind (``check: <payload>``), so the arm always recognises it."""
     text = clean(payload).strip()
-    if _REASON.match(text):
+    if text.startswith(_PREFIXES) or text == "heartbeat":  # (no regular expression: a wake's path)
         return text
     prefix = kind if kind in WAKE_KINDS else "check"
     return f"{prefix}: {text}" if text else (prefix if prefix == "heartbeat" else f"{prefix}:")
