@@ -115,3 +115,8 @@ def test_a_stop_signal_interrupts_the_wait(bell: Doorbell) -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_wait_longer_than_any_receive_timeout_still_waits(bell: Doorbell, fm_home: Home) -> None:
+    threading.Timer(0.1, ringing.ring, args=(fm_home,)).start()
+    assert bell.wait(1e30)  # (no struct overflow: the wait is bounded to a day, and rung)

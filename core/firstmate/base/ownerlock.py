@@ -55,11 +55,11 @@ _tail: tuple[tuple[int, str, str, str], str] | None = None
 def record_json(pid: int, identity: str, home: str, role: str, acquired_at: float) -> str:
     """The owner record: ``json.dumps`` of its fields with ``sort_keys=True``."""
     global _tail
-    fields = (pid, identity, home, role)
-    if _tail is None or _tail[0] != fields:
-        _tail = (fields, f'"home": {_json_str(home)}, "identity": {_json_str(identity)}, '
-                         f'"pid": {int(pid)}, "role": {_json_str(role)}}}')
-    return f'{{"acquired_at": {_json_float(acquired_at)}, {_tail[1]}'
+    fields, tail = (pid, identity, home, role), _tail  # (read once: threads may replace it)
+    if tail is None or tail[0] != fields:
+        tail = _tail = (fields, f'"home": {_json_str(home)}, "identity": {_json_str(identity)}, '
+                                f'"pid": {int(pid)}, "role": {_json_str(role)}}}')
+    return f'{{"acquired_at": {_json_float(acquired_at)}, {tail[1]}'
 
 
 def write_record(fd: int, path: StrPath, role: str, home: StrPath,

@@ -43,9 +43,10 @@ RATE = 20.0
 #: Datagrams read per answer at most: a writer ringing as fast as the bell drains cannot keep
 #: the watcher reading (the kernel queues a few hundred).
 DRAIN_MAX = 1024
-#: A ``struct timeval`` (the receive timeout a wait sets), and the least wait that sets one.
+#: A ``struct timeval`` (the receive timeout a wait sets), the least wait that sets one, and
+#: the longest (a longer one ends then, unrung: the watcher waits again).
 _TIMEVAL = struct.Struct("@ll")
-_LEAST = 1e-6
+_LEAST, _LONGEST = 1e-6, 86400.0
 
 
 @attrs.define(eq=False)
@@ -96,7 +97,7 @@ class Doorbell:
     def wait(self, timeout: float) -> bool:
         """Wait up to *timeout* seconds for a ring; True when rung. Reads the ring that ends the
         wait; rings left behind the last one read answer this wait at once, all together."""
-        timeout = max(0.0, timeout)
+        timeout = min(max(0.0, timeout), _LONGEST)
         if self._sock is None and not self.open():
             time.sleep(timeout)
             return False

@@ -93,9 +93,11 @@ _token_cache: tuple[ProcessIdentity, str] | None = None
 
 def _current_token(identity: ProcessIdentity) -> str:
     global _token_cache
-    if _token_cache is None or _token_cache[0] is not identity:
-        _token_cache = (identity, procself.token(identity.pid, identity.started, identity.cmd_hash))
-    return _token_cache[1]
+    cached = _token_cache  # (read once: threads may replace it)
+    if cached is None or cached[0] is not identity:
+        cached = _token_cache = (identity, procself.token(identity.pid, identity.started,
+                                                          identity.cmd_hash))
+    return cached[1]
 
 
 def current() -> ProcessIdentity:
