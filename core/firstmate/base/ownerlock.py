@@ -47,19 +47,12 @@ def _json_float(value: float) -> str:
     return json.dumps(value)
 
 
-#: The owner record after its time, for the fields it was last made for: a process records
-#: the same holder on every append, and only the time changes.
-_tail: tuple[tuple[int, str, str, str], str] | None = None
-
-
 def record_json(pid: int, identity: str, home: str, role: str, acquired_at: float) -> str:
     """The owner record: ``json.dumps`` of its fields with ``sort_keys=True``."""
-    global _tail
-    fields, tail = (pid, identity, home, role), _tail  # (read once: threads may replace it)
-    if tail is None or tail[0] != fields:
-        tail = _tail = (fields, f'"home": {_json_str(home)}, "identity": {_json_str(identity)}, '
-                                f'"pid": {int(pid)}, "role": {_json_str(role)}}}')
-    return f'{{"acquired_at": {_json_float(acquired_at)}, {tail[1]}'
+    return (
+        f'{{"acquired_at": {_json_float(acquired_at)}, "home": {_json_str(home)}, '
+        f'"identity": {_json_str(identity)}, "pid": {int(pid)}, "role": {_json_str(role)}}}'
+    )
 
 
 def write_record(fd: int, path: StrPath, role: str, home: StrPath,
