@@ -272,6 +272,67 @@ def test_a_ring_polls_only_what_rings_it_never_the_slow_pane_reads(rig: Rig) -> 
     assert calls() == made  # the ring ran no pane read
 
 
+#: A watcher whose queued source fails to read its rows while the file FLAG exists; every
+#: call is logged to CALLS (``poll``, then ``looked`` or ``failed`` for each look).
+LOOK_FAILS = """
+import os, sys
+from firstmate.watch import watcher
+from firstmate.watch.sources.queued import QueuedSource
+
+flag, calls = sys.argv[1], sys.argv[2]
+looked, polled = QueuedSource.look, QueuedSource.poll
+
+def log(word):
+    with open(calls, "a") as out:
+        out.write(word + "\\n")
+
+def look(self, successor, context):
+    failing = os.path.exists(flag)
+    log("failed" if failing else "looked")
+    if failing:
+        raise RuntimeError("the rows could not be read")
+    return looked(self, successor, context)
+
+def poll(self, ctx):
+    log("poll")
+    return polled(self, ctx)
+
+QueuedSource.look, QueuedSource.poll = look, poll
+raise SystemExit(watcher.run())
+"""
+
+
+def test_a_rings_look_that_fails_is_polled_again_reported_once_and_loses_no_row(
+        rig: Rig) -> None:
+    flag, log = rig.tmp / "failing", rig.tmp / "calls"
+    err_path = rig.tmp / "stderr-look-fails.txt"
+    with open(err_path, "wb") as err:
+        popen = subprocess.Popen([sys.executable, "-c", LOOK_FAILS, str(flag), str(log)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                 env={**rig.env, "FM_POLL": "3600"})
+    watch = Proc(popen, err_path)
+    rig.procs.append(watch)
+
+    def calls() -> list[str]:
+        return log.read_text().split() if log.exists() else []
+
+    eventually("the first poll's look", lambda: "looked" in calls())
+    first = len(calls())
+    flag.touch()
+    rig.append("check", "a", "check: first")
+    note = "watcher: source queued failed: RuntimeError: the rows could not be read"
+    eventually("the failure to be reported", lambda: note in watch.stderr())
+    # The ring's own look failed; the pass then polled the source again, which failed too and
+    # was reported through the path every source's failure takes.
+    assert calls()[first:] == ["failed", "poll", "failed"]
+    flag.unlink()
+    rig.append("check", "b", "check: second")
+    assert watch.line() == "check: first"  # the row that came during the failure, not lost
+    assert watch.wait() == 0
+    assert watch.stderr().count(note) == 1
+    assert calls()[first + 3:] == ["looked"]  # the next ring's look found it
+
+
 def _gated_arm(rig: Rig) -> tuple[Proc, Path, Callable[[], list[str]]]:
     """An arm over three crews whose every tmux call waits until the test lets it go
     (:func:`_let_one_go`); also the gate and the calls made so far (``list-panes``, …). The
