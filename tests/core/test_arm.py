@@ -374,6 +374,47 @@ def test_restart_and_stop_leave_an_unverifiable_live_holder_alone(rig: Rig) -> N
     assert victim.poll() is None and holder.poll() is None
 
 
+#: A successor wait no test outlives: an arm that ends within a test's deadline did not wait.
+NO_WAIT_WOULD_END = {"FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT": "3600"}
+
+
+@pytest.mark.parametrize("how", ["TERM", "KILL", "fm arm --stop"])
+def test_an_owned_watcher_stopped_without_a_successor_fails_its_arm_at_once(
+        rig: Rig, how: str) -> None:
+    """A watcher that no fm command stopped to replace (killed from outside, or by --stop)
+    has no successor coming: its arm reports the end without the successor wait."""
+    owner = rig.spawn("arm", env=NO_WAIT_WOULD_END)
+    pid = started_pid(owner.line())
+    if how == "fm arm --stop":
+        assert rig.fm("arm", "--stop").returncode == 0
+    else:
+        os.kill(pid, getattr(signal, f"SIG{how}"))
+    assert owner.rest() == ["watcher: FAILED - cycle ended without an actionable reason"]
+    assert owner.wait() == 1
+    row = cyclelog.rows(rig.home)[-1]
+    assert (row.watcher_pid, row.reason) == (pid, "signal-exit")
+    # Nothing was lost: the next arm starts a watcher and wakes for what comes.
+    again = rig.spawn("arm")
+    started_pid(again.line())
+    rig.append("check", "after", "check: after the stop")
+    assert again.rest() == ["check: after the stop"]
+    assert again.wait() == 0
+
+
+def test_an_owned_watcher_replaced_by_a_take_over_is_still_followed(rig: Rig) -> None:
+    """fm records a replacement before it signals: the stopped watcher's arm waits for and
+    follows the successor, whatever the signal looked like from outside."""
+    owner = rig.spawn("arm", env=NO_WAIT_WOULD_END)
+    first = started_pid(owner.line())
+    taker = rig.spawn("arm", "--take-over")
+    second = started_pid(taker.line())
+    assert second != first
+    assert attached_pid(owner.line()) == second
+    rig.append("check", "t", "check: taken over")
+    assert owner.line() == taker.line() == "check: taken over"
+    assert owner.wait() == taker.wait() == 0
+
+
 def test_stop_stops_the_verified_watcher_and_its_arms_fail_without_a_delivery(rig: Rig) -> None:
     owner = rig.spawn("arm", env=SHORT_SUCCESSOR)
     pid = started_pid(owner.line())

@@ -13,7 +13,8 @@ Modes (see docs/cli.md for every line and exit status):
     ``FM_ARM_CONFIRM_TIMEOUT`` (10 s), that the child is the verified lock holder with a beacon
     of its own. Then relay the child's reason line. A watcher that closes without a delivery is
     followed to its successor for up to ``FM_ARM_SUCCESSOR_CONFIRM_TIMEOUT`` (default: the
-    confirmation timeout).
+    confirmation timeout); a child that a signal ended is waited for only when the fm command
+    that stopped it recorded a replacement (:mod:`firstmate.store.stopping`).
 ``--restart`` / ``--stop``
     Stop the current identity-verified watcher (TERM, bounded wait); restart then starts a
     fresh cycle. A reused pid is never signalled.
@@ -59,7 +60,7 @@ from firstmate.continuity.watchchild import (
     child_env,
     reason_class,
 )
-from firstmate.store import cyclelog
+from firstmate.store import cyclelog, stopping
 from firstmate.store.cyclelog import CycleRow, lock_text
 from firstmate.store.database import Store
 from firstmate.store.health import WatcherHealth, watcher_health
@@ -240,13 +241,15 @@ class Arm:
             return None
         return None if found is None else found.reason
 
-    def wait_successor(self, exclude: int, since: float) -> WatcherHealth | str | None:
-        """A healthy watcher other than *exclude*, waited for up to the successor timeout; or
-        the reason of a successor (a watcher started after *since*, when *exclude* started)
-        that already came and closed before we looked (from the delivery ledger)."""
+    def wait_successor(self, exclude: int, since: float, *,
+                       patience: float | None = None) -> WatcherHealth | str | None:
+        """A healthy watcher other than *exclude*, waited for up to *patience* seconds (the
+        successor timeout when None; 0 looks once); or the reason of a successor (a watcher
+        started after *since*, when *exclude* started) that already came and closed before we
+        looked (from the delivery ledger)."""
         from firstmate.store import deliveries
 
-        deadline = time.monotonic() + self.successor_timeout
+        deadline = time.monotonic() + (self.successor_timeout if patience is None else patience)
         while True:
             health = self.health()
             if health.healthy and health.pid != exclude:
@@ -534,8 +537,15 @@ class Arm:
         # this watcher ended. The successor followed next is in the store's cycle links.
         row(klass, "awaited")
         self.publish_if_gone()
+        # Ended by a signal that no fm command sent to replace it (killed from outside, or
+        # fm arm --stop): no successor is coming, so one look, not the wait.
+        patience = None
+        if sig != "none" and not stopping.successor_expected(
+                self.db, child.pid, child.identity.token() if child.identity else None):
+            patience = 0.0
         successor = self.wait_successor(exclude=child.pid, since=_started(child.identity,
-                                                                         child.started_at))
+                                                                         child.started_at),
+                                        patience=patience)
         if isinstance(successor, str):
             return self.deliver(successor)  # it came and closed before we looked
         if successor is not None and successor.pid is not None:

@@ -17,6 +17,7 @@ from firstmate.continuity.watchchild import _readable
 from firstmate.store import cyclelog
 from firstmate.store.health import WatcherHealth
 from firstmate.store.identity import ProcessIdentity
+from firstmate.store.stopping import REPLACED, STOPPED
 from firstmate.watch.watcher import cleanup_lock_bound
 
 if TYPE_CHECKING:
@@ -28,14 +29,18 @@ TAKEOVER_ROW_WAIT = 2.0
 POLL = 0.05
 
 
-def stop_watcher(arm: Arm, health: WatcherHealth) -> str:
+def stop_watcher(arm: Arm, health: WatcherHealth, *, then: str) -> str:
     """TERM the verified watcher *health* names and wait for it: ``stopped``, ``gone`` (it
-    was no longer that process), or ``alive`` (it outlived the wait)."""
+    was no longer that process), or ``alive`` (it outlived the wait). *then* is what follows
+    the stop (:data:`~firstmate.store.stopping.REPLACED` or ``STOPPED``), recorded before the
+    signal for the watcher's arm (:mod:`firstmate.store.stopping`)."""
+    from firstmate.store import stopping
     from firstmate.store.identity import matches, signal_verified
 
     ident = ProcessIdentity.parse(health.identity)
     if ident is None or ident.pid != health.pid:
         return "gone"
+    stopping.record(arm.db, ident.pid, ident.token(), then)
     pidfd = open_pidfd(ident.pid)
     try:
         if not signal_verified(ident, signal.SIGTERM):
@@ -71,7 +76,7 @@ def stop(arm: Arm) -> int:
         return ExitCode.OK
     if not health.verified:
         return arm.fail(f"lock holder pid={health.pid} could not be verified; left alone")
-    outcome = stop_watcher(arm, health)
+    outcome = stop_watcher(arm, health, then=STOPPED)
     if outcome == "alive":
         return arm.fail(f"pid={health.pid} did not stop")
     arm.say(f"watcher: stopped pid={health.pid}" if outcome == "stopped"
@@ -83,7 +88,7 @@ def restart(arm: Arm) -> int:
     if health.state != "none":
         if not health.verified:
             return arm.fail(f"lock holder pid={health.pid} could not be verified; left alone")
-        if stop_watcher(arm, health) == "alive":
+        if stop_watcher(arm, health, then=REPLACED) == "alive":
             return arm.fail(f"pid={health.pid} did not stop")
     return arm.start()
 
@@ -111,7 +116,7 @@ def take_over(arm: Arm, arm_pid: int | None) -> int:
     with arm.db.reading() as conn:
         before, seq_before = episodes.read(conn), last_seq(conn)
     term_at = time.time()
-    outcome = stop_watcher(arm, health)
+    outcome = stop_watcher(arm, health, then=REPLACED)
     if outcome == "alive":
         return arm.fail(f"pid={health.pid} did not stop")
     if outcome == "stopped" and isinstance(before, episodes.Episode) and \

@@ -13,6 +13,7 @@ from firstmate.base.errors import FirstmateError, LockTimeout
 from firstmate.continuity.armcontrol import stop_watcher
 from firstmate.store.cyclelog import lock_text
 from firstmate.store.health import WatcherHealth
+from firstmate.store.stopping import REPLACED
 from firstmate.watch.watcher import cleanup_lock_bound
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def replace_wedged(arm: Arm, health: WatcherHealth, *, origin: str,
     arm.row(watcher_pid=pid, origin=origin,
              started_at=time.time() if started_at is None else started_at,
              reason="stalled-holder-replaced", lock_before=lock_text(pid, health.identity))
-    if stop_watcher(arm, health) == "alive":
+    if stop_watcher(arm, health, then=REPLACED) == "alive":
         return (f"wedged watcher pid={pid} (beacon {health.age_text()}s) did not stop when "
                 "signalled; left running - inspect it (it may be stuck in the kernel)")
     previous = arm.child

@@ -485,8 +485,11 @@ class Continuity:
         failure = (f"{FAILED}{self.display_name} could not confirm the watcher handoff: "
                    f"{strip_failed(result.message)}")
         repair = False
-        if not watcher_alive and self._slot is arm and arm.alive:
-            repair = self._retire(arm)
+        if not watcher_alive and self._slot is arm:
+            if arm.alive:
+                repair = self._retire(arm)
+            else:  # it ended already (its watcher died, no successor came): retired as is
+                arm.retired, self._slot, repair = True, None, True
         return Restoration(successor=arm, handoff=result, failure=failure, attempts=attempts,
                            repair=repair)
 
